@@ -1,0 +1,3 @@
+from hpcenv.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,60 @@
+"""``hpcenv`` command line: thin. Each subcommand is one module in ``hpcenv.commands``
+(``NAME``, ``HELP``, ``configure(parser)``, ``run(args) -> int``); errors are caught
+here, once, and become one line on stderr and the error's exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+from collections.abc import Sequence
+from types import ModuleType
+
+from hpcenv import __version__, commands
+from hpcenv.errors import HpcenvError
+
+
+def _command_modules() -> list[ModuleType]:
+    mods = [
+        importlib.import_module(f"{commands.__name__}.{info.name}")
+        for info in pkgutil.iter_modules(commands.__path__)
+        if not info.name.startswith("_")
+    ]
+    return sorted(mods, key=lambda m: (getattr(m, "ORDER", 50), m.NAME))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="hpcenv",
+        description="Build and validate ML environments (torch, flash-attn, vLLM, Ray, NCCL) "
+        "on HPC clusters: facts -> profile -> plan -> build -> probes -> report.",
+    )
+    parser.add_argument("--version", action="version", version=f"hpcenv {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for mod in _command_modules():
+        p = sub.add_parser(mod.NAME, help=mod.HELP, description=mod.__doc__)
+        mod.configure(p)
+        p.set_defaults(_run=mod.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        code: int = args._run(args)
+        return code
+    except HpcenvError as exc:
+        print(f"hpcenv: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("hpcenv: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # `hpcenv facts --json | head`
+        return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

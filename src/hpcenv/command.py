@@ -1,0 +1,126 @@
+"""The one place hpcenv starts subprocesses.
+
+Commands are argument lists, never shell strings. ``run`` logs the shlex-quoted
+command, enforces a timeout, raises ``CommandFailed`` with the exit code, and on
+Ctrl-C or timeout shuts the child's whole process group down in escalating steps
+(SIGINT, SIGTERM, SIGKILL).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from hpcenv.errors import CommandFailed, Interrupted
+
+#: Seconds to wait after each signal before escalating to the next one.
+SHUTDOWN_STEPS: tuple[tuple[signal.Signals, float], ...] = (
+    (signal.SIGINT, 3.0),
+    (signal.SIGTERM, 3.0),
+    (signal.SIGKILL, 5.0),
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Completed:
+    args: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+    seconds: float
+
+
+def quote(args: Sequence[str | os.PathLike[str]]) -> str:
+    """The command as a person would type it (for logs; never executed)."""
+    return shlex.join(str(a) for a in args)
+
+
+def shutdown(proc: subprocess.Popen[str]) -> None:
+    """Stop ``proc`` and its process group: SIGINT, then SIGTERM, then SIGKILL."""
+    for sig, wait in SHUTDOWN_STEPS:
+        if proc.poll() is not None:
+            return
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def run(
+    args: Sequence[str | os.PathLike[str]],
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    timeout: float | None = None,
+    check: bool = True,
+    log: IO[str] | None = None,
+    stdin_text: str | None = None,
+) -> Completed:
+    """Run ``args`` and capture its output.
+
+    ``env`` replaces the environment when given. ``log`` receives the quoted
+    command line and, afterwards, the output. Raises ``CommandFailed`` on a
+    non-zero exit (``check``) or a timeout, and ``Interrupted`` on Ctrl-C.
+    """
+    argv = tuple(str(a) for a in args)
+    if log is not None:
+        log.write(f"$ {quote(argv)}\n")
+        log.flush()
+    start = time.monotonic()
+    try:
+        proc = subprocess.Popen(  # noqa: S603 - argument list, never a shell
+            argv,
+            env=dict(env) if env is not None else None,
+            cwd=cwd,
+            stdin=subprocess.PIPE if stdin_text is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+    except FileNotFoundError as exc:
+        raise CommandFailed(
+            f"{argv[0]}: command not found (is it installed and on PATH?)", returncode=127
+        ) from exc
+    try:
+        stdout, stderr = proc.communicate(input=stdin_text, timeout=timeout)
+    except subprocess.TimeoutExpired as exc:
+        shutdown(proc)
+        out, err = proc.communicate()
+        raise CommandFailed(
+            f"{quote(argv)} did not finish within {timeout:g} s and was stopped",
+            returncode=124,
+            output=(out or "") + (err or ""),
+        ) from exc
+    except KeyboardInterrupt as exc:
+        shutdown(proc)
+        raise Interrupted("interrupted; the command was stopped") from exc
+    seconds = time.monotonic() - start
+    if log is not None:
+        log.write(stdout)
+        log.write(stderr)
+        log.write(f"# exit {proc.returncode} after {seconds:.2f} s\n")
+        log.flush()
+    done = Completed(
+        args=argv, returncode=proc.returncode, stdout=stdout, stderr=stderr, seconds=seconds
+    )
+    if check and proc.returncode != 0:
+        tail = (stderr or stdout).strip().splitlines()[-1:] or [""]
+        raise CommandFailed(
+            f"{Path(argv[0]).name} exited with {proc.returncode}: {tail[0]}",
+            returncode=proc.returncode,
+            output=stdout + stderr,
+        )
+    return done

@@ -1,0 +1,29 @@
+"""One module per ``hpcenv`` subcommand; ``cli`` discovers them.
+
+A module defines ``NAME``, ``HELP``, optional ``ORDER`` (help listing order),
+``configure(parser)`` and ``run(args) -> int``. Shared options live here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+
+def add_facts_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--facts",
+        metavar="FILE",
+        help="use facts recorded with 'hpcenv facts --json > FILE' instead of this host's",
+    )
+
+
+def add_json_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print JSON for scripts")
+
+
+def print_json(data: Any) -> None:
+    json.dump(data, sys.stdout, indent=2, default=str)
+    sys.stdout.write("\n")

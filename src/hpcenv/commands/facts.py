@@ -1,0 +1,29 @@
+"""Print what this node is: arch, glibc, Python, CPUs, memory, NVIDIA driver and GPUs,
+SLURM allocation, libfabric providers, NCCL net plugin, loaded modules. Never imports
+torch. With --facts FILE, shows a recorded file instead."""
+
+from __future__ import annotations
+
+import argparse
+
+from hpcenv import facts, report
+from hpcenv.commands import add_facts_option, add_json_option, print_json
+from hpcenv.facts_model import to_json
+
+NAME = "facts"
+HELP = "show this node's facts (driver, GPUs, network, SLURM); --json for the contract"
+ORDER = 10
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    add_json_option(parser)
+    add_facts_option(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    found = facts.for_args(args.facts)
+    if args.json:
+        print_json(to_json(found))
+    else:
+        report.print_facts(found)
+    return 0

@@ -1,0 +1,45 @@
+"""List the cluster profiles hpcenv finds ($HPCENV_ENVS, ./envs, the shipped ones),
+validating each."""
+
+from __future__ import annotations
+
+import argparse
+
+from hpcenv import profile, report
+from hpcenv.commands import add_json_option, print_json
+from hpcenv.errors import BadInput
+
+NAME = "profiles"
+HELP = "list the cluster profiles and whether each validates"
+ORDER = 20
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    add_json_option(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    rows = []
+    bad = 0
+    for name, path in profile.available().items():
+        try:
+            p = profile.load_path(path)
+            rows.append(
+                {
+                    "name": name,
+                    "path": str(path),
+                    "ok": True,
+                    "description": p.profile.description,
+                    "error": None,
+                }
+            )
+        except BadInput as exc:
+            bad += 1
+            rows.append(
+                {"name": name, "path": str(path), "ok": False, "description": "", "error": str(exc)}
+            )
+    if args.json:
+        print_json(rows)
+    else:
+        report.print_profiles(rows)
+    return 2 if bad else 0

@@ -1,0 +1,60 @@
+"""One error hierarchy, each class with its own exit code, caught once in ``cli.main``.
+
+Every message is one line a researcher can act on: what is wrong (file, key, value)
+and what would fix it.
+"""
+
+from __future__ import annotations
+
+
+class HpcenvError(Exception):
+    """Base of every error hpcenv reports to a user (never with a traceback)."""
+
+    exit_code = 1
+
+
+class BadInput(HpcenvError):
+    """A file, key, value or argument is wrong; the message names it and the fix."""
+
+    exit_code = 2
+
+
+class NoCompatibleBuild(HpcenvError):
+    """No torch build (variant) can run on this node."""
+
+    exit_code = 3
+
+
+class BuildFailed(HpcenvError):
+    """Building an environment failed; the previous environment is untouched."""
+
+    exit_code = 4
+
+
+class ProbeFailed(HpcenvError):
+    """At least one probe failed."""
+
+    exit_code = 5
+
+
+class Busy(HpcenvError):
+    """Another hpcenv process holds the lock on this environment."""
+
+    exit_code = 6
+
+
+class CommandFailed(HpcenvError):
+    """A subprocess exited non-zero (raised by ``command.run``)."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, *, returncode: int, output: str = "") -> None:
+        super().__init__(message)
+        self.returncode = returncode
+        self.output = output
+
+
+class Interrupted(HpcenvError):
+    """The user pressed Ctrl-C; children were shut down."""
+
+    exit_code = 130

@@ -1,0 +1,142 @@
+"""Collect the facts of this node: pure reads, no torch import, a few cheap subprocesses.
+
+``collect()`` reads this host; ``for_args(path)`` returns recorded facts when a
+``--facts FILE`` was given and this host's otherwise.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import shutil
+import socket
+from collections.abc import Mapping
+from pathlib import Path
+
+from hpcenv import command, hostlist, nvidia
+from hpcenv.errors import BadInput, CommandFailed
+from hpcenv.facts_model import Facts, NetworkFacts, SlurmFacts, load
+
+#: Where the loader looks for an NCCL net plugin besides LD_LIBRARY_PATH.
+SYSTEM_LIB_DIRS = (
+    "/usr/lib64",
+    "/usr/lib",
+    "/usr/local/lib",
+    "/usr/lib/x86_64-linux-gnu",
+    "/usr/lib/aarch64-linux-gnu",
+)
+
+
+def glibc_version() -> str | None:
+    value = os.confstr("CS_GNU_LIBC_VERSION") if hasattr(os, "confstr") else None
+    if value and value.startswith("glibc "):
+        return value.split()[1]
+    return None
+
+
+def memory_gib(meminfo: Path = Path("/proc/meminfo")) -> float | None:
+    try:
+        m = re.search(r"^MemTotal:\s+(\d+) kB", meminfo.read_text(), re.M)
+    except OSError:
+        return None
+    return round(int(m.group(1)) / 1024 / 1024, 1) if m else None
+
+
+def _int(env: Mapping[str, str], key: str) -> int | None:
+    value = env.get(key, "")
+    m = re.match(r"^(\d+)", value)  # SLURM_TASKS_PER_NODE looks like "4(x2)"
+    return int(m.group(1)) if m else None
+
+
+def slurm_from_env(env: Mapping[str, str]) -> SlurmFacts | None:
+    """The SLURM allocation this process runs in, or ``None`` outside one."""
+    job = env.get("SLURM_JOB_ID") or env.get("SLURM_JOBID")
+    if not job:
+        return None
+    nodelist = env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST")
+    try:
+        hosts = tuple(hostlist.expand(nodelist)) if nodelist else ()
+    except BadInput:
+        hosts = ()
+    return SlurmFacts(
+        job_id=job,
+        nodelist=nodelist,
+        hosts=hosts,
+        nnodes=_int(env, "SLURM_JOB_NUM_NODES") or _int(env, "SLURM_NNODES"),
+        ntasks=_int(env, "SLURM_NTASKS"),
+        ntasks_per_node=_int(env, "SLURM_NTASKS_PER_NODE") or _int(env, "SLURM_TASKS_PER_NODE"),
+        procid=_int(env, "SLURM_PROCID"),
+        localid=_int(env, "SLURM_LOCALID"),
+        gpus_on_node=_int(env, "SLURM_GPUS_ON_NODE"),
+        gpus=env.get("SLURM_GPUS_PER_NODE") or env.get("SLURM_GPUS") or env.get("SLURM_JOB_GPUS"),
+        cuda_visible_devices=env.get("CUDA_VISIBLE_DEVICES"),
+        partition=env.get("SLURM_JOB_PARTITION"),
+    )
+
+
+def parse_fi_info_list(text: str) -> tuple[str, ...]:
+    """Provider names from ``fi_info -l`` (``name:`` lines, each followed by a version)."""
+    names = []
+    for line in text.splitlines():
+        m = re.match(r"^([A-Za-z0-9_;.-]+):\s*$", line)
+        if m and m.group(1) not in names:
+            names.append(m.group(1))
+    return tuple(names)
+
+
+def libfabric_providers(timeout: float = 10.0) -> tuple[str, ...] | None:
+    fi_info = shutil.which("fi_info")
+    if fi_info is None:
+        return None
+    try:
+        return parse_fi_info_list(command.run([fi_info, "-l"], timeout=timeout).stdout)
+    except CommandFailed:
+        return ()
+
+
+def find_net_plugin(env: Mapping[str, str]) -> str | None:
+    """The NCCL net plugin NCCL would open: NCCL_NET_PLUGIN, else ``libnccl-net.so``."""
+    dirs = [d for d in env.get("LD_LIBRARY_PATH", "").split(":") if d] + list(SYSTEM_LIB_DIRS)
+    wanted = env.get("NCCL_NET_PLUGIN")
+    if wanted:
+        if "/" in wanted:
+            return wanted if Path(wanted).is_file() else None
+        names = [wanted, f"libnccl-net-{wanted}.so"]
+    else:
+        names = ["libnccl-net.so"]
+    for d in dirs:
+        for name in names:
+            candidate = Path(d) / name
+            if candidate.is_file():
+                return str(candidate)
+    return None
+
+
+def loaded_modules(env: Mapping[str, str]) -> tuple[str, ...]:
+    return tuple(m for m in env.get("LOADEDMODULES", "").split(":") if m)
+
+
+def collect(env: Mapping[str, str] | None = None) -> Facts:
+    """The facts of this host."""
+    env = os.environ if env is None else env
+    return Facts(
+        hostname=socket.gethostname(),
+        arch=platform.machine(),
+        glibc=glibc_version(),
+        python=platform.python_version(),
+        cpus=os.cpu_count(),
+        memory_gib=memory_gib(),
+        nvidia=nvidia.read(),
+        slurm=slurm_from_env(env),
+        network=NetworkFacts(
+            libfabric_providers=libfabric_providers(), nccl_net_plugin=find_net_plugin(env)
+        ),
+        modules=loaded_modules(env),
+        source="this host",
+    )
+
+
+def for_args(path: str | Path | None) -> Facts:
+    """Recorded facts when ``--facts FILE`` was given, else this host's."""
+    return load(path) if path else collect()

@@ -1,0 +1,179 @@
+"""Read the NVIDIA driver and GPUs: NVML (pynvml) first, then ``nvidia-smi``, then /proc.
+
+Each reader returns ``None`` when its source is absent, so the caller can fall
+through to the next one; none of them raises on a machine without a GPU.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import os
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+from hpcenv import command
+from hpcenv.errors import CommandFailed
+from hpcenv.facts_model import Gpu, NvidiaFacts
+
+PROC_VERSION = Path("/proc/driver/nvidia/version")
+SYS_VERSION = Path("/sys/module/nvidia/version")
+
+SMI_FIELDS = (
+    "index",
+    "name",
+    "compute_cap",
+    "memory.total",
+    "driver_version",
+    "ecc.errors.uncorrected.volatile.total",
+)
+
+
+def _cuda_from_int(value: int) -> str:
+    """NVML encodes CUDA 12.7 as 12070."""
+    return f"{value // 1000}.{(value % 1000) // 10}"
+
+
+def _int_or_none(text: str) -> int | None:
+    text = text.strip()
+    try:
+        return int(float(text))
+    except ValueError:
+        return None  # "[N/A]", "[Not Supported]"
+
+
+def read_nvml(nvml: Any = None) -> NvidiaFacts | None:
+    """Driver and GPUs through NVML. ``nvml`` is the pynvml module (a test double in tests)."""
+    if nvml is None:
+        try:
+            import pynvml
+        except ImportError:
+            return None
+        nvml = pynvml
+    try:
+        nvml.nvmlInit()
+    except Exception:  # NVMLError_LibraryNotFound, DriverNotLoaded, ...
+        return None
+    try:
+        driver = nvml.nvmlSystemGetDriverVersion()
+        driver = driver.decode() if isinstance(driver, bytes) else str(driver)
+        try:
+            cuda: str | None = _cuda_from_int(int(nvml.nvmlSystemGetCudaDriverVersion_v2()))
+        except Exception:
+            cuda = None
+        gpus: list[Gpu] = []
+        for index in range(int(nvml.nvmlDeviceGetCount())):
+            handle = nvml.nvmlDeviceGetHandleByIndex(index)
+            name = nvml.nvmlDeviceGetName(handle)
+            name = name.decode() if isinstance(name, bytes) else str(name)
+            major, minor = nvml.nvmlDeviceGetCudaComputeCapability(handle)
+            memory = nvml.nvmlDeviceGetMemoryInfo(handle)
+            try:
+                ecc: int | None = int(
+                    nvml.nvmlDeviceGetTotalEccErrors(
+                        handle, nvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nvml.NVML_VOLATILE_ECC
+                    )
+                )
+            except Exception:  # NotSupported on GeForce/Quadro without ECC
+                ecc = None
+            gpus.append(
+                Gpu(
+                    index=index,
+                    name=name,
+                    compute_capability=f"{major}.{minor}",
+                    memory_mib=int(memory.total) // (1024 * 1024),
+                    ecc_uncorrected=ecc,
+                )
+            )
+        return NvidiaFacts(
+            driver_version=driver, cuda_driver_version=cuda, gpus=tuple(gpus), source="nvml"
+        )
+    except Exception:
+        return None
+    finally:
+        with contextlib.suppress(Exception):
+            nvml.nvmlShutdown()
+
+
+def parse_smi_csv(text: str) -> list[Gpu]:
+    """Parse ``nvidia-smi --query-gpu=<SMI_FIELDS> --format=csv,noheader,nounits``."""
+    gpus: list[Gpu] = []
+    for row in csv.reader(line for line in text.splitlines() if line.strip()):
+        if len(row) < 4:
+            continue
+        cells = [c.strip() for c in row] + [""] * (len(SMI_FIELDS) - len(row))
+        index = _int_or_none(cells[0])
+        cap = cells[2] if re.fullmatch(r"\d+\.\d+", cells[2]) else None
+        gpus.append(
+            Gpu(
+                index=index if index is not None else len(gpus),
+                name=cells[1],
+                compute_capability=cap,
+                memory_mib=_int_or_none(cells[3]),
+                ecc_uncorrected=_int_or_none(cells[5]),
+            )
+        )
+    return gpus
+
+
+def read_smi(timeout: float = 15.0) -> NvidiaFacts | None:
+    """Driver and GPUs from ``nvidia-smi`` (one line per GPU), CUDA from its banner."""
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return None
+    try:
+        out = command.run(
+            [smi, f"--query-gpu={','.join(SMI_FIELDS)}", "--format=csv,noheader,nounits"],
+            timeout=timeout,
+        ).stdout
+    except CommandFailed:
+        return None
+    gpus = parse_smi_csv(out)
+    driver = None
+    for row in csv.reader(out.splitlines()):
+        if len(row) >= 5 and row[4].strip():
+            driver = row[4].strip()
+            break
+    cuda = None
+    try:
+        banner = command.run([smi], timeout=timeout, check=False).stdout
+        m = re.search(r"CUDA Version:\s*([\d.]+)", banner)
+        cuda = m.group(1) if m else None
+    except CommandFailed:
+        pass
+    if driver is None:
+        return None
+    return NvidiaFacts(
+        driver_version=driver, cuda_driver_version=cuda, gpus=tuple(gpus), source="nvidia-smi"
+    )
+
+
+def parse_proc_version(text: str) -> str | None:
+    """Driver version from /proc/driver/nvidia/version (``NVRM version: ... 565.57.01 ...``)."""
+    m = re.search(r"Kernel Module(?:\s+for\s+\S+)?\s+(\d+\.\d+(?:\.\d+)?)", text)
+    return m.group(1) if m else None
+
+
+def read_proc() -> NvidiaFacts | None:
+    """The driver alone, from the kernel module (no GPU list: that needs NVML or nvidia-smi)."""
+    for path, parse in ((SYS_VERSION, str.strip), (PROC_VERSION, parse_proc_version)):
+        try:
+            version = parse(path.read_text())
+        except OSError:
+            continue
+        if version:
+            return NvidiaFacts(
+                driver_version=version, cuda_driver_version=None, gpus=(), source=str(path)
+            )
+    return None
+
+
+def read() -> NvidiaFacts | None:
+    """The first source that answers, or ``None`` on a machine without an NVIDIA driver."""
+    if os.environ.get("HPCENV_NO_NVML") != "1":
+        found = read_nvml()
+        if found is not None:
+            return found
+    return read_smi() or read_proc()

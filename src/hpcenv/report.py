@@ -1,0 +1,125 @@
+"""Everything a person reads: rich tables on the terminal. Scripts get JSON from the
+commands themselves; JUnit XML is written by ``junit.py``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from hpcenv import redact
+from hpcenv.facts_model import Facts
+
+console = Console(highlight=False)
+err_console = Console(stderr=True, highlight=False)
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "[dim]unknown[/dim]"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(str(v) for v in value) if value else "[dim]none[/dim]"
+    return str(value)
+
+
+def print_facts(facts: Facts, out: Console | None = None) -> None:
+    out = out or console
+    table = Table(
+        title=f"facts: {facts.hostname or '?'} ({facts.source or 'this host'})",
+        show_header=False,
+        title_justify="left",
+    )
+    table.add_column(style="bold")
+    table.add_column()
+    table.add_row("arch", _fmt(facts.arch))
+    table.add_row("glibc", _fmt(facts.glibc))
+    table.add_row("python", _fmt(facts.python))
+    table.add_row("cpus", _fmt(facts.cpus))
+    table.add_row("memory", f"{facts.memory_gib} GiB" if facts.memory_gib else _fmt(None))
+    nv = facts.nvidia
+    if nv is None:
+        table.add_row("nvidia", "no NVIDIA driver")
+    else:
+        table.add_row(
+            "driver",
+            f"{nv.driver_version} (CUDA <= {_fmt(nv.cuda_driver_version)}, "
+            f"from {nv.source or '?'})",
+        )
+        for g in nv.gpus:
+            mem = f"{g.memory_mib} MiB" if g.memory_mib is not None else "? MiB"
+            ecc = f", [red]{g.ecc_uncorrected} uncorrected ECC[/red]" if g.ecc_uncorrected else ""
+            table.add_row(
+                f"gpu {g.index}", f"{g.name}, sm {_fmt(g.compute_capability)}, {mem}{ecc}"
+            )
+    sl = facts.slurm
+    table.add_row(
+        "slurm",
+        "not in an allocation"
+        if sl is None
+        else f"job {sl.job_id} on {_fmt(list(sl.hosts) or sl.nodelist)}, "
+        f"{_fmt(sl.ntasks)} tasks, gpus {_fmt(sl.gpus)}",
+    )
+    net = facts.network
+    table.add_row(
+        "libfabric",
+        "fi_info not found" if net.libfabric_providers is None else _fmt(net.libfabric_providers),
+    )
+    table.add_row(
+        "nccl net plugin",
+        _fmt(net.nccl_net_plugin) if net.nccl_net_plugin else "[dim]none found[/dim]",
+    )
+    table.add_row("modules", _fmt(facts.modules))
+    out.print(table)
+
+
+def print_profiles(rows: Iterable[Mapping[str, Any]], out: Console | None = None) -> None:
+    out = out or console
+    table = Table(title="profiles", title_justify="left")
+    for col in ("name", "valid", "description / error", "file"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(
+            r["name"],
+            "[green]yes[/green]" if r["ok"] else "[red]no[/red]",
+            r["description"] if r["ok"] else f"[red]{r['error']}[/red]",
+            r["path"],
+        )
+    out.print(table)
+
+
+def print_schema(rows: Sequence[tuple[str, str, str, str]], out: Console | None = None) -> None:
+    out = out or console
+    table = Table(title="profile keys (envs/<name>.toml)", title_justify="left")
+    for col in ("key", "type", "default", "meaning"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(*r)
+    out.print(table)
+
+
+def print_profile(p: Any, out: Console | None = None) -> None:
+    """One validated profile, section by section (secret-looking env values masked)."""
+    out = out or console
+    table = Table(title=f"profile {p.name} ({p.path})", show_header=False, title_justify="left")
+    table.add_column(style="bold")
+    table.add_column()
+    for section in (
+        "profile",
+        "platform",
+        "torch",
+        "packages",
+        "flash_attn",
+        "fixes",
+        "modules",
+        "slurm",
+        "job",
+        "probes",
+    ):
+        for k, v in vars(getattr(p, section)).items():
+            table.add_row(f"{section}.{k}", _fmt(v) if v not in ("", ()) else "[dim]-[/dim]")
+    for scope in ("always", "multi_node"):
+        for k, v in redact.env(getattr(p.env, scope)).items():
+            table.add_row(f"env.{scope}.{k}", v)
+    out.print(table)
