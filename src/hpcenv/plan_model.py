@@ -62,6 +62,7 @@ class Plan:
     multi_node_env: dict[str, str] = field(default_factory=dict)
     modules: tuple[str, ...] = ()
     find_links: tuple[str, ...] = ()  # wheelhouses
+    torch_wheel: str | None = None  # a matching torch wheel found in a wheelhouse (site mirror)
     offline: bool = False
     steps: tuple[Step, ...] = ()
     warnings: tuple[str, ...] = ()

@@ -36,6 +36,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from hpcenv.errors import BadInput
+from hpcenv.facts_model import Facts, Gpu, NvidiaFacts
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -374,6 +375,35 @@ def parse(text: str, where: str, default_name: str = "") -> Profile:
     if sections["slurm"].gpu_request == "gres" and not sections["slurm"].gres_type:
         raise fail("slurm", "gres_type", "is needed when gpu_request = 'gres' (e.g. 'volta')")
     return Profile(name=name, path=Path(where) if where else None, **sections)
+
+
+def declared_facts(p: Profile) -> Facts:
+    """Facts of a typical node of the profile's cluster, from its [platform] section.
+
+    Lets a plan or lock be made for the cluster from anywhere (an aarch64 lock on an
+    x86 laptop). Keys the profile does not declare stay unknown.
+    """
+    plat = p.platform
+    nvidia = None
+    if plat.driver:
+        gpus = tuple(
+            Gpu(
+                index=i,
+                name=plat.gpu or "unknown GPU",
+                compute_capability=plat.compute_capability or None,
+                memory_mib=int(plat.gpu_memory_gib * 1024) or None,
+            )
+            for i in range(plat.gpus_per_node)
+        )
+        nvidia = NvidiaFacts(driver_version=plat.driver, cuda_driver_version=None, gpus=gpus,
+                             source=f"declared by profile {p.name}")
+    return Facts(
+        arch=None if plat.arch == "any" else plat.arch,
+        python=p.profile.python,
+        nvidia=nvidia,
+        modules=p.modules.load,
+        source=f"declared by profile {p.name}",
+    )
 
 
 # --- finding ---------------------------------------------------------------------------
