@@ -170,9 +170,14 @@ def read_proc() -> NvidiaFacts | None:
     return None
 
 
+def kernel_driver_present() -> bool:
+    """NVML cannot answer without the kernel module; checking first saves importing it."""
+    return PROC_VERSION.exists() or SYS_VERSION.exists() or Path("/dev/nvidiactl").exists()
+
+
 def read() -> NvidiaFacts | None:
     """The first source that answers, or ``None`` on a machine without an NVIDIA driver."""
-    if os.environ.get("HPCENV_NO_NVML") != "1":
+    if os.environ.get("HPCENV_NO_NVML") != "1" and kernel_driver_present():
         found = read_nvml()
         if found is not None:
             return found

@@ -395,8 +395,12 @@ def declared_facts(p: Profile) -> Facts:
             )
             for i in range(plat.gpus_per_node)
         )
-        nvidia = NvidiaFacts(driver_version=plat.driver, cuda_driver_version=None, gpus=gpus,
-                             source=f"declared by profile {p.name}")
+        nvidia = NvidiaFacts(
+            driver_version=plat.driver,
+            cuda_driver_version=None,
+            gpus=gpus,
+            source=f"declared by profile {p.name}",
+        )
     return Facts(
         arch=None if plat.arch == "any" else plat.arch,
         python=p.profile.python,

@@ -1,5 +1,9 @@
 """One module per ``hpcenv`` subcommand; ``cli`` discovers them.
 
+Every command module is imported to build ``--help``, so a module imports only
+argparse and this package at the top and its heavy modules (rich, packaging, torch
+knowledge) inside ``run``: ``hpcenv facts --json`` must start fast.
+
 A module defines ``NAME``, ``HELP``, optional ``ORDER`` (help listing order),
 ``configure(parser)`` and ``run(args) -> int``. Shared options live here.
 """

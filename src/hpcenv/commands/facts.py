@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import argparse
 
-from hpcenv import facts, report
 from hpcenv.commands import add_facts_option, add_json_option, print_json
-from hpcenv.facts_model import to_json
 
 NAME = "facts"
 HELP = "show this node's facts (driver, GPUs, network, SLURM); --json for the contract"
@@ -21,9 +19,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from hpcenv import facts
+    from hpcenv.facts_model import to_json
+
     found = facts.for_args(args.facts)
     if args.json:
         print_json(to_json(found))
     else:
+        from hpcenv import report
+
         report.print_facts(found)
     return 0

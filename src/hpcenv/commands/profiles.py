@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 
-from hpcenv import profile, report
 from hpcenv.commands import add_json_option, print_json
 from hpcenv.errors import BadInput
 
@@ -19,6 +18,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from hpcenv import profile, report
+
     rows = []
     bad = 0
     for name, path in profile.available().items():

@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-from hpcenv import profile, report
 from hpcenv.commands import add_json_option, print_json
 from hpcenv.errors import BadInput
 
@@ -22,6 +21,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from hpcenv import profile, report
+
     if args.schema:
         rows = profile.schema_rows()
         if args.json:

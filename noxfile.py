@@ -1,0 +1,122 @@
+"""nox sessions for hpcenv. Thin: each session calls the ``hpcenv`` CLI.
+
+Generated, never listed by hand:
+- ``build-<profile>`` for every ``envs/<profile>.toml``;
+- ``probe-<name>`` for every ``probes/<name>.py``, and ``probe`` for the profile's suite.
+
+The profile a probe session checks is ``$HPCENV_PROFILE`` (default ``local``); extra
+arguments after ``--`` go to hpcenv, e.g. ``nox -s probe-nccl -- --ranks 4``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import nox
+
+ROOT = Path(__file__).parent
+nox.options.default_venv_backend = "uv"
+nox.options.reuse_existing_virtualenvs = True
+nox.options.sessions = ["lint", "tests"]
+
+PROFILES = sorted(p.stem for p in (ROOT / "envs").glob("*.toml"))
+PROBES = sorted(p.stem for p in (ROOT / "probes").glob("*.py") if not p.stem.startswith("_"))
+
+
+def _hpcenv(session: nox.Session) -> None:
+    """Install hpcenv (and only it) into the session's venv."""
+    session.install("-e", str(ROOT))
+
+
+def _profile() -> str:
+    return os.environ.get("HPCENV_PROFILE", "local")
+
+
+def _dev(session: nox.Session) -> None:
+    session.run_install("uv", "sync", "--frozen", "--group", "dev", "--active",
+                        env={"UV_PROJECT_ENVIRONMENT": session.virtualenv.location})
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """The test suite (unit + integration on real uv, torch, Ray, SLURM)."""
+    _dev(session)
+    session.run("pytest", *session.posargs)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff, ruff format --check, mypy --strict, and every profile validates."""
+    _dev(session)
+    dirs = ["src", "tests", "probes", "bench", "sitecustomize", "noxfile.py"]
+    session.run("ruff", "check", *[d for d in dirs if (ROOT / d).exists()])
+    session.run("ruff", "format", "--check", "src")
+    session.run("mypy")
+    session.run("hpcenv", "profiles")
+
+
+@nox.session
+def facts(session: nox.Session) -> None:
+    """What this node is (add -- --json for the contract)."""
+    _hpcenv(session)
+    session.run("hpcenv", "facts", *session.posargs)
+
+
+def _make_build(profile: str) -> None:
+    @nox.session(name=f"build-{profile}")
+    def build(session: nox.Session) -> None:
+        _hpcenv(session)
+        session.run("hpcenv", "build", profile, *session.posargs)
+
+    build.__doc__ = f"Build the {profile} environment (envs/{profile}.toml)."
+
+
+def _make_probe(probe: str) -> None:
+    @nox.session(name=f"probe-{probe}")
+    def run_probe(session: nox.Session) -> None:
+        _hpcenv(session)
+        session.run("hpcenv", "probe", probe, "--env", _profile(), *session.posargs)
+
+    run_probe.__doc__ = f"Run the {probe} probe in the $HPCENV_PROFILE environment (local)."
+
+
+for _name in PROFILES:
+    _make_build(_name)
+for _name in PROBES:
+    _make_probe(_name)
+
+
+@nox.session
+def probe(session: nox.Session) -> None:
+    """Run the profile's whole probe suite ($HPCENV_PROFILE, default local)."""
+    _hpcenv(session)
+    session.run("hpcenv", "probe", "--env", _profile(), *session.posargs)
+
+
+@nox.session(name="probe-preflight")
+def probe_preflight(session: nox.Session) -> None:
+    """Job preflight: GPUs, CUDA_VISIBLE_DEVICES, scratch, modules, ECC ($HPCENV_PROFILE)."""
+    _hpcenv(session)
+    session.run("hpcenv", "preflight", _profile(), *session.posargs)
+
+
+@nox.session
+def lock(session: nox.Session) -> None:
+    """Regenerate lockfiles/ with 'hpcenv lock' (never by hand)."""
+    _hpcenv(session)
+    session.run("hpcenv", "lock", *session.posargs)
+
+
+@nox.session
+def doctor(session: nox.Session) -> None:
+    """The main job: facts, plan, build and probe the $HPCENV_PROFILE (local) environment."""
+    _hpcenv(session)
+    session.run("hpcenv", "doctor", _profile(), *session.posargs)
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """Performance against baselines; writes bench/results.json and bench/RESULTS.md."""
+    _dev(session)
+    session.run("python", "bench/run_all.py", *session.posargs)

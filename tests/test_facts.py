@@ -1,0 +1,268 @@
+"""Host facts: the JSON contract, the NVIDIA readers (NVML double, fake nvidia-smi,
+/proc), SLURM allocation, libfabric and the net plugin lookup."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from conftest import FACTS, require
+from hpcenv import facts, nvidia
+from hpcenv.cli import main
+from hpcenv.facts_model import from_json, load, to_json
+
+CONTRACT_KEYS = {
+    "schema",
+    "hostname",
+    "arch",
+    "glibc",
+    "python",
+    "cpus",
+    "memory_gib",
+    "nvidia",
+    "slurm",
+    "network",
+    "modules",
+}
+
+
+def fake_smi(bin_dir: Path, gpus: list[str], driver: str = "565.57.01", cuda: str = "12.7") -> Path:
+    """A stand-in for ``nvidia-smi`` on a GPU node (this machine has none): answers the
+    --query-gpu call with one CSV line per GPU and the bare call with the banner."""
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    script = bin_dir / "nvidia-smi"
+    rows = "\n".join(gpus)
+    script.write_text(
+        "#!/bin/sh\n"
+        'case "$1" in\n'
+        f"  --query-gpu=*) cat <<'EOF'\n{rows}\nEOF\n;;\n"
+        f"  *) echo '| NVIDIA-SMI {driver}   Driver Version: {driver}   CUDA Version: {cuda} |';;\n"
+        "esac\n"
+    )
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    return script
+
+
+def test_facts_json_on_this_machine_is_the_contract(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["facts", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert set(data) >= CONTRACT_KEYS
+    assert data["schema"] == 1
+    assert data["arch"] == os.uname().machine
+    assert data["cpus"] == os.cpu_count()
+    assert data["memory_gib"] > 0
+    assert set(data["network"]) >= {"libfabric_providers", "nccl_net_plugin"}
+    if shutil.which("nvidia-smi") is None and not Path("/proc/driver/nvidia/version").exists():
+        assert data["nvidia"] is None
+
+
+def test_facts_cli_does_not_import_torch(tmp_path: Path) -> None:
+    code = (
+        "import sys; from hpcenv.cli import main; main(['facts', '--json']); "
+        "sys.stderr.write(str('torch' in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stderr.strip().endswith("False")
+
+
+def test_fake_nvidia_smi_with_two_gpus(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fake_smi(
+        tmp_path / "bin",
+        [
+            "0, NVIDIA GH200 120GB, 9.0, 97871, 565.57.01, 0",
+            "1, NVIDIA GH200 120GB, 9.0, 97871, 565.57.01, 2",
+        ],
+    )
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("HPCENV_NO_NVML", "1")  # a real NVML would win over the fake
+    assert main(["facts", "--json"]) == 0
+    nv = json.loads(capsys.readouterr().out)["nvidia"]
+    assert nv["driver_version"] == "565.57.01"
+    assert nv["cuda_driver_version"] == "12.7"
+    assert [g["index"] for g in nv["gpus"]] == [0, 1]
+    assert {g["compute_capability"] for g in nv["gpus"]} == {"9.0"}
+    assert nv["gpus"][1]["ecc_uncorrected"] == 2
+    assert nv["gpus"][0]["memory_mib"] == 97871
+
+
+def test_smi_csv_not_supported_fields() -> None:
+    gpus = nvidia.parse_smi_csv("0, Quadro RTX 6000, 7.5, 24576, 535.104.05, [N/A]\n")
+    assert gpus[0].ecc_uncorrected is None
+    assert gpus[0].compute_capability == "7.5"
+
+
+class FakeNVML:
+    """Test double of the pynvml calls hpcenv makes, standing in for a GPU node's NVML."""
+
+    NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1
+    NVML_VOLATILE_ECC = 0
+
+    def __init__(
+        self, gpus: list[dict[str, Any]], driver: str = "575.57.08", cuda: int = 12090
+    ) -> None:
+        self.gpus, self.driver, self.cuda, self.shut = gpus, driver, cuda, False
+
+    def nvmlInit(self) -> None: ...
+    def nvmlShutdown(self) -> None:
+        self.shut = True
+
+    def nvmlSystemGetDriverVersion(self) -> bytes:
+        return self.driver.encode()
+
+    def nvmlSystemGetCudaDriverVersion_v2(self) -> int:
+        return self.cuda
+
+    def nvmlDeviceGetCount(self) -> int:
+        return len(self.gpus)
+
+    def nvmlDeviceGetHandleByIndex(self, i: int) -> dict[str, Any]:
+        return self.gpus[i]
+
+    def nvmlDeviceGetName(self, h: dict[str, Any]) -> str:
+        return str(h["name"])
+
+    def nvmlDeviceGetCudaComputeCapability(self, h: dict[str, Any]) -> tuple[int, int]:
+        return h["cc"]  # type: ignore[no-any-return]
+
+    def nvmlDeviceGetMemoryInfo(self, h: dict[str, Any]) -> SimpleNamespace:
+        return SimpleNamespace(total=h["mib"] * 1024 * 1024)
+
+    def nvmlDeviceGetTotalEccErrors(self, h: dict[str, Any], kind: int, counter: int) -> int:
+        if h.get("ecc") is None:
+            raise RuntimeError("NVML_ERROR_NOT_SUPPORTED")
+        return int(h["ecc"])
+
+
+def test_nvml_reader_with_a_double() -> None:
+    nvml = FakeNVML(
+        [
+            {"name": "Tesla V100-PCIE-32GB", "cc": (7, 0), "mib": 32768, "ecc": 0},
+            {"name": "NVIDIA A100-SXM4-80GB", "cc": (8, 0), "mib": 81920, "ecc": None},
+        ]
+    )
+    found = nvidia.read_nvml(nvml)
+    assert found is not None and nvml.shut
+    assert found.driver_version == "575.57.08"
+    assert found.cuda_driver_version == "12.9"
+    assert [g.compute_capability for g in found.gpus] == ["7.0", "8.0"]
+    assert found.gpus[1].ecc_uncorrected is None
+    assert found.gpus[1].memory_mib == 81920
+
+
+def test_nvml_without_library_falls_through() -> None:
+    class NoLib:
+        def nvmlInit(self) -> None:
+            raise RuntimeError("NVML Shared Library Not Found")
+
+    assert nvidia.read_nvml(NoLib()) is None
+
+
+def test_proc_driver_version() -> None:
+    text = (
+        "NVRM version: NVIDIA UNIX Open Kernel Module for aarch64  565.57.01  "
+        "Release Build  (dvs-builder@U16-I3-B03-4-3)  Tue Oct 15 ...\nGCC version: ...\n"
+    )
+    assert nvidia.parse_proc_version(text) == "565.57.01"
+    assert (
+        nvidia.parse_proc_version(
+            "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19"
+        )
+        == "535.104.05"
+    )
+
+
+def test_slurm_allocation_from_env() -> None:
+    env = {
+        "SLURM_JOB_ID": "42",
+        "SLURM_JOB_NODELIST": "nid[001-002]",
+        "SLURM_NTASKS": "8",
+        "SLURM_JOB_NUM_NODES": "2",
+        "SLURM_TASKS_PER_NODE": "4(x2)",
+        "SLURM_GPUS_ON_NODE": "4",
+        "CUDA_VISIBLE_DEVICES": "0,1,2,3",
+    }
+    s = facts.slurm_from_env(env)
+    assert s is not None
+    assert s.hosts == ("nid001", "nid002")
+    assert (s.ntasks, s.nnodes, s.ntasks_per_node, s.gpus_on_node) == (8, 2, 4, 4)
+    assert s.cuda_visible_devices == "0,1,2,3"
+    assert facts.slurm_from_env({}) is None
+
+
+def test_libfabric_providers_real_fi_info() -> None:
+    require("fi_info", shutil.which("fi_info") is not None, "install libfabric-bin")
+    providers = facts.libfabric_providers()
+    assert providers and "tcp" in providers
+
+
+def test_fi_info_list_parsing() -> None:
+    text = "cxi:\n    version: 1.0\ntcp:\n    version: 116.10\nshm:\n    version: 118.10\n"
+    assert facts.parse_fi_info_list(text) == ("cxi", "tcp", "shm")
+
+
+def test_net_plugin_lookup(tmp_path: Path) -> None:
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "libnccl-net-ofi.so").write_bytes(b"")
+    env = {"LD_LIBRARY_PATH": str(lib)}
+    assert facts.find_net_plugin(env) is None
+    assert facts.find_net_plugin({**env, "NCCL_NET_PLUGIN": "ofi"}) == str(
+        lib / "libnccl-net-ofi.so"
+    )
+    (lib / "libnccl-net.so").write_bytes(b"")
+    assert facts.find_net_plugin(env) == str(lib / "libnccl-net.so")
+
+
+def test_modules_from_lmod_env() -> None:
+    assert facts.loaded_modules({"LOADEDMODULES": "PrgEnv-cray:cuda/12.6"}) == (
+        "PrgEnv-cray",
+        "cuda/12.6",
+    )
+
+
+@pytest.mark.parametrize("path", sorted(FACTS.glob("*.json")), ids=lambda p: p.stem)
+def test_recorded_facts_round_trip(path: Path) -> None:
+    recorded = load(path)
+    assert recorded.nvidia is not None and recorded.gpus
+    again = from_json(json.loads(json.dumps(to_json(recorded))), "again")
+    assert to_json(again) == to_json(recorded)
+
+
+def test_missing_keys_are_unknown() -> None:
+    f = from_json({"arch": "aarch64"}, "partial.json")
+    assert f.arch == "aarch64" and f.nvidia is None and f.cpus is None
+
+
+@pytest.mark.parametrize(
+    ("content", "needle"),
+    [
+        ("{not json", "not JSON"),
+        ('{"cpus": "many"}', "'cpus'"),
+        ('{"nvidia": {"gpus": []}}', "nvidia.driver_version"),
+        (
+            '{"nvidia": {"driver_version": "565.57.01", "gpus": [{"compute_capability": "sm90"}]}}',
+            "compute_capability",
+        ),
+        ("[1, 2]", "JSON object"),
+    ],
+)
+def test_bad_facts_file_is_one_line_exit_2(
+    tmp_path: Path, content: str, needle: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "facts.json"
+    bad.write_text(content)
+    assert main(["facts", "--facts", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and needle in err and str(bad) in err
+    assert "Traceback" not in err
