@@ -1,0 +1,37 @@
+"""Secrets never reach logs or reports: values of variables named like TOKEN, SECRET,
+PASSWORD, KEY are masked in environment dumps and scrubbed from captured text."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hpcenv import redact
+from hpcenv.cli import main
+
+SECRETS = {"HF_TOKEN": "hf_abcdefSECRET123", "WANDB_API_KEY": "0123456789abcdef",
+           "AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI/K7MDENG", "DB_PASSWORD": "hunter2hunter2",
+           "GITHUB_AUTH": "ghp_zzzzzzzz"}
+PLAIN = {"NCCL_DEBUG": "INFO", "FI_PROVIDER": "cxi", "PATH": "/usr/bin"}
+
+
+def test_env_masks_secret_names_only() -> None:
+    masked = redact.env({**SECRETS, **PLAIN})
+    assert all(masked[k] == redact.MASK for k in SECRETS)
+    assert all(masked[k] == v for k, v in PLAIN.items())
+
+
+def test_text_scrubs_secret_values() -> None:
+    log = "curl -H 'Authorization: Bearer hf_abcdefSECRET123' ... key=0123456789abcdef ok"
+    clean = redact.text(log, {**SECRETS, **PLAIN})
+    assert "hf_abcdefSECRET123" not in clean and "0123456789abcdef" not in clean
+    assert clean.count(redact.MASK) == 2 and "ok" in clean
+
+
+def test_profile_env_is_masked_in_show(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "p.toml"
+    path.write_text('[env.always]\nHF_TOKEN = "hf_abcdefSECRET123"\nNCCL_DEBUG = "WARN"\n')
+    assert main(["show", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "hf_abcdefSECRET123" not in out and redact.MASK in out and "WARN" in out
