@@ -126,6 +126,7 @@ class FlashAttnKnowledge:
     gb_per_nvcc_thread: float
     default_nvcc_threads: int
     memory_fraction: float
+    build_archs: tuple[str, ...]  # compute capabilities FLASH_ATTN_CUDA_ARCHS can name
     wheel_url: str
     wheel_name: str
     wheels: tuple[FlashAttnWheels, ...]
@@ -272,6 +273,7 @@ def load() -> Knowledge:
         gb_per_nvcc_thread=float(fa["gb_per_nvcc_thread"]),
         default_nvcc_threads=int(fa["default_nvcc_threads"]),
         memory_fraction=float(fa["memory_fraction"]),
+        build_archs=_strs(fa["build_archs"]),
         wheel_url=fa["wheel_url"],
         wheel_name=fa["wheel_name"],
         wheels=tuple(
