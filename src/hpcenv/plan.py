@@ -90,8 +90,9 @@ def _check_platform(p: Profile, facts: Facts) -> tuple[str, list[str]]:
     where = facts.source or "the facts"
     if declared != "any" and facts.arch and facts.arch != declared:
         raise BadInput(
-            f"profile {p.name} is for {declared} nodes but {where} describe a {facts.arch} "
-            f"node; record facts on a {declared} node, or plan with --declared"
+            f"profile {p.name} is for {declared} nodes but {where} describe an arch "
+            f"{facts.arch} node; use facts recorded on one of its {declared} nodes, "
+            "or plan with --declared"
         )
     arch = facts.arch or (declared if declared != "any" else None)
     if arch is None:
@@ -149,7 +150,7 @@ def make_plan(p: Profile, facts: Facts, *, environ: Mapping[str, str] | None = N
         Step(
             kind="torch",
             what=f"torch=={torch.version} ({torch.backend}) from {torch.index_url}",
-            why="; ".join(torch.reasons) + f"; index base from {base_from}",
+            why="\n".join([*torch.reasons, f"index base from {base_from}"]),
         )
     )
 
