@@ -7,9 +7,11 @@ import json
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from conftest import FACTS
 from fakenodes import node, write
+from hpcenv import report
 from hpcenv.cli import main
 
 GH200 = str(FACTS / "gh200-isambard.json")
@@ -113,7 +115,10 @@ def test_facts_file_not_json_exit_2(capsys: pytest.CaptureFixture[str], tmp_path
     assert err.count("\n") == 1 and "not JSON" in err and str(bad) in err
 
 
-def test_plan_isambard_shows_the_build(capsys: pytest.CaptureFixture[str]) -> None:
+def test_plan_isambard_shows_the_build(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(report, "console", Console(width=200, highlight=False))
     code, out, _ = _run(capsys, "plan", "isambard", "--facts", GH200)
     assert code == 0
     flat = " ".join(out.split())
@@ -167,3 +172,10 @@ def test_audit_json_and_exit_codes(capsys: pytest.CaptureFixture[str], tmp_path:
     assert code == 3
     assert json.loads(out)["ok"] is False
     assert err.count("\n") == 1 and "580.65.06" in err
+
+
+def test_plan_where_nothing_runs_exit_3(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    facts = write(node("x86_64", "450.51.06", ("7.5",)), tmp_path / "old-brtx.json")
+    code, _, err = _run(capsys, "plan", "brtx", "--facts", str(facts))
+    assert code == 3
+    assert err.count("\n") == 1 and "driver 450.51.06" in err and "fixes:" in err
