@@ -10,7 +10,7 @@ from conftest import FACTS, require
 from fakenodes import node
 from hpcenv import facts_model, profile
 from hpcenv.errors import BadInput
-from hpcenv.plan import find_links, find_torch_wheel, make_plan, plan_for
+from hpcenv.plan import find_links, find_torch_wheel, make_plan, plan_for, vllm_warning
 
 GH200_FILE = FACTS / "gh200-isambard.json"
 V100_FILE = FACTS / "v100-supercloud.json"
@@ -160,3 +160,12 @@ def test_unknown_arch_with_an_any_profile_is_bad_input() -> None:
     facts = facts_model.Facts(source="empty facts")
     with pytest.raises(BadInput, match="arch is unknown"):
         make_plan(profile.load("local"), facts, environ={})
+
+
+def test_vllm_on_volta_is_warned() -> None:
+    v100 = facts_model.load(V100_FILE)
+    assert vllm_warning(("numpy", "vllm"), v100) is not None
+    assert "7.5" in (vllm_warning(("vllm>=0.9",), v100) or "")
+    assert vllm_warning(("vllm==0.10.1",), v100) is None  # docs up to 0.14: >= 7.0
+    assert vllm_warning(("vllm",), facts_model.load(GH200_FILE)) is None
+    assert vllm_warning(("vllm",), node("x86_64", None)) is None
