@@ -171,3 +171,24 @@ def test_real_venv_with_the_cpu_wheel(tmp_path: Path) -> None:
     assert result.ok
     gpu = audit(venv, node("x86_64", "575.57.08", ("7.0",)))
     assert not gpu.ok and "CPU-only" in gpu.message and gpu.fix and "cu126" in gpu.fix
+
+
+def test_multi_platform_uv_lock_picks_the_torch_for_this_arch(tmp_path: Path) -> None:
+    base = "https://download.pytorch.org/whl/cu126/torch-2.9.1%2Bcu126-cp312-cp312-manylinux_2_28"
+    lock = tmp_path / "uv.lock"
+    lock.write_text(
+        "version = 1\nrevision = 3\n\n"
+        '[[package]]\nname = "torch"\nversion = "2.9.1"\n'
+        'source = { registry = "https://pypi.org/simple" }\n'
+        'wheels = [{ url = "https://files.example/torch-2.9.1-cp312-none-macosx_11_0_arm64.whl" }]'
+        "\n\n"
+        '[[package]]\nname = "torch"\nversion = "2.9.1+cu126"\n'
+        'source = { registry = "https://download.pytorch.org/whl/cu126" }\n'
+        "wheels = [\n"
+        f'  {{ url = "{base}_aarch64.whl" }},\n'
+        f'  {{ url = "{base}_x86_64.whl" }},\n'
+        "]\n"
+    )
+    result = audit(lock, GH200)
+    assert (result.torch_version, result.build) == ("2.9.1+cu126", "cu126")
+    assert result.ok

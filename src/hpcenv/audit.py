@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from email.parser import HeaderParser
 from pathlib import Path
 
@@ -49,6 +49,8 @@ class Packages:
     source: str
     kind: str  # "uv.lock" | "requirements" | "venv"
     versions: dict[str, tuple[str, ...]]
+    #: torch version -> wheel file names listed for it (uv.lock only): tells platform forks apart
+    torch_wheels: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -94,10 +96,18 @@ def read_uv_lock(path: Path) -> Packages:
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise BadInput(f"{path}: not a readable uv.lock ({exc})") from exc
     found: dict[str, list[str]] = {}
+    wheels: dict[str, tuple[str, ...]] = {}
     for pkg in data.get("package", []):
         if isinstance(pkg, dict) and "name" in pkg and "version" in pkg:
             _add(found, str(pkg["name"]), str(pkg["version"]))
-    return Packages(source=str(path), kind="uv.lock", versions=_freeze(found))
+            if canonicalize_name(str(pkg["name"])) == "torch":
+                names = tuple(
+                    str(w["url"]).rsplit("/", 1)[-1].split("#", 1)[0]
+                    for w in pkg.get("wheels", [])
+                    if isinstance(w, dict) and "url" in w
+                )
+                wheels[str(pkg["version"])] = wheels.get(str(pkg["version"]), ()) + names
+    return Packages(source=str(path), kind="uv.lock", versions=_freeze(found), torch_wheels=wheels)
 
 
 def read_requirements(path: Path) -> Packages:
@@ -161,9 +171,24 @@ def _cuda_from_runtime(version: str) -> str | None:
     return f"{v.major}.{v.minor}"
 
 
-def identify(pkgs: Packages) -> tuple[str, str, str | None, str]:
-    """(torch version, build, cuda, evidence) of the torch in ``pkgs``."""
-    torches = pkgs.versions.get("torch", ())
+def _for_arch(pkgs: Packages, torches: tuple[str, ...], arch: str | None) -> tuple[str, ...]:
+    """Of several torch versions in a multi-platform uv.lock, those with a wheel for ``arch``."""
+    if not arch or len(torches) < 2 or not pkgs.torch_wheels:
+        return torches
+    keep = tuple(
+        v
+        for v in torches
+        if any(
+            name.removesuffix(".whl").endswith(f"_{arch}") for name in pkgs.torch_wheels.get(v, ())
+        )
+    )
+    return keep or torches
+
+
+def identify(pkgs: Packages, arch: str | None = None) -> tuple[str, str, str | None, str]:
+    """(torch version, build, cuda, evidence) of the torch in ``pkgs`` (for CPU ``arch``
+    when a uv.lock holds one torch per platform)."""
+    torches = _for_arch(pkgs, pkgs.versions.get("torch", ()), arch)
     if not torches:
         raise BadInput(f"{pkgs.source}: no torch in this {pkgs.kind}; nothing to audit")
     if len(torches) > 1:
@@ -191,7 +216,7 @@ def identify(pkgs: Packages) -> tuple[str, str, str | None, str]:
 def audit(path: str | Path, facts: Facts) -> Audit:
     """Which torch build ``path`` holds and whether the node in ``facts`` can run it."""
     pkgs = read(path)
-    version, build, cuda, evidence = identify(pkgs)
+    version, build, cuda, evidence = identify(pkgs, facts.arch)
     public = str(Version(version).public)
     gpus = facts.gpus
     nv = facts.nvidia
