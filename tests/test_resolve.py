@@ -259,3 +259,9 @@ def test_chosen_variant_always_runs_on_the_node(
             a = assess(facts, version, variant)
             if variant != "cpu" and a.runs and a.outright:
                 assert cuda_key(variant_cuda(variant) or "0.0") <= cuda_key(cuda)
+
+
+def test_unconfirmed_data_is_said_in_a_warning() -> None:
+    choice = resolve_torch(GH200, "==2.11.0")
+    assert choice.backend == "cu126"
+    assert any("aarch64 variant list of torch 2.11 is unconfirmed" in w for w in choice.warnings)
