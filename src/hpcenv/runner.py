@@ -147,6 +147,7 @@ def config_for(profile: Profile) -> dict[str, Any]:
         "modules": list(p.modules.load),
         "nccl_min_bytes": p.probes.nccl_min_bytes,
         "nccl_max_bytes": p.probes.nccl_max_bytes,
+        "gpu_memory_gib": p.job.gpu_memory_gib,
     }
 
 
