@@ -54,8 +54,8 @@ def exported_symbols(path: str | Path) -> list[str]:
             continue
         _t, str_off, str_size, _l, _e = sections[link]
         strtab = data[str_off : str_off + str_size]
-        entsize = entsize or 24
-        for pos in range(offset, offset + size, entsize):
+        step = entsize or 24
+        for pos in range(offset, offset + size, step):
             st_name, st_info, st_other, st_shndx, _value, _size = struct.unpack_from(
                 "<IBBHQQ", data, pos
             )

@@ -87,9 +87,7 @@ def judge(parsed: dict[str, Any], expect: str) -> tuple[str, str, str]:
         )
     via = f" via {', '.join(parsed['transports'])}" if parsed["transports"] else ""
     plugin = (
-        f"plugin {parsed['plugin']} ({parsed['plugin_api']})"
-        if parsed["plugin"]
-        else "no plugin"
+        f"plugin {parsed['plugin']} ({parsed['plugin_api']})" if parsed["plugin"] else "no plugin"
     )
     provider = f", provider {parsed['provider']}" if parsed["provider"] else ""
     summary = f"NCCL used network {net}{via} ({plugin}{provider})"

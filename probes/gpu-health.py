@@ -33,9 +33,17 @@ WARN_THROTTLE = {"sw_thermal_slowdown"}
 HOT_C = 85
 
 SMI_FIELDS = (
-    "index", "name", "ecc.errors.uncorrected.volatile.total", "retired_pages.pending",
-    "remapped_rows.pending", "remapped_rows.failure", "memory.free", "memory.total",
-    "persistence_mode", "clocks_throttle_reasons.active", "temperature.gpu",
+    "index",
+    "name",
+    "ecc.errors.uncorrected.volatile.total",
+    "retired_pages.pending",
+    "remapped_rows.pending",
+    "remapped_rows.failure",
+    "memory.free",
+    "memory.total",
+    "persistence_mode",
+    "clocks_throttle_reasons.active",
+    "temperature.gpu",
 )
 
 
@@ -60,21 +68,23 @@ def parse_smi(csv_text: str) -> list[dict[str, Any]]:
         cols = [c.strip() for c in line.split(",")]
         if len(cols) != len(SMI_FIELDS):
             continue
-        row = dict(zip(SMI_FIELDS, cols))
+        row = dict(zip(SMI_FIELDS, cols, strict=True))
         mask = _num(row["clocks_throttle_reasons.active"])
-        gpus.append({
-            "index": _num(row["index"]),
-            "name": row["name"],
-            "ecc_uncorrected": _num(row["ecc.errors.uncorrected.volatile.total"]),
-            "retired_pending": row["retired_pages.pending"].strip().lower() == "yes",
-            "remap_pending": row["remapped_rows.pending"].strip().lower() == "yes",
-            "remap_failure": row["remapped_rows.failure"].strip().lower() == "yes",
-            "memory_free_mib": _num(row["memory.free"]),
-            "memory_total_mib": _num(row["memory.total"]),
-            "persistence": row["persistence_mode"].strip().lower() == "enabled",
-            "throttle": throttle_names(mask or 0),
-            "temperature_c": _num(row["temperature.gpu"]),
-        })
+        gpus.append(
+            {
+                "index": _num(row["index"]),
+                "name": row["name"],
+                "ecc_uncorrected": _num(row["ecc.errors.uncorrected.volatile.total"]),
+                "retired_pending": row["retired_pages.pending"].strip().lower() == "yes",
+                "remap_pending": row["remapped_rows.pending"].strip().lower() == "yes",
+                "remap_failure": row["remapped_rows.failure"].strip().lower() == "yes",
+                "memory_free_mib": _num(row["memory.free"]),
+                "memory_total_mib": _num(row["memory.total"]),
+                "persistence": row["persistence_mode"].strip().lower() == "enabled",
+                "throttle": throttle_names(mask or 0),
+                "temperature_c": _num(row["temperature.gpu"]),
+            }
+        )
     return gpus
 
 
@@ -103,24 +113,31 @@ def read_nvml() -> list[dict[str, Any]] | None:
             mem = get(nv.nvmlDeviceGetMemoryInfo, h)
             remap = get(nv.nvmlDeviceGetRemappedRows, h)  # (corr, unc, pending, failure)
             pending = get(nv.nvmlDeviceGetRetiredPagesPendingStatus, h)
-            reasons_fn = getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(
-                nv, "nvmlDeviceGetCurrentClocksThrottleReasons")
+            reasons_fn = (
+                getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None)
+                or nv.nvmlDeviceGetCurrentClocksThrottleReasons
+            )
             mask = get(reasons_fn, h) or 0
-            out.append({
-                "index": i,
-                "name": name.decode() if isinstance(name, bytes) else name,
-                "ecc_uncorrected": get(nv.nvmlDeviceGetTotalEccErrors, h,
-                                       nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
-                                       nv.NVML_VOLATILE_ECC),
-                "retired_pending": bool(pending) if pending is not None else False,
-                "remap_pending": bool(remap[2]) if remap else False,
-                "remap_failure": bool(remap[3]) if remap else False,
-                "memory_free_mib": mem.free // (1 << 20) if mem else None,
-                "memory_total_mib": mem.total // (1 << 20) if mem else None,
-                "persistence": get(nv.nvmlDeviceGetPersistenceMode, h) == 1,
-                "throttle": throttle_names(int(mask)),
-                "temperature_c": get(nv.nvmlDeviceGetTemperature, h, nv.NVML_TEMPERATURE_GPU),
-            })
+            out.append(
+                {
+                    "index": i,
+                    "name": name.decode() if isinstance(name, bytes) else name,
+                    "ecc_uncorrected": get(
+                        nv.nvmlDeviceGetTotalEccErrors,
+                        h,
+                        nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
+                        nv.NVML_VOLATILE_ECC,
+                    ),
+                    "retired_pending": bool(pending) if pending is not None else False,
+                    "remap_pending": bool(remap[2]) if remap else False,
+                    "remap_failure": bool(remap[3]) if remap else False,
+                    "memory_free_mib": mem.free // (1 << 20) if mem else None,
+                    "memory_total_mib": mem.total // (1 << 20) if mem else None,
+                    "persistence": get(nv.nvmlDeviceGetPersistenceMode, h) == 1,
+                    "throttle": throttle_names(int(mask)),
+                    "temperature_c": get(nv.nvmlDeviceGetTemperature, h, nv.NVML_TEMPERATURE_GPU),
+                }
+            )
         return out
     finally:
         nv.nvmlShutdown()
@@ -132,7 +149,10 @@ def read_smi() -> list[dict[str, Any]] | None:
         return None
     proc = subprocess.run(
         [exe, f"--query-gpu={','.join(SMI_FIELDS)}", "--format=csv,noheader,nounits"],
-        capture_output=True, text=True, timeout=60, check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
     return parse_smi(proc.stdout) if proc.returncode == 0 else None
 
@@ -142,22 +162,52 @@ def judge(gpu: dict[str, Any], need_mib: int = 0) -> list[tuple[str, str, str, s
     i, out = gpu["index"], []
     tag = f"GPU {i}"
     if gpu.get("ecc_uncorrected"):
-        out.append(("ecc", _common.FAIL, f"{tag}: {gpu['ecc_uncorrected']} uncorrected ECC errors",
-                    "drain this node and report it; results computed on it may be wrong"))
+        out.append(
+            (
+                "ecc",
+                _common.FAIL,
+                f"{tag}: {gpu['ecc_uncorrected']} uncorrected ECC errors",
+                "drain this node and report it; results computed on it may be wrong",
+            )
+        )
     if gpu.get("remap_failure"):
-        out.append(("row-remap", _common.FAIL, f"{tag}: row remapping failed",
-                    "the GPU memory is failing: drain the node and report it"))
+        out.append(
+            (
+                "row-remap",
+                _common.FAIL,
+                f"{tag}: row remapping failed",
+                "the GPU memory is failing: drain the node and report it",
+            )
+        )
     elif gpu.get("remap_pending") or gpu.get("retired_pending"):
-        out.append(("row-remap", _common.FAIL, f"{tag}: row remap / page retirement pending",
-                    "the GPU needs a reset (nvidia-smi -r, or a node reboot) before use"))
+        out.append(
+            (
+                "row-remap",
+                _common.FAIL,
+                f"{tag}: row remap / page retirement pending",
+                "the GPU needs a reset (nvidia-smi -r, or a node reboot) before use",
+            )
+        )
     free, total = gpu.get("memory_free_mib"), gpu.get("memory_total_mib")
     if free is not None and need_mib and free < need_mib:
-        out.append(("memory", _common.FAIL, f"{tag}: {free} MiB free, the job needs {need_mib}",
-                    "another process holds GPU memory (nvidia-smi shows it), or pick bigger GPUs"))
+        out.append(
+            (
+                "memory",
+                _common.FAIL,
+                f"{tag}: {free} MiB free, the job needs {need_mib}",
+                "another process holds GPU memory (nvidia-smi shows it), or pick bigger GPUs",
+            )
+        )
     bad = [t for t in gpu.get("throttle", []) if t in BAD_THROTTLE]
     if bad:
-        out.append(("throttle", _common.FAIL, f"{tag}: clocks throttled ({', '.join(bad)})",
-                    "hardware slowdown: check cooling/power; report the node"))
+        out.append(
+            (
+                "throttle",
+                _common.FAIL,
+                f"{tag}: clocks throttled ({', '.join(bad)})",
+                "hardware slowdown: check cooling/power; report the node",
+            )
+        )
     temp = gpu.get("temperature_c")
     notes = []
     if temp is not None and temp >= HOT_C:
@@ -171,8 +221,7 @@ def judge(gpu: dict[str, Any], need_mib: int = 0) -> list[tuple[str, str, str, s
         notes.append(f"throttled: {', '.join(warn)}")
     if not out:
         desc = f"{tag} {gpu.get('name')}: healthy, {free} MiB free, {temp} C"
-        out.append(("health", _common.PASS, desc + (f" ({'; '.join(notes)})" if notes else ""),
-                    ""))
+        out.append(("health", _common.PASS, desc + (f" ({'; '.join(notes)})" if notes else ""), ""))
     return out
 
 
@@ -182,9 +231,12 @@ def body(ctx: _common.Context) -> None:
     if gpus is None:
         gpus, source = read_smi(), "nvidia-smi"
     if not gpus:
-        ctx.check("gpus", _common.SKIP, "no NVIDIA GPU or driver on this node "
-                  "(pynvml and nvidia-smi found none)",
-                  remedy="run on a GPU node; nothing to check here")
+        ctx.check(
+            "gpus",
+            _common.SKIP,
+            "no NVIDIA GPU or driver on this node (pynvml and nvidia-smi found none)",
+            remedy="run on a GPU node; nothing to check here",
+        )
         return
     ctx.details.update(source=source, gpus=gpus)
     need = int(float(ctx.config.get("gpu_memory_gib") or 0) * 1024)
@@ -197,8 +249,10 @@ def body(ctx: _common.Context) -> None:
         max_temperature_c=max((g["temperature_c"] or 0) for g in gpus),
     )
     if all(c["status"] == _common.PASS for c in ctx.checks):
-        ctx.summary = (f"{len(gpus)} GPU(s) healthy ({source}): no uncorrected ECC, no pending "
-                       f"remaps, max {ctx.metrics['max_temperature_c']} C")
+        ctx.summary = (
+            f"{len(gpus)} GPU(s) healthy ({source}): no uncorrected ECC, no pending "
+            f"remaps, max {ctx.metrics['max_temperature_c']} C"
+        )
 
 
 if __name__ == "__main__":

@@ -95,14 +95,22 @@ def try_import(module: str) -> tuple[bool, str]:
 def check_package(ctx: _common.Context, requirement: str) -> None:
     name = dist_name(requirement)
     if name is None:
-        ctx.check(requirement, _common.SKIP, "not a named requirement",
-                  remedy="name the package in [packages] install")
+        ctx.check(
+            requirement,
+            _common.SKIP,
+            "not a named requirement",
+            remedy="name the package in [packages] install",
+        )
         return
     try:
         dist = md.distribution(name)
     except md.PackageNotFoundError:
-        ctx.check(name, _common.FAIL, "not installed in the environment",
-                  remedy=f"rebuild the environment (hpcenv build); '{requirement}' is missing")
+        ctx.check(
+            name,
+            _common.FAIL,
+            "not installed in the environment",
+            remedy=f"rebuild the environment (hpcenv build); '{requirement}' is missing",
+        )
         return
     version = dist.version
     tops = import_names(dist)
@@ -111,8 +119,13 @@ def check_package(ctx: _common.Context, requirement: str) -> None:
     for top in tops:
         ok, err = try_import(top)
         if not ok:
-            ctx.check(name, _common.FAIL, f"{name} {version}: import {top} failed: {err}",
-                      remedy=remedy_for(name, err), **info)
+            ctx.check(
+                name,
+                _common.FAIL,
+                f"{name} {version}: import {top} failed: {err}",
+                remedy=remedy_for(name, err),
+                **info,
+            )
             return
     info["import_s"] = round(time.monotonic() - start, 2)
     exts = extension_modules(dist, tops)
@@ -124,19 +137,30 @@ def check_package(ctx: _common.Context, requirement: str) -> None:
     info["extensions_checked"] = min(len(exts), MAX_EXTENSIONS)
     info["extensions_total"] = len(exts)
     if broken:
-        ctx.check(name, _common.FAIL,
-                  f"{name} {version}: {len(broken)} compiled extension(s) do not load: {broken[0]}",
-                  remedy=remedy_for(name, broken[0]), broken=broken, **info)
+        ctx.check(
+            name,
+            _common.FAIL,
+            f"{name} {version}: {len(broken)} compiled extension(s) do not load: {broken[0]}",
+            remedy=remedy_for(name, broken[0]),
+            broken=broken,
+            **info,
+        )
         return
     ctx.metrics[f"{name}_import_s"] = info["import_s"]
-    ctx.check(name, _common.PASS, f"{name} {version}"
-              + (f" ({info['extensions_checked']} extensions load)" if exts else ""), **info)
+    ctx.check(
+        name,
+        _common.PASS,
+        f"{name} {version}" + (f" ({info['extensions_checked']} extensions load)" if exts else ""),
+        **info,
+    )
 
 
 def remedy_for(name: str, err: str) -> str:
     if "undefined symbol" in err:
-        return (f"{name} was built against another torch/CUDA than the one installed: "
-                f"reinstall {name} for this torch (flash-attn: rebuild; vllm: keep its torch pin)")
+        return (
+            f"{name} was built against another torch/CUDA than the one installed: "
+            f"reinstall {name} for this torch (flash-attn: rebuild; vllm: keep its torch pin)"
+        )
     if "GLIBC" in err or "version `" in err:
         return f"{name}'s wheel needs a newer glibc than this node has: use an older wheel"
     if "cannot open shared object" in err:

@@ -193,7 +193,16 @@ def body(ctx: _common.Context) -> None:
         backend=backend, init_method="env://", timeout=datetime.timedelta(seconds=120)
     )
     try:
-        rows = sweep(ctx, torch, dist, device, sizes(lo, hi), world, a.iters, a.warmup)
+        rows = sweep(
+            ctx,
+            torch=torch,
+            dist=dist,
+            device=device,
+            byte_sizes=sizes(lo, hi),
+            world=world,
+            iters=a.iters,
+            warmup=a.warmup,
+        )
     finally:
         dist.destroy_process_group()
 
@@ -240,6 +249,7 @@ def _fmt(n: int) -> str:
 
 def sweep(
     ctx: _common.Context,
+    *,
     torch: Any,
     dist: Any,
     device: Any,

@@ -33,8 +33,13 @@ import _elf
 import _nccl_log
 
 HERE = Path(__file__).resolve().parent
-SYSTEM_LIB_DIRS = ("/usr/lib64", "/usr/lib", "/usr/local/lib", "/usr/lib/aarch64-linux-gnu",
-                   "/usr/lib/x86_64-linux-gnu")
+SYSTEM_LIB_DIRS = (
+    "/usr/lib64",
+    "/usr/lib",
+    "/usr/local/lib",
+    "/usr/lib/aarch64-linux-gnu",
+    "/usr/lib/x86_64-linux-gnu",
+)
 
 
 def load_table() -> dict[str, Any]:
@@ -140,7 +145,8 @@ def fi_providers() -> list[str] | None:
 def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--expect-provider", help="libfabric provider that must be present (cxi)")
     p.add_argument(
-        "--expect-net", choices=("ofi", "ib", "socket", "any"),
+        "--expect-net",
+        choices=("ofi", "ib", "socket", "any"),
         help="network NCCL must use (default: the profile's platform.nccl_net)",
     )
     p.add_argument("--nccl-init-worker", action="store_true", help=argparse.SUPPRESS)
@@ -155,14 +161,16 @@ def check_plugin(ctx: _common.Context, expect: str) -> None:
     if plugin is None:
         if expect == "ofi":
             ctx.check(
-                "plugin", _common.FAIL,
+                "plugin",
+                _common.FAIL,
                 "no NCCL net plugin found (NCCL_NET_PLUGIN / libnccl-net.so on LD_LIBRARY_PATH)",
                 remedy="load the aws-ofi-nccl module (Isambard: brics/aws-ofi-nccl/1.8.1 or "
                 "brics/nccl) or set NCCL_NET_PLUGIN to the plugin's path",
             )
         else:
             ctx.check(
-                "plugin", _common.SKIP,
+                "plugin",
+                _common.SKIP,
                 f"no NCCL net plugin found, and the profile expects none (nccl_net={expect})",
                 remedy="nothing to do here; profiles for Slingshot clusters set "
                 "platform.nccl_net = 'ofi'",
@@ -171,18 +179,27 @@ def check_plugin(ctx: _common.Context, expect: str) -> None:
     try:
         symbols = _elf.exported_symbols(plugin)
     except (OSError, _elf.ElfError) as exc:
-        ctx.check("plugin", _common.FAIL, f"cannot read {plugin}: {exc}",
-                  remedy="check the plugin file (a 64-bit shared library)")
+        ctx.check(
+            "plugin",
+            _common.FAIL,
+            f"cannot read {plugin}: {exc}",
+            remedy="check the plugin file (a 64-bit shared library)",
+        )
         return
     exported = _elf.plugin_api_versions(symbols)
     ctx.details["plugin_api_versions"] = exported
     if not exported:
-        ctx.check("plugin", _common.FAIL, f"{plugin} exports no ncclNetPlugin_vN symbol",
-                  remedy="this is not an NCCL net plugin; point NCCL_NET_PLUGIN at aws-ofi-nccl")
+        ctx.check(
+            "plugin",
+            _common.FAIL,
+            f"{plugin} exports no ncclNetPlugin_vN symbol",
+            remedy="this is not an NCCL net plugin; point NCCL_NET_PLUGIN at aws-ofi-nccl",
+        )
         return
     if version is None:
         ctx.check(
-            "plugin", _common.SKIP,
+            "plugin",
+            _common.SKIP,
             f"{plugin} exports API v{exported[-1]}..v{exported[0]}; NCCL version unknown ({where})",
             remedy="install the NCCL the job uses (nvidia-nccl-cu12/cu13) or a CUDA torch so "
             "the API match can be checked",
@@ -191,7 +208,8 @@ def check_plugin(ctx: _common.Context, expect: str) -> None:
     tries = nccl_tries(version)
     if tries is None:
         ctx.check(
-            "plugin", _common.SKIP,
+            "plugin",
+            _common.SKIP,
             f"NCCL {version} is not in the plugin API table (probes/_ofi_api.json)",
             remedy="add the API versions this NCCL release tries to probes/_ofi_api.json",
         )
@@ -200,7 +218,8 @@ def check_plugin(ctx: _common.Context, expect: str) -> None:
     ctx.details.update(nccl_tries=tries, shared_api_versions=shared)
     if not shared:
         ctx.check(
-            "plugin", _common.FAIL,
+            "plugin",
+            _common.FAIL,
             f"NCCL {version} tries plugin API v{tries[0]}..v{tries[-1]} but {plugin} exports "
             f"v{exported[-1]}..v{exported[0]}: NCCL will not load it and falls back to sockets",
             remedy="use an aws-ofi-nccl release that exports an API this NCCL tries (newer "
@@ -208,7 +227,8 @@ def check_plugin(ctx: _common.Context, expect: str) -> None:
         )
     else:
         ctx.check(
-            "plugin", _common.PASS,
+            "plugin",
+            _common.PASS,
             f"{Path(plugin).name} v{shared[0]} matches NCCL {version} "
             f"(tries v{tries[0]}..v{tries[-1]}, plugin v{exported[-1]}..v{exported[0]})",
         )
@@ -219,16 +239,25 @@ def check_providers(ctx: _common.Context, expected: str) -> None:
     ctx.details["libfabric_providers"] = providers
     if providers is None:
         if expected:
-            ctx.check("libfabric", _common.FAIL, "fi_info not found",
-                      remedy="load the libfabric module (Isambard: it comes with PrgEnv-cray)")
+            ctx.check(
+                "libfabric",
+                _common.FAIL,
+                "fi_info not found",
+                remedy="load the libfabric module (Isambard: it comes with PrgEnv-cray)",
+            )
         else:
-            ctx.check("libfabric", _common.SKIP, "fi_info not found",
-                      remedy="install libfabric-bin to list providers (only needed on "
-                      "libfabric networks)")
+            ctx.check(
+                "libfabric",
+                _common.SKIP,
+                "fi_info not found",
+                remedy="install libfabric-bin to list providers (only needed on "
+                "libfabric networks)",
+            )
         return
     if expected and expected not in providers:
         ctx.check(
-            "libfabric", _common.FAIL,
+            "libfabric",
+            _common.FAIL,
             f"provider {expected} missing; fi_info -l lists: {', '.join(providers) or 'none'}",
             remedy=f"the node's NIC is not visible to libfabric as {expected}: run on a compute "
             "node, load the libfabric module, check FI_PROVIDER",
@@ -248,8 +277,7 @@ def nccl_init_worker() -> int:
 
     local = int(os.environ["LOCAL_RANK"])
     torch.cuda.set_device(local)
-    dist.init_process_group("nccl", init_method="env://",
-                            timeout=datetime.timedelta(seconds=60))
+    dist.init_process_group("nccl", init_method="env://", timeout=datetime.timedelta(seconds=60))
     t = torch.ones(1024, device="cuda")
     dist.all_reduce(t)
     torch.cuda.synchronize()
@@ -261,24 +289,43 @@ def check_nccl_init(ctx: _common.Context, expect: str) -> None:
     try:
         import torch
     except ImportError:
-        ctx.check("nccl-init", _common.SKIP, "torch is not installed",
-                  remedy="install torch to see which network NCCL uses")
+        ctx.check(
+            "nccl-init",
+            _common.SKIP,
+            "torch is not installed",
+            remedy="install torch to see which network NCCL uses",
+        )
         return
     if not torch.cuda.is_available():
-        ctx.check("nccl-init", _common.SKIP, "no GPU: NCCL cannot start here",
-                  remedy="run on a GPU node to see which network NCCL uses")
+        ctx.check(
+            "nccl-init",
+            _common.SKIP,
+            "no GPU: NCCL cannot start here",
+            remedy="run on a GPU node to see which network NCCL uses",
+        )
         return
     world = min(2, torch.cuda.device_count())
     env = dict(os.environ)
-    env.update(NCCL_DEBUG="INFO", NCCL_DEBUG_SUBSYS="INIT,NET", MASTER_ADDR="127.0.0.1",
-               MASTER_PORT=str(29400 + os.getpid() % 1000), WORLD_SIZE=str(world))
+    env.update(
+        NCCL_DEBUG="INFO",
+        NCCL_DEBUG_SUBSYS="INIT,NET",
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(29400 + os.getpid() % 1000),
+        WORLD_SIZE=str(world),
+    )
     procs = []
     for k in range(world):
         e = dict(env, RANK=str(k), LOCAL_RANK=str(k))
-        procs.append(subprocess.Popen(
-            [sys.executable, str(Path(__file__).resolve()), "--nccl-init-worker"], env=e,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
-        ))
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, str(Path(__file__).resolve()), "--nccl-init-worker"],
+                env=e,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                start_new_session=True,
+            )
+        )
     logs = []
     for p in procs:
         try:
@@ -289,8 +336,11 @@ def check_nccl_init(ctx: _common.Context, expect: str) -> None:
         logs.append(out)
     text = "\n".join(logs)
     parsed = _nccl_log.parse(text)
-    ctx.details["nccl_init"] = {**parsed, "ranks": world,
-                                "exit_codes": [p.returncode for p in procs]}
+    ctx.details["nccl_init"] = {
+        **parsed,
+        "ranks": world,
+        "exit_codes": [p.returncode for p in procs],
+    }
     status, summary, remedy = _nccl_log.judge(parsed, expect)
     if status == _common.PASS and any(p.returncode != 0 for p in procs):
         tail = text.strip().splitlines()[-1:] or [""]

@@ -69,26 +69,34 @@ def body(ctx: _common.Context) -> None:
         ray.shutdown()
     hosts = sorted({r["host"] for r in ran.values()})
     ctx.details.update(nodes=len(nodes), task_hosts=hosts, resources=resources)
-    ctx.metrics.update(nodes=len(nodes), cpus=resources.get("CPU", 0),
-                       gpus=resources.get("GPU", 0))
+    ctx.metrics.update(nodes=len(nodes), cpus=resources.get("CPU", 0), gpus=resources.get("GPU", 0))
     if failed or not ran:
-        ctx.check("tasks", _common.FAIL,
-                  f"tasks ran on {len(ran)} of {len(nodes)} alive node(s); failed: {failed[:3]}",
-                  remedy="a Ray worker node cannot run tasks: check its raylet log "
-                  "(/tmp/ray/session_latest/logs) and that the node has the same venv")
+        ctx.check(
+            "tasks",
+            _common.FAIL,
+            f"tasks ran on {len(ran)} of {len(nodes)} alive node(s); failed: {failed[:3]}",
+            remedy="a Ray worker node cannot run tasks: check its raylet log "
+            "(/tmp/ray/session_latest/logs) and that the node has the same venv",
+        )
     else:
-        ctx.check("tasks", _common.PASS,
-                  f"Ray {ray.__version__}: a task ran on each of {len(nodes)} node(s) "
-                  f"({', '.join(hosts)})")
+        ctx.check(
+            "tasks",
+            _common.PASS,
+            f"Ray {ray.__version__}: a task ran on each of {len(nodes)} node(s) "
+            f"({', '.join(hosts)})",
+        )
     per_node = visible_gpus(os.environ, len(_common.proc_gpus()))
     expected = per_node * len(nodes)
     have = int(resources.get("GPU", 0))
     if have != expected:
-        ctx.check("gpus", _common.FAIL,
-                  f"Ray sees {have} GPU(s), the allocation gives {expected} "
-                  f"({per_node} per node x {len(nodes)})",
-                  remedy="start Ray workers with --num-gpus matching the allocation "
-                  "(SLURM_GPUS_ON_NODE), and keep CUDA_VISIBLE_DEVICES as SLURM set it")
+        ctx.check(
+            "gpus",
+            _common.FAIL,
+            f"Ray sees {have} GPU(s), the allocation gives {expected} "
+            f"({per_node} per node x {len(nodes)})",
+            remedy="start Ray workers with --num-gpus matching the allocation "
+            "(SLURM_GPUS_ON_NODE), and keep CUDA_VISIBLE_DEVICES as SLURM set it",
+        )
     else:
         ctx.check("gpus", _common.PASS, f"Ray GPU resources {have} match the allocation")
 

@@ -25,7 +25,7 @@ HERE = Path(__file__).resolve().parent
 
 
 def _vkey(text: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in re.findall(r"\d+", text.split("+")[0])[:3])
+    return tuple(int(x) for x in re.findall(r"\d+", text.split("+", maxsplit=1)[0])[:3])
 
 
 def _in(version: tuple[int, ...], spec: str) -> bool:
@@ -64,8 +64,12 @@ def body(ctx: _common.Context) -> None:
     try:
         version = md.version("vllm")
     except md.PackageNotFoundError:
-        ctx.check("installed", _common.SKIP, "vllm is not installed in this environment",
-                  remedy="add 'vllm' to [packages] install if the project serves models")
+        ctx.check(
+            "installed",
+            _common.SKIP,
+            "vllm is not installed in this environment",
+            remedy="add 'vllm' to [packages] install if the project serves models",
+        )
         return
     ctx.details["vllm"] = version
     pin = torch_pin(md.requires("vllm") or [])
@@ -75,52 +79,84 @@ def body(ctx: _common.Context) -> None:
         torch_version = None
     ctx.details.update(torch_pin=pin, torch=torch_version)
     if pin and torch_version and _vkey(pin) != _vkey(torch_version):
-        ctx.check("torch-pin", _common.FAIL,
-                  f"vllm {version} was built for torch {pin}, the environment has {torch_version}",
-                  remedy=f"install torch=={pin} (same CUDA variant) or the vllm release built "
-                  f"for torch {torch_version}")
+        ctx.check(
+            "torch-pin",
+            _common.FAIL,
+            f"vllm {version} was built for torch {pin}, the environment has {torch_version}",
+            remedy=f"install torch=={pin} (same CUDA variant) or the vllm release built "
+            f"for torch {torch_version}",
+        )
     else:
-        ctx.check("torch-pin", _common.PASS,
-                  f"built for torch {pin or '(no pin)'}, installed {torch_version}")
+        ctx.check(
+            "torch-pin",
+            _common.PASS,
+            f"built for torch {pin or '(no pin)'}, installed {torch_version}",
+        )
     try:
         import vllm  # noqa: F401 - importing is the check
     except Exception as exc:  # a broken vllm import is the finding
-        ctx.check("import", _common.FAIL, f"import vllm failed: {type(exc).__name__}: {exc}",
-                  remedy="reinstall vllm for this torch/CUDA (see torch-pin)")
+        ctx.check(
+            "import",
+            _common.FAIL,
+            f"import vllm failed: {type(exc).__name__}: {exc}",
+            remedy="reinstall vllm for this torch/CUDA (see torch-pin)",
+        )
         return
     ctx.check("import", _common.PASS, f"vllm {version} imports")
     import torch
 
     row = min_capability(version)
     if not torch.cuda.is_available():
-        ctx.check("capability", _common.SKIP, "no GPU: compute capability not checked",
-                  remedy="run on a GPU node")
-        ctx.check("generate", _common.SKIP, "no GPU: vLLM cannot generate here",
-                  remedy="run on a GPU node with --model PATH")
+        ctx.check(
+            "capability",
+            _common.SKIP,
+            "no GPU: compute capability not checked",
+            remedy="run on a GPU node",
+        )
+        ctx.check(
+            "generate",
+            _common.SKIP,
+            "no GPU: vLLM cannot generate here",
+            remedy="run on a GPU node with --model PATH",
+        )
         return
     caps = []
     for i in range(torch.cuda.device_count()):
         major, minor = torch.cuda.get_device_capability(i)
         caps.append(f"{major}.{minor}")
     if row is None:
-        ctx.check("capability", _common.SKIP, f"vllm {version} not in probes/_vllm.json",
-                  remedy="add this release's minimum to probes/_vllm.json")
+        ctx.check(
+            "capability",
+            _common.SKIP,
+            f"vllm {version} not in probes/_vllm.json",
+            remedy="add this release's minimum to probes/_vllm.json",
+        )
     else:
         low = [c for c in caps if _vkey(c) < _vkey(row["min"])]
         note = " (unconfirmed minimum)" if row.get("unconfirmed") else ""
         if low:
-            ctx.check("capability", _common.FAIL,
-                      f"vllm {version} needs compute capability >= {row['min']}{note}, "
-                      f"GPU(s) have {', '.join(sorted(set(low)))}",
-                      remedy="use an older vllm release that still supports these GPUs "
-                      "(V100: <= 0.14 is documented), or other GPUs")
+            ctx.check(
+                "capability",
+                _common.FAIL,
+                f"vllm {version} needs compute capability >= {row['min']}{note}, "
+                f"GPU(s) have {', '.join(sorted(set(low)))}",
+                remedy="use an older vllm release that still supports these GPUs "
+                "(V100: <= 0.14 is documented), or other GPUs",
+            )
         else:
-            ctx.check("capability", _common.PASS,
-                      f"GPUs sm {', '.join(sorted(set(caps)))} >= {row['min']}{note}")
+            ctx.check(
+                "capability",
+                _common.PASS,
+                f"GPUs sm {', '.join(sorted(set(caps)))} >= {row['min']}{note}",
+            )
     model = ctx.args.model
     if not model:
-        ctx.check("generate", _common.SKIP, "no --model PATH given",
-                  remedy="pass --model /path/to/a/small/local/model for a generation test")
+        ctx.check(
+            "generate",
+            _common.SKIP,
+            "no --model PATH given",
+            remedy="pass --model /path/to/a/small/local/model for a generation test",
+        )
         return
     from vllm import LLM, SamplingParams
 
@@ -129,9 +165,12 @@ def body(ctx: _common.Context) -> None:
     text = out[0].outputs[0].text
     ctx.details["generated"] = text
     ok = bool(text.strip())
-    ctx.check("generate", _common.PASS if ok else _common.FAIL,
-              f"generated {len(text)} chars from {Path(model).name}",
-              remedy="vLLM produced no text: read the engine log on stderr")
+    ctx.check(
+        "generate",
+        _common.PASS if ok else _common.FAIL,
+        f"generated {len(text)} chars from {Path(model).name}",
+        remedy="vLLM produced no text: read the engine log on stderr",
+    )
 
 
 if __name__ == "__main__":
