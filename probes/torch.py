@@ -7,8 +7,8 @@ not at import; this probe triggers that on purpose and names the variant to
 install. On a CPU node the CUDA checks skip with the reason and the CPU checks
 still run, so the probe passes.
 
-(The file is named like the package; ``_common`` moves this directory to the end of
-``sys.path`` so ``import torch`` finds the real one.)
+(The file is named like the package; ``_common`` makes ``import torch`` skip this
+directory and find the real package.)
 """
 
 from __future__ import annotations
