@@ -27,11 +27,13 @@ def arch_supported(capability: str, arch_list: list[str]) -> tuple[bool, str]:
     not on 9.0); PTX (``compute_XY``) is JIT-compiled for any newer GPU.
     """
     major, minor = (int(x) for x in capability.split("."))
+    parsed = []
     for arch in arch_list:
         m = re.fullmatch(r"(sm|compute)_(\d+?)(\d)([af]?)", arch)
-        if not m:
-            continue
-        a_major, a_minor = int(m.group(2)), int(m.group(3))
+        if m:
+            parsed.append((int(m.group(2)), int(m.group(3)), m.group(1) == "sm", arch, m))
+    # the closest build first: highest version, SASS before PTX
+    for a_major, a_minor, _sass, arch, m in sorted(parsed, reverse=True):
         if m.group(1) == "sm" and a_major == major and a_minor <= minor and not m.group(4):
             return True, arch
         if m.group(1) == "sm" and (a_major, a_minor) == (major, minor):

@@ -22,6 +22,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+
 from conftest import REPO, require
 
 PROBES = REPO / "probes"

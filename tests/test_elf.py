@@ -7,6 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
 from conftest import require
 from probe_env import load_probe
 

@@ -11,15 +11,23 @@ from hpcenv.results import RankResult, Status, gather
 
 
 def rr(k: int, status: Status, summary: str = "ok", remedy: str = "") -> RankResult:
-    return RankResult(rank=k, host=f"nid{k}", status=status, summary=summary, remedy=remedy,
-                      metrics={"busbw_gbps_at_max": 1.5})
+    return RankResult(
+        rank=k,
+        host=f"nid{k}",
+        status=status,
+        summary=summary,
+        remedy=remedy,
+        metrics={"busbw_gbps_at_max": 1.5},
+    )
 
 
 def results() -> list:
     return [
         gather("torch", [rr(0, Status.PASS)], seconds=1.25),
         gather("gpu-health", [rr(0, Status.SKIP, "no GPU", "run on a GPU node")]),
-        gather("nccl", [rr(0, Status.PASS), rr(1, Status.FAIL, "#wrong 3 <&>", "NCCL_PROTO=^LL128")]),
+        gather(
+            "nccl", [rr(0, Status.PASS), rr(1, Status.FAIL, "#wrong 3 <&>", "NCCL_PROTO=^LL128")]
+        ),
         gather("ofi", [rr(0, Status.ERROR, "crashed", "read the stderr tail")]),
     ]
 

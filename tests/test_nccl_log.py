@@ -2,6 +2,8 @@
 KNOWLEDGE.md section 5: aws-ofi-nccl on Slingshot, the Socket fallback, and NCCL_NET
 naming a network no plugin provides)."""
 
+# ruff: noqa: E501  (recorded log lines are kept verbatim)
+
 from __future__ import annotations
 
 from probe_env import load_probe

@@ -7,18 +7,16 @@ import os
 from pathlib import Path
 
 import pytest
-from probe_env import load_probe, probe_python  # noqa: F401 - fixture
 
 from hpcenv import runner
 from hpcenv.results import Status
+from probe_env import load_probe, probe_python  # noqa: F401 - fixture
 
 nccl = load_probe("nccl")
 
 
 def run_nccl(python: Path, tmp_path: Path, env: dict[str, str], *args: str) -> object:
-    spec = runner.ProbeSpec(
-        name="nccl", python=python, ranks=2, timeout_s=180, args=args, env=env
-    )
+    spec = runner.ProbeSpec(name="nccl", python=python, ranks=2, timeout_s=180, args=args, env=env)
     return runner.run_probe(spec, launcher=runner.LocalLauncher(), result_dir=tmp_path / "r")
 
 
@@ -39,9 +37,7 @@ def test_value_check_catches_one_corrupted_element(
     probe_python: Path,  # noqa: F811
     tmp_path: Path,
 ) -> None:
-    result = run_nccl(
-        probe_python, tmp_path, {"HPCENV_PROBE_CORRUPT": "1:77"}, "--sizes", "1K:4K"
-    )
+    result = run_nccl(probe_python, tmp_path, {"HPCENV_PROBE_CORRUPT": "1:77"}, "--sizes", "1K:4K")
     assert result.status is Status.FAIL
     assert "#wrong 1" in result.summary
     assert result.remedy

@@ -14,12 +14,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import require
-from probe_env import load_probe
-from test_elf import compile_so
 
+from conftest import require
 from hpcenv import runner
 from hpcenv.results import Status
+from probe_env import load_probe
+from test_elf import compile_so
 
 ofi = load_probe("ofi")
 

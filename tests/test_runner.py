@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from probe_env import PROBES, load_probe
 
 from hpcenv import command, runner
 from hpcenv.results import RankResult, Status, gather, inconsistencies, overall
+from probe_env import PROBES, load_probe
 
 common = load_probe("_common")
 
@@ -59,14 +59,27 @@ def script_dir(tmp_path: Path) -> Path:
     return d
 
 
-def run(script_dir: Path, tmp_path: Path, mode: str, *, ranks: int = 2, timeout: float = 60,
-        launcher: Any = None) -> Any:
+def run(
+    script_dir: Path,
+    tmp_path: Path,
+    mode: str,
+    *,
+    ranks: int = 2,
+    timeout: float = 60,
+    launcher: Any = None,
+) -> Any:
     spec = runner.ProbeSpec(
-        name="hello", python=Path(sys.executable), ranks=ranks, timeout_s=timeout,
-        env={"TEST_MODE": mode, "FROM_PROFILE": "yes"}, config={"nccl_net": "ofi"},
+        name="hello",
+        python=Path(sys.executable),
+        ranks=ranks,
+        timeout_s=timeout,
+        env={"TEST_MODE": mode, "FROM_PROFILE": "yes"},
+        config={"nccl_net": "ofi"},
     )
     return runner.run_probe(
-        spec, launcher=launcher or runner.LocalLauncher(), result_dir=tmp_path / "results",
+        spec,
+        launcher=launcher or runner.LocalLauncher(),
+        result_dir=tmp_path / "results",
         script_dir=script_dir,
     )
 
@@ -153,8 +166,9 @@ def test_rank_that_never_starts_is_named_with_its_host(script_dir: Path, tmp_pat
 
 def test_spawn_and_shutdown_all_stop_process_groups(tmp_path: Path) -> None:
     procs = [
-        command.spawn([sys.executable, "-c", "import time; time.sleep(600)"],
-                      stderr=tmp_path / f"e{i}")
+        command.spawn(
+            [sys.executable, "-c", "import time; time.sleep(600)"], stderr=tmp_path / f"e{i}"
+        )
         for i in range(3)
     ]
     command.shutdown_all(procs)
@@ -162,8 +176,14 @@ def test_spawn_and_shutdown_all_stop_process_groups(tmp_path: Path) -> None:
 
 
 def facts(driver: str = "565.57.01", nccl: str = "2.21.5") -> dict[str, Any]:
-    return {"driver": driver, "nccl_version": nccl, "gpu_count": 4,
-            "gpu_model": "NVIDIA GH200 120GB", "modules": ["cuda/12.6"], "torch": "2.9.1"}
+    return {
+        "driver": driver,
+        "nccl_version": nccl,
+        "gpu_count": 4,
+        "gpu_model": "NVIDIA GH200 120GB",
+        "modules": ["cuda/12.6"],
+        "torch": "2.9.1",
+    }
 
 
 def rank(k: int, host: str, **kw: Any) -> RankResult:
@@ -197,16 +217,27 @@ def test_status_combination() -> None:
     assert Status.combine([Status.SKIP, Status.SKIP]) is Status.SKIP
     assert Status.combine([Status.PASS, Status.FAIL, Status.ERROR]) is Status.ERROR
     assert Status.combine([]) is Status.SKIP
-    results = [gather("a", [rank(0, "h")]), gather("b", [
-        RankResult(rank=0, host="h", status=Status.SKIP, summary="no GPU", remedy="x")])]
+    results = [
+        gather("a", [rank(0, "h")]),
+        gather(
+            "b", [RankResult(rank=0, host="h", status=Status.SKIP, summary="no GPU", remedy="x")]
+        ),
+    ]
     assert overall(results) is Status.PASS
     assert common.combine(["skip", "pass"]) == "pass"
     assert common.combine(["pass", "fail", "skip"]) == "fail"
 
 
 def test_rank_environment_from_slurm() -> None:
-    r = common.rank_from_env({"SLURM_PROCID": "5", "SLURM_NTASKS": "8", "SLURM_LOCALID": "1",
-                              "SLURM_NTASKS_PER_NODE": "4(x2)", "MASTER_ADDR": "nid1"})
+    r = common.rank_from_env(
+        {
+            "SLURM_PROCID": "5",
+            "SLURM_NTASKS": "8",
+            "SLURM_LOCALID": "1",
+            "SLURM_NTASKS_PER_NODE": "4(x2)",
+            "MASTER_ADDR": "nid1",
+        }
+    )
     assert (r.rank, r.world_size, r.local_rank, r.local_world_size) == (5, 8, 1, 4)
     assert r.master_addr == "nid1"
     # torchrun variables win over SLURM's when both are set
