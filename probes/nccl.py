@@ -268,20 +268,22 @@ def sweep(
     rows = []
     mine_counts = []
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
-    # rank r holds (r+1) + (i mod 13): the sum over ranks is exact in float32
+    # rank r holds (r+1) + (i mod 13): the sum over ranks is exact in float32, and
+    # (sum - n(n+1)/2) / n gives back i mod 13 exactly. One pattern, sliced per size.
     base_sum = world * (world + 1) / 2
+    largest = max(1, max(byte_sizes) // 4)
+    tile = torch.arange(13, dtype=torch.float32, device=device)
+    pattern_all = tile.repeat((largest + 12) // 13)[:largest]
     for nbytes in byte_sizes:
         t_size = time.perf_counter()
         count = max(1, nbytes // 4)
-        pattern = torch.arange(count, device=device, dtype=torch.int64).remainder_(13)
-        pattern = pattern.to(torch.float32)
+        pattern = pattern_all[:count]
         buf = pattern + float(rank + 1)
         dist.all_reduce(buf)  # the checked run (first warmup iteration)
         if corrupt is not None and corrupt < count and nbytes == byte_sizes[0]:
             buf[corrupt] += 1.0
-        pattern.mul_(float(world)).add_(base_sum)  # now the expected values
-        mine = int((buf != pattern).sum().item())
-        del pattern
+        buf.sub_(base_sum).div_(float(world))
+        mine = 0 if torch.equal(buf, pattern) else int((buf != pattern).sum().item())
         mine_counts.append(mine)
         for _ in range(max(0, warmup - 1)):
             dist.all_reduce(buf)
