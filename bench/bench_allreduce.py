@@ -18,7 +18,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -60,34 +59,26 @@ main()
 
 
 def bare_run(python: str, lo: int, hi: int, iters: int, warmup: int) -> dict[str, float]:
+    """The bare loop, launched exactly as the runner launches the probe's ranks."""
     with tempfile.TemporaryDirectory() as tmp:
         script = Path(tmp) / "bare.py"
         script.write_text(BARE)
-        port = str(runner.free_port())
+        env = dict(
+            os.environ,
+            HPCENV_RESULT_DIR=tmp,
+            HPCENV_PROBE_NAME="bare",
+            MASTER_ADDR="127.0.0.1",
+            MASTER_PORT=str(runner.free_port()),
+        )
+        argv = [python, str(script), str(lo), str(hi), str(iters), str(warmup)]
         start = time.perf_counter()
-        procs = []
-        for k in range(2):
-            env = dict(
-                os.environ,
-                RANK=str(k),
-                WORLD_SIZE="2",
-                LOCAL_RANK=str(k),
-                MASTER_ADDR="127.0.0.1",
-                MASTER_PORT=port,
-            )
-            procs.append(
-                subprocess.Popen(
-                    [python, str(script), str(lo), str(hi), str(iters), str(warmup)],
-                    env=env,
-                    stdout=subprocess.PIPE,
-                    text=True,
-                )
-            )
-        outs = [p.communicate(timeout=600)[0] for p in procs]
+        procs = runner.LocalLauncher().start(argv, env, 2)
+        codes = [p.wait(timeout=600) for p in procs]
         wall = time.perf_counter() - start
-    if any(p.returncode for p in procs):
-        raise SystemExit(f"bare loop failed: exit codes {[p.returncode for p in procs]}")
-    data = json.loads(outs[0].strip().splitlines()[-1])
+        out = runner.output_path(Path(tmp), "bare", 0, "stdout").read_text()
+    if any(codes):
+        raise SystemExit(f"bare loop failed: exit codes {codes}")
+    data = json.loads(out.strip().splitlines()[-1])
     return {"wall_s": wall, "sweep_s": data["sweep_s"], "busbw_gbps": data["busbw_gbps"]}
 
 

@@ -268,12 +268,13 @@ def sweep(
     rows = []
     mine_counts = []
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
-    # rank r holds (r+1) + (i mod 13): the sum over ranks is exact in float32, and
-    # (sum - n(n+1)/2) / n gives back i mod 13 exactly. One pattern, sliced per size.
+    # rank r holds (r+1) + (i mod 13): the sum over ranks, n(i mod 13) + n(n+1)/2, is
+    # exact in float32. Pattern and expected sums are made once and sliced per size.
     base_sum = world * (world + 1) / 2
     largest = max(1, max(byte_sizes) // 4)
     tile = torch.arange(13, dtype=torch.float32, device=device)
     pattern_all = tile.repeat((largest + 12) // 13)[:largest]
+    expected_all = pattern_all * float(world) + base_sum
     for nbytes in byte_sizes:
         t_size = time.perf_counter()
         count = max(1, nbytes // 4)
@@ -282,8 +283,8 @@ def sweep(
         dist.all_reduce(buf)  # the checked run (first warmup iteration)
         if corrupt is not None and corrupt < count and nbytes == byte_sizes[0]:
             buf[corrupt] += 1.0
-        buf.sub_(base_sum).div_(float(world))
-        mine = 0 if torch.equal(buf, pattern) else int((buf != pattern).sum().item())
+        expected = expected_all[:count]
+        mine = 0 if torch.equal(buf, expected) else int((buf != expected).sum().item())
         mine_counts.append(mine)
         for _ in range(max(0, warmup - 1)):
             dist.all_reduce(buf)
