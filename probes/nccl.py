@@ -234,11 +234,12 @@ def body(ctx: _common.Context) -> None:
             + "check the node with gpu-health and rerun; report the node to the admins",
         )
     else:
+        warn = f"; warning: {ctx.details['warnings'][0]}" if ctx.details.get("warnings") else ""
         ctx.check(
             "values",
             _common.PASS,
             f"{backend} allreduce {span} x {world} ranks, every element correct, "
-            f"busbw {rows[-1]['busbw_gbps']:.2f} GB/s at {_fmt(rows[-1]['bytes'])}",
+            f"busbw {rows[-1]['busbw_gbps']:.2f} GB/s at {_fmt(rows[-1]['bytes'])}{warn}",
         )
 
 
