@@ -286,6 +286,14 @@ def nccl_init_worker() -> int:
 
 
 def check_nccl_init(ctx: _common.Context, expect: str) -> None:
+    if _common.driver_version() is None and not _common.proc_gpus():
+        ctx.check(
+            "nccl-init",
+            _common.SKIP,
+            "no GPU: no NVIDIA driver on this node",
+            remedy="run on a GPU node to see which network NCCL uses",
+        )
+        return
     try:
         import torch
     except ImportError:
