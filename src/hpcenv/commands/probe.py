@@ -69,12 +69,6 @@ def default_ranks() -> int:
     return count if count >= 1 else 2
 
 
-def launcher_for(args: argparse.Namespace) -> tuple[runner.Launcher, int]:
-    """The launcher of multi-rank probes and the node count it spans (for the profile's
-    multi-node variables). Local ranks here; the SLURM launcher plugs in here."""
-    return runner.LocalLauncher(), 1
-
-
 def run(args: argparse.Namespace) -> int:
     target = runner.resolve_target(args.env, args.profile)
     names = tuple(args.names) or target.default_probes
@@ -105,12 +99,10 @@ def run(args: argparse.Namespace) -> int:
         style = report.STATUS_STYLE.get(r.status.value, "")
         err.print(f"  [{style}]{r.status.value}[/{style}] {r.name} ({r.seconds:.1f} s)")
 
-    launcher, nodes = launcher_for(args)
     results = runner.run_suite(
         target,
         names,
-        launcher=launcher,
-        nodes=nodes,
+        launcher=runner.LocalLauncher(),
         ranks=ranks,
         result_dir=result_dir,
         timeout_s=args.timeout,
