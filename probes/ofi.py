@@ -22,6 +22,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import sysconfig
@@ -314,11 +315,14 @@ def check_nccl_init(ctx: _common.Context, expect: str) -> None:
         return
     world = min(2, torch.cuda.device_count())
     env = dict(os.environ)
+    with socket.socket() as s:  # a free rendezvous port on this host
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
     env.update(
         NCCL_DEBUG="INFO",
         NCCL_DEBUG_SUBSYS="INIT,NET",
         MASTER_ADDR="127.0.0.1",
-        MASTER_PORT=str(29400 + os.getpid() % 1000),
+        MASTER_PORT=str(port),
         WORLD_SIZE=str(world),
     )
     procs = []
