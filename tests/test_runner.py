@@ -92,7 +92,12 @@ def alive(pid: int) -> bool:
     return True
 
 
-def test_all_ranks_pass_with_torchrun_environment(script_dir: Path, tmp_path: Path) -> None:
+def test_all_ranks_pass_with_torchrun_environment(
+    script_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a surrounding job's rendezvous must not be reused by the probe's ranks
+    monkeypatch.setenv("MASTER_ADDR", "10.9.9.9")
+    monkeypatch.setenv("MASTER_PORT", "1")
     result = run(script_dir, tmp_path, "ok", ranks=3)
     assert result.status is Status.PASS
     assert [r.rank for r in result.ranks] == [0, 1, 2]
@@ -102,6 +107,7 @@ def test_all_ranks_pass_with_torchrun_environment(script_dir: Path, tmp_path: Pa
     assert {e["LOCAL_WORLD_SIZE"] for e in envs} == {"3"}
     assert {e["MASTER_ADDR"] for e in envs} == {"127.0.0.1"}
     assert len({e["MASTER_PORT"] for e in envs}) == 1
+    assert envs[0]["MASTER_PORT"] != "1"
     assert {e["FROM_PROFILE"] for e in envs} == {"yes"}
     assert result.ranks[0].details["config"] == {"nccl_net": "ofi"}
     assert "3 ranks on 1 host" in result.summary
