@@ -263,6 +263,22 @@ class Context:
         }
 
 
+def import_torch(ctx: Context) -> Any:
+    """torch, or None after recording a failed check that says how to get it."""
+    try:
+        import torch
+    except ImportError as exc:
+        ctx.check(
+            "torch",
+            FAIL,
+            f"torch does not import in {sys.prefix}: {exc}",
+            remedy="build the environment first (hpcenv build PROFILE), or point --env at a "
+            "venv that has torch",
+        )
+        return None
+    return torch
+
+
 def _write(path: Path, data: dict[str, Any]) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(data, default=str) + "\n")

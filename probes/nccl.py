@@ -146,7 +146,9 @@ def add_args(p: argparse.ArgumentParser) -> None:
 
 def body(ctx: _common.Context) -> None:
     """Allreduce sweep checking every element (nccl-tests #wrong), with algbw/busbw."""
-    import torch
+    torch = _common.import_torch(ctx)
+    if torch is None:
+        return
     import torch.distributed as dist
 
     _common.export_rank(ctx.rank)

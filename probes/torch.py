@@ -210,8 +210,9 @@ def check_gpus(ctx: _common.Context, torch: Any) -> None:
 
 def body(ctx: _common.Context) -> None:
     """Version, CUDA build, arch list, a kernel, matmul vs CPU, bf16."""
-    import torch
-
+    torch = _common.import_torch(ctx)
+    if torch is None:
+        return
     check_build(ctx, torch)
     check_cpu(ctx, torch)
     check_gpus(ctx, torch)
