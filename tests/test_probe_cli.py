@@ -4,12 +4,13 @@ exit codes (0 pass/skip, 5 a failure, 2 bad input)."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from conftest import REPO
+from conftest import REPO, require
 from probe_env import probe_python  # noqa: F401 - fixture
 
 
@@ -102,3 +103,16 @@ def test_bad_input_exits_2(tmp_path: Path) -> None:
     assert out.returncode == 2
     assert "not built" in out.stderr and "hpcenv build local" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_env_without_torch_fails_with_remedy(tmp_path: Path) -> None:
+    uv = shutil.which("uv")
+    require("uv", uv is not None, "uv is not on PATH")
+    assert uv is not None
+    subprocess.run([uv, "venv", "-q", str(tmp_path / "bare"), "--python", "3.11"], check=True)
+    out = hpcenv("probe", "torch", "--env", str(tmp_path / "bare"), "--json", home=tmp_path)
+    assert out.returncode == 5
+    [result] = json.loads(out.stdout)["results"]
+    assert result["status"] == "fail"
+    assert "torch does not import" in result["summary"]
+    assert "hpcenv build" in result["remedy"]
