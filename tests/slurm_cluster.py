@@ -1,7 +1,7 @@
 """A real one-node SLURM for the tests: munged, slurmctld and slurmd on this host.
 
-Import the fixture in a test module (``from tests.slurm_cluster import slurm_cluster``
-or ``from slurm_cluster import slurm_cluster``). It writes a minimal slurm.conf into a
+Import the fixture in a test module (``from slurm_cluster import slurm_cluster_fixture``)
+and ask for ``slurm``. It writes a minimal slurm.conf into a
 temp dir (recipe: shared/KNOWLEDGE.md section 7), starts the daemons in the foreground
 as children of the test process so their PIDs are known, waits until ``sinfo`` says
 the node is idle, and stops exactly those PIDs at the end of the session. A munged
@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+
 from conftest import require
 
 DAEMONS = ("slurmctld", "slurmd", "munged")
@@ -204,7 +205,7 @@ def _start_munged(root: Path, cluster: SlurmCluster) -> None:
         shutil.chown(d, "munge", "munge")
     log = root / "munged.log"
     cluster.logs["munged"] = log
-    cluster.procs["munged"] = subprocess.Popen(  # noqa: S603 - argument list
+    cluster.procs["munged"] = subprocess.Popen(
         [munged, "--foreground", "--force", f"--log-file={log}"],
         user="munge",
         group="munge",
@@ -246,7 +247,7 @@ def start_cluster(root: Path) -> SlurmCluster:
             binary = _which(name)
             assert binary
             cluster.logs[name] = root / f"{name}.log"
-            cluster.procs[name] = subprocess.Popen(  # noqa: S603 - argument list
+            cluster.procs[name] = subprocess.Popen(
                 [binary, "-D", "-f", str(conf), *extra],
                 env=env,
                 stdin=subprocess.DEVNULL,
@@ -293,8 +294,8 @@ def stop_cluster(cluster: SlurmCluster) -> None:
             _stop(proc)
 
 
-@pytest.fixture(scope="session")
-def slurm_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
+@pytest.fixture(scope="session", name="slurm")
+def slurm_cluster_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
     missing = missing_binaries()
     require(
         "slurm",
