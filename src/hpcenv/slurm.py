@@ -1,0 +1,212 @@
+"""Everything hpcenv does inside a SLURM allocation: hosts, ranks, and the srun launcher.
+
+Probes inside ``sbatch`` must run the way the job will: one rank per allocated GPU
+(per task on a CPU allocation), started by ``srun`` across all nodes, with
+MASTER_ADDR on the first host of the job's node list. ``srun --kill-on-bad-exit``
+ends the whole step when a rank dies, and ``--wait`` bounds how long the other
+ranks may outlive the first one to exit, so a broken node shows up as a named
+failure in minutes instead of a job that hangs until its walltime.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from hpcenv import command, hostlist
+from hpcenv.errors import BadInput, CommandFailed
+from hpcenv.facts import slurm_from_env
+from hpcenv.facts_model import SlurmFacts
+
+#: Variables a torchrun-style launcher sets; under srun the probe maps SLURM_* instead,
+#: so stale values inherited from the job script must not leak into the ranks.
+RANK_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "ROLE_RANK")
+
+#: Seconds srun lets the other ranks run after the first one exits (``srun --wait``).
+DEFAULT_WAIT_S = 60
+
+
+def allocation(env: Mapping[str, str] | None = None) -> SlurmFacts | None:
+    """The allocation this process runs in (``SLURM_JOB_ID`` set), or ``None``."""
+    return slurm_from_env(os.environ if env is None else env)
+
+
+def hostnames(nodelist: str, *, env: Mapping[str, str] | None = None) -> list[str]:
+    """Expand a compressed node list: ``scontrol show hostnames`` when it is installed
+    (SLURM is the authority on its own syntax), ``hostlist.expand`` otherwise."""
+    if not nodelist.strip():
+        raise BadInput("empty SLURM node list; is SLURM_JOB_NODELIST set?")
+    scontrol = shutil.which("scontrol")
+    if scontrol is not None:
+        try:
+            done = command.run([scontrol, "show", "hostnames", nodelist], env=env, timeout=30)
+        except CommandFailed:
+            pass  # a login node without a readable slurm.conf: fall back to our expander
+        else:
+            hosts = done.stdout.split()
+            if hosts:
+                return hosts
+    return hostlist.expand(nodelist)
+
+
+def free_port(host: str = "") -> int:
+    """A TCP port free on this host now (the rendezvous port for MASTER_PORT)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass(frozen=True, kw_only=True)
+class Layout:
+    """How many ranks run where: ``per_node`` ranks on each of ``hosts``."""
+
+    hosts: tuple[str, ...]
+    per_node: int
+    gpus: bool
+
+    @property
+    def ranks(self) -> int:
+        return self.per_node * len(self.hosts)
+
+    def host_of(self, rank: int) -> str:
+        """Block distribution, as srun places tasks by default."""
+        return self.hosts[rank // self.per_node]
+
+
+def layout(alloc: SlurmFacts, hosts: Sequence[str] | None = None) -> Layout:
+    """One rank per GPU (SLURM_GPUS_ON_NODE on every node), else one per task."""
+    names = tuple(hosts if hosts is not None else alloc.hosts)
+    if not names:
+        raise BadInput(
+            f"SLURM job {alloc.job_id}: node list {alloc.nodelist!r} gives no hosts; "
+            "run inside 'sbatch' or 'salloc'"
+        )
+    if alloc.gpus_on_node:
+        return Layout(hosts=names, per_node=alloc.gpus_on_node, gpus=True)
+    if alloc.ntasks_per_node:
+        per_node = alloc.ntasks_per_node
+    elif alloc.ntasks:
+        per_node = max(1, alloc.ntasks // len(names))
+    else:
+        per_node = 1
+    return Layout(hosts=names, per_node=per_node, gpus=False)
+
+
+def srun_argv(
+    lay: Layout,
+    argv: Sequence[str],
+    *,
+    ranks: int | None = None,
+    wait_s: int = DEFAULT_WAIT_S,
+    job_name: str | None = None,
+    srun: str = "srun",
+) -> list[str]:
+    """The srun command line that starts ``argv`` once per rank, all nodes at once.
+
+    GPUs are not bound per task: every rank sees the node's GPUs and picks
+    ``cuda:LOCAL_RANK`` (what torchrun does); binding would renumber them to 0.
+    """
+    n = lay.ranks if ranks is None else ranks
+    if n < 1 or n > lay.ranks:
+        raise BadInput(f"{n} ranks asked for, the allocation has room for {lay.ranks}")
+    nodes = min(len(lay.hosts), -(-n // lay.per_node))
+    out = [
+        srun,
+        f"--ntasks={n}",
+        f"--nodes={nodes}",
+        f"--ntasks-per-node={min(n, lay.per_node)}",
+        "--kill-on-bad-exit=1",
+        f"--wait={wait_s}",
+        "--export=ALL",
+        "--cpu-bind=none",
+    ]
+    if job_name:
+        out.append(f"--job-name={job_name}")
+    return [*out, "--", *argv]
+
+
+_TASK_EXIT = re.compile(
+    r"srun: error: (?P<host>\S+): tasks? (?P<tasks>[\d,\-]+): (?P<why>.+?)\s*$", re.M
+)
+
+
+def failed_tasks(srun_stderr: str) -> dict[int, str]:
+    """Rank -> what srun said about it (``host: Exited with exit code 1``, ``Killed``).
+
+    srun reports ``srun: error: node7: task 3: Exited with exit code 1`` (or
+    ``tasks 0-3``); the first rank that failed is what the user needs to see,
+    the others were usually killed by ``--kill-on-bad-exit`` afterwards.
+    """
+    out: dict[int, str] = {}
+    for m in _TASK_EXIT.finditer(srun_stderr):
+        for part in m.group("tasks").split(","):
+            lo, _, hi = part.partition("-")
+            if not lo.isdigit():
+                continue
+            for task in range(int(lo), int(hi or lo) + 1):
+                out.setdefault(task, f"{m.group('host')}: {m.group('why')}")
+    return out
+
+
+class SrunLauncher:
+    """``hpcenv.runner.Launcher`` inside an allocation: one ``srun`` for all ranks.
+
+    The environment goes to the ranks through ``--export=ALL`` from the srun
+    process's own environment (never a shell string); RANK and friends are
+    removed so each probe maps SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID itself.
+    """
+
+    def __init__(
+        self,
+        alloc: SlurmFacts,
+        *,
+        hosts: Sequence[str] | None = None,
+        wait_s: int = DEFAULT_WAIT_S,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        self.alloc = alloc
+        env_now = os.environ if env is None else env
+        if hosts is None:
+            hosts = hostnames(alloc.nodelist, env=env_now) if alloc.nodelist else alloc.hosts
+        self.layout = layout(alloc, hosts)
+        self.wait_s = wait_s
+        self.srun = shutil.which("srun", path=env_now.get("PATH")) or "srun"
+        self.master_addr = self.layout.hosts[0]
+        self.master_port = free_port()
+
+    def default_ranks(self) -> int:
+        return self.layout.ranks
+
+    def hosts_for(self, ranks: int) -> list[str]:
+        """The host each rank runs on (srun's block distribution)."""
+        return [self.layout.host_of(k) for k in range(ranks)]
+
+    def argv_for(self, argv: Sequence[str], ranks: int) -> list[str]:
+        return srun_argv(self.layout, argv, ranks=ranks, wait_s=self.wait_s, srun=self.srun)
+
+    def env_for(self, env: Mapping[str, str]) -> dict[str, str]:
+        out = {k: v for k, v in env.items() if k not in RANK_VARS}
+        out["MASTER_ADDR"] = self.master_addr
+        out["MASTER_PORT"] = str(self.master_port)
+        return out
+
+    def start(
+        self, argv: Sequence[str], env: Mapping[str, str], ranks: int
+    ) -> list[subprocess.Popen[str]]:
+        """Start all ranks with one srun; its exit status is the job step's."""
+        return [command.start(self.argv_for(argv, ranks), env=self.env_for(env))]
+
+
+def launcher_for(env: Mapping[str, str] | None = None) -> SrunLauncher | None:
+    """The srun launcher when this process runs inside an allocation with srun on PATH
+    (the runner falls back to its local launcher on ``None``)."""
+    env_now = os.environ if env is None else env
+    alloc = slurm_from_env(env_now)
+    if alloc is None or shutil.which("srun", path=env_now.get("PATH")) is None:
+        return None
+    return SrunLauncher(alloc, env=env_now)
