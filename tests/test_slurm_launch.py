@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from slurm_cluster import SlurmCluster, slurm_cluster_fixture  # noqa: F401 - fixture
 
 from hpcenv import hostlist
+from slurm_cluster import SlurmCluster, slurm_cluster_fixture  # noqa: F401 - fixture
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
