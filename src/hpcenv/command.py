@@ -16,7 +16,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from hpcenv.errors import CommandFailed, Interrupted
 
@@ -42,20 +42,71 @@ def quote(args: Sequence[str | os.PathLike[str]]) -> str:
     return shlex.join(str(a) for a in args)
 
 
-def shutdown(proc: subprocess.Popen[str]) -> None:
+def shutdown(proc: subprocess.Popen[Any]) -> None:
     """Stop ``proc`` and its process group: SIGINT, then SIGTERM, then SIGKILL."""
+    shutdown_all([proc])
+
+
+def shutdown_all(procs: Sequence[subprocess.Popen[Any]]) -> None:
+    """Stop several process groups together, escalating SIGINT -> SIGTERM -> SIGKILL.
+
+    All groups get each signal at once, so stopping N hung ranks takes as long as
+    stopping one. Each process must lead its own group (``start_new_session``).
+    """
     for sig, wait in SHUTDOWN_STEPS:
-        if proc.poll() is not None:
+        alive = [p for p in procs if p.poll() is None]
+        if not alive:
             return
+        for p in alive:
+            try:
+                os.killpg(p.pid, sig)
+            except ProcessLookupError:
+                continue
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline and any(p.poll() is None for p in alive):
+            time.sleep(0.05)
+    for p in procs:  # reap; after SIGKILL this returns at once
         try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=wait)
-            return
+            p.wait(timeout=1.0)
         except subprocess.TimeoutExpired:
             continue
+
+
+def spawn(
+    args: Sequence[str | os.PathLike[str]],
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    stdout: Path | None = None,
+    stderr: Path | None = None,
+) -> subprocess.Popen[bytes]:
+    """Start ``args`` in its own process group without waiting (for parallel ranks).
+
+    Output goes to the given files (never to pipes nobody drains), else is
+    discarded. Stop it with ``shutdown_all``. Raises ``CommandFailed`` (127) when the
+    program does not exist.
+    """
+    argv = tuple(str(a) for a in args)
+    out = open(stdout, "wb") if stdout is not None else subprocess.DEVNULL  # noqa: SIM115
+    err = open(stderr, "wb") if stderr is not None else subprocess.DEVNULL  # noqa: SIM115
+    try:
+        return subprocess.Popen(  # noqa: S603 - argument list, never a shell
+            argv,
+            env=dict(env) if env is not None else None,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=err,
+            start_new_session=True,
+        )
+    except FileNotFoundError as exc:
+        raise CommandFailed(
+            f"{argv[0]}: command not found (is it installed and on PATH?)", returncode=127
+        ) from exc
+    finally:  # the child holds its own copies of the descriptors
+        for f in (out, err):
+            if not isinstance(f, int):
+                f.close()
 
 
 def run(

@@ -1,0 +1,334 @@
+"""Run probe scripts in a target environment and gather their results, never hanging.
+
+A probe is ``probes/<name>.py`` run by the target venv's Python. A ``Launcher``
+starts its ranks: ``LocalLauncher`` one process per rank on this host with the
+torchrun variables set; the SLURM launcher (``hpcenv.slurm``) one ``srun`` for all
+ranks. The runner waits for the processes or the probe's timeout, stops what is
+left (whole process groups, escalating signals), then reads each rank's files in
+the result directory:
+
+- ``<probe>.rank<k>.started`` (JSON: rank, host, pid, time): the rank started;
+- ``<probe>.rank<k>.json``: its result (the ``probes/_common.py`` contract);
+- ``<probe>.rank<k>.stdout`` / ``.stderr``: its output. Launchers must send rank k's
+  output there (``srun --output=<dir>/<probe>.rank%t.stdout --error=...rank%t.stderr``)
+  so a crash is reported with its stderr tail.
+
+A rank with ``.started`` but no result "started but did not finish within T s"; a
+rank without ``.started`` "never started/joined", named with the host it was meant
+for. Results fold into one ``ProbeResult`` (``results.gather``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from hpcenv import command, paths, redact
+from hpcenv.errors import Interrupted
+from hpcenv.profile import Profile
+from hpcenv.results import ProbeResult, RankResult, Status, gather
+
+#: Probes that run as several ranks (one per GPU, or 2 on a CPU node).
+MULTI_RANK = frozenset({"nccl"})
+
+#: After one rank crashed, how long the others get before they are stopped: a
+#: collective without that rank would only wait for the full timeout.
+GRACE_AFTER_CRASH_S = 10.0
+
+STDERR_TAIL_LINES = 20
+
+
+class Launcher(Protocol):
+    """Starts the ranks of one probe.
+
+    ``env`` holds everything the ranks need, including ``HPCENV_RESULT_DIR`` and
+    ``HPCENV_PROBE_NAME`` (for the output file names above) and MASTER_ADDR /
+    MASTER_PORT (a launcher spanning hosts sets MASTER_ADDR to its first host).
+    Processes must lead their own process group (``command.spawn`` does that) so
+    the runner can stop them with everything they started.
+    """
+
+    def start(
+        self, argv: Sequence[str], env: Mapping[str, str], ranks: int
+    ) -> list[subprocess.Popen[Any]]: ...
+
+    def hosts_for(self, ranks: int) -> list[str]: ...
+
+
+def output_path(result_dir: Path, name: str, rank: int, stream: str) -> Path:
+    """Where rank ``rank`` of probe ``name`` writes ``stream`` (stdout or stderr)."""
+    return result_dir / f"{name}.rank{rank}.{stream}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class LocalLauncher:
+    """All ranks on this host, one process each, torchrun-style variables set."""
+
+    host: str = field(default_factory=socket.gethostname)
+
+    def start(
+        self, argv: Sequence[str], env: Mapping[str, str], ranks: int
+    ) -> list[subprocess.Popen[Any]]:
+        result_dir = Path(env["HPCENV_RESULT_DIR"])
+        name = env["HPCENV_PROBE_NAME"]
+        procs: list[subprocess.Popen[Any]] = []
+        try:
+            for k in range(ranks):
+                rank_env = dict(env)
+                rank_env.update(
+                    RANK=str(k),
+                    WORLD_SIZE=str(ranks),
+                    LOCAL_RANK=str(k),
+                    LOCAL_WORLD_SIZE=str(ranks),
+                )
+                rank_env.setdefault("MASTER_ADDR", "127.0.0.1")
+                procs.append(
+                    command.spawn(
+                        argv,
+                        env=rank_env,
+                        stdout=output_path(result_dir, name, k, "stdout"),
+                        stderr=output_path(result_dir, name, k, "stderr"),
+                    )
+                )
+        except BaseException:
+            command.shutdown_all(procs)
+            raise
+        return procs
+
+    def hosts_for(self, ranks: int) -> list[str]:
+        return [self.host] * ranks
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProbeSpec:
+    """One probe to run: which script, with what, for how long."""
+
+    name: str
+    python: Path
+    args: tuple[str, ...] = ()
+    ranks: int = 1
+    timeout_s: float = 300.0
+    env: Mapping[str, str] = field(default_factory=dict)
+    config: Mapping[str, Any] = field(default_factory=dict)
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now (for MASTER_PORT)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def probes_dir() -> Path:
+    return paths.repo_dir("probes")
+
+
+def config_for(profile: Profile) -> dict[str, Any]:
+    """Profile settings a probe needs, passed as JSON in ``HPCENV_PROBE_CONFIG``."""
+    p = profile
+    return {
+        "profile": p.name,
+        "install": list(p.packages.install),
+        "torch_backend": p.torch.backend,
+        "arch": p.platform.arch,
+        "gpu": p.platform.gpu,
+        "compute_capability": p.platform.compute_capability,
+        "gpus_per_node": p.platform.gpus_per_node,
+        "libfabric_provider": p.platform.libfabric_provider,
+        "nccl_net": p.platform.nccl_net,
+        "flash_attn_mode": p.flash_attn.mode,
+        "modules": list(p.modules.load),
+        "nccl_min_bytes": p.probes.nccl_min_bytes,
+        "nccl_max_bytes": p.probes.nccl_max_bytes,
+    }
+
+
+def probe_env(
+    spec: ProbeSpec, result_dir: Path, base: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """The environment of a probe's ranks: ours, the profile's, the protocol's."""
+    env = dict(os.environ if base is None else base)
+    venv = spec.python.parent.parent
+    if (venv / "pyvenv.cfg").is_file():  # the venv's tools (ray, ...) first on PATH
+        env["VIRTUAL_ENV"] = str(venv)
+        env["PATH"] = os.pathsep.join([str(venv / "bin"), env.get("PATH", "")])
+    env.pop("PYTHONHOME", None)
+    env.update(spec.env)
+    env.update(
+        HPCENV_RESULT_DIR=str(result_dir),
+        HPCENV_PROBE_NAME=spec.name,
+        HPCENV_PROBE_CONFIG=json.dumps(dict(spec.config)),
+        PYTHONUNBUFFERED="1",
+    )
+    env.setdefault("MASTER_ADDR", "127.0.0.1")
+    env.setdefault("MASTER_PORT", str(free_port()))
+    return env
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def stderr_tail(path: Path, lines: int = STDERR_TAIL_LINES) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return ""
+    return redact.text("\n".join(text.strip().splitlines()[-lines:]), os.environ)
+
+
+def _wait(procs: Sequence[subprocess.Popen[Any]], timeout: float) -> tuple[bool, bool]:
+    """Wait until all exit, the timeout passes, or a crashed rank's grace ends.
+
+    Returns (timed_out, stopped_after_crash).
+    """
+    deadline = time.monotonic() + timeout
+    crash_deadline: float | None = None
+    while True:
+        codes = [p.poll() for p in procs]
+        if all(c is not None for c in codes):
+            return False, False
+        now = time.monotonic()
+        if crash_deadline is None and any(c not in (None, 0) for c in codes):
+            crash_deadline = now + GRACE_AFTER_CRASH_S
+        if now >= deadline:
+            return True, False
+        if crash_deadline is not None and now >= crash_deadline:
+            return False, True
+        time.sleep(0.05)
+
+
+def collect(
+    spec: ProbeSpec,
+    result_dir: Path,
+    hosts: Sequence[str],
+    exit_codes: Sequence[int | None],
+    *,
+    timed_out: bool,
+    stopped_after_crash: bool = False,
+) -> list[RankResult]:
+    """Read every rank's files and say what happened to the silent ones.
+
+    ``exit_codes``: one per process (per rank, or one for an srun of all ranks),
+    taken before the runner stopped anything: None means it was still running.
+    """
+    out = []
+    for k in range(spec.ranks):
+        host = hosts[k] if k < len(hosts) else "?"
+        code = exit_codes[k] if len(exit_codes) == spec.ranks else exit_codes[0]
+        tail = stderr_tail(output_path(result_dir, spec.name, k, "stderr"))
+        data = _read_json(result_dir / f"{spec.name}.rank{k}.json")
+        started = _read_json(result_dir / f"{spec.name}.rank{k}.started")
+        if data is not None:
+            r = RankResult.from_json(data, rank=k, host=host)
+            if code not in (0, None) and r.status is not Status.ERROR:
+                # wrote a result, then died (e.g. in teardown): keep the result, note it
+                r = RankResult.from_json(
+                    {**data, "summary": f"{r.summary} (then exited with {code})"},
+                    rank=k,
+                    host=host,
+                )
+            out.append(r)
+            continue
+        if started is not None:
+            host = str(started.get("host") or host)
+        crashed = code not in (0, None)  # exited by itself, not stopped by the runner
+        if crashed:
+            last = tail.splitlines()[-1] if tail else "no output on stderr"
+            out.append(
+                RankResult(
+                    rank=k,
+                    host=host,
+                    status=Status.ERROR,
+                    summary=f"rank {k} on host {host} crashed (exit {code}): {last}",
+                    remedy="read the stderr tail in the details; run the probe by hand "
+                    f"with the environment's python to reproduce: probes/{spec.name}.py",
+                    stderr_tail=tail,
+                )
+            )
+        elif started is not None:
+            why = (
+                f"within {spec.timeout_s:g} s"
+                if not stopped_after_crash
+                else "after another rank crashed"
+            )
+            out.append(
+                RankResult(
+                    rank=k,
+                    host=host,
+                    status=Status.FAIL,
+                    summary=f"rank {k} on host {host} started but did not finish {why}",
+                    remedy="a collective that hangs usually means a rank cannot reach "
+                    "the others (firewall, NCCL_SOCKET_IFNAME, wrong MASTER_ADDR) or one "
+                    "node is broken; rerun with NCCL_DEBUG=INFO, or raise --timeout",
+                    stderr_tail=tail,
+                )
+            )
+        else:
+            out.append(
+                RankResult(
+                    rank=k,
+                    host=host,
+                    status=Status.FAIL,
+                    summary=f"rank {k} (expected on host {host}) never started/joined",
+                    remedy="check that the node is up and the environment's python exists "
+                    "there (shared filesystem), and that the launcher placed the rank",
+                    stderr_tail=tail,
+                )
+            )
+    return out
+
+
+def run_probe(
+    spec: ProbeSpec,
+    *,
+    launcher: Launcher,
+    result_dir: Path,
+    base_env: Mapping[str, str] | None = None,
+    script_dir: Path | None = None,
+) -> ProbeResult:
+    """Run one probe to the end (or its timeout) and gather its ranks' results."""
+    result_dir.mkdir(parents=True, exist_ok=True)
+    for stale in result_dir.glob(f"{spec.name}.rank*"):
+        stale.unlink()
+    script = (script_dir or probes_dir()) / f"{spec.name}.py"
+    argv = [str(spec.python), str(script), *spec.args]
+    env = probe_env(spec, result_dir, base_env)
+    hosts = launcher.hosts_for(spec.ranks)
+    start = time.monotonic()
+    procs = launcher.start(argv, env, spec.ranks)
+    try:
+        timed_out, stopped = _wait(procs, spec.timeout_s)
+        codes = [p.poll() for p in procs]  # None: still running, stopped by us below
+    except KeyboardInterrupt as exc:
+        command.shutdown_all(procs)
+        raise Interrupted(f"interrupted; probe {spec.name} was stopped") from exc
+    finally:
+        command.shutdown_all(procs)
+    ranks = collect(
+        spec, result_dir, hosts, codes, timed_out=timed_out, stopped_after_crash=stopped
+    )
+    return gather(spec.name, ranks, seconds=time.monotonic() - start)
+
+
+__all__ = [
+    "MULTI_RANK",
+    "Launcher",
+    "LocalLauncher",
+    "ProbeSpec",
+    "collect",
+    "config_for",
+    "output_path",
+    "run_probe",
+]
