@@ -27,6 +27,7 @@ RANK_SCRIPT = """\
 import json, os, pathlib, sys, time
 out = pathlib.Path(sys.argv[1])
 rank = int(os.environ["SLURM_PROCID"])
+print(f"rank {rank} says hi", file=sys.stderr)
 (out / f"rank{rank}.json").write_text(json.dumps({
     "rank": rank, "ntasks": os.environ["SLURM_NTASKS"],
     "master": [os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"]],
@@ -44,11 +45,12 @@ from hpcenv import slurm
 launcher = slurm.launcher_for()
 assert launcher is not None, "no allocation seen"
 launcher.wait_s = 5
-env = dict(os.environ, RANK="99", HPCENV_MARKER="x; rm -rf ~")
+env = dict(os.environ, RANK="99", HPCENV_MARKER="x; rm -rf ~",
+           HPCENV_RESULT_DIR=sys.argv[2], HPCENV_PROBE_NAME="demo")
 procs = launcher.start([sys.executable, sys.argv[1], sys.argv[2]], env, launcher.default_ranks())
-out, err = procs[0].communicate(timeout=120)
+procs[0].wait(timeout=120)
 print(json.dumps({"rc": procs[0].returncode, "hosts": launcher.hosts_for(2),
-                  "failed": slurm.failed_tasks(err), "stderr": err,
+                  "failed": launcher.failed(env), "stderr": launcher.srun_log(env).read_text(),
                   "master": [launcher.master_addr, launcher.master_port]}))
 """
 
@@ -90,6 +92,8 @@ def test_srun_launcher_starts_one_rank_per_task(slurm: SlurmCluster, tmp_path: P
         assert r["marker"] == "x; rm -rf ~"  # passed through the environment, not a shell
         assert r["master"] == [report["master"][0], str(report["master"][1])]  # type: ignore[index]
     assert ranks[0]["master"][0] == slurm.node
+    for k in (0, 1):  # each rank's output in the runner's per-rank files
+        assert (tmp_path / f"demo.rank{k}.stderr").read_text() == f"rank {k} says hi\n"
 
 
 def test_a_dead_rank_ends_the_step_and_is_named(slurm: SlurmCluster, tmp_path: Path) -> None:

@@ -175,34 +175,3 @@ def run(
             output=stdout + stderr,
         )
     return done
-
-
-def start(
-    args: Sequence[str | os.PathLike[str]],
-    *,
-    env: Mapping[str, str] | None = None,
-    cwd: str | os.PathLike[str] | None = None,
-    stdout: int | IO[str] | None = subprocess.PIPE,
-    stderr: int | IO[str] | None = subprocess.PIPE,
-) -> subprocess.Popen[str]:
-    """Start ``args`` without waiting (launchers that watch several ranks at once).
-
-    The child gets its own process group so ``shutdown(proc)`` can stop it and
-    everything it started. Raises ``CommandFailed`` (127) when the program is missing.
-    """
-    argv = tuple(str(a) for a in args)
-    try:
-        return subprocess.Popen(  # noqa: S603 - argument list, never a shell
-            argv,
-            env=dict(env) if env is not None else None,
-            cwd=cwd,
-            stdin=subprocess.DEVNULL,
-            stdout=stdout,
-            stderr=stderr,
-            text=True,
-            start_new_session=True,
-        )
-    except FileNotFoundError as exc:
-        raise CommandFailed(
-            f"{argv[0]}: command not found (is it installed and on PATH?)", returncode=127
-        ) from exc

@@ -17,6 +17,8 @@ import socket
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from hpcenv import command, hostlist
 from hpcenv.errors import BadInput, CommandFailed
@@ -195,11 +197,36 @@ class SrunLauncher:
         out["MASTER_PORT"] = str(self.master_port)
         return out
 
+    def output_args(self, env: Mapping[str, str]) -> list[str]:
+        """Rank k's stdout/stderr into the runner's files (``<probe>.rank<k>.stderr``)."""
+        result_dir, name = env.get("HPCENV_RESULT_DIR"), env.get("HPCENV_PROBE_NAME")
+        if not (result_dir and name):
+            return []
+        base = str(Path(result_dir) / name).replace("%", "%%")  # srun expands %t, %j...
+        return [f"--output={base}.rank%t.stdout", f"--error={base}.rank%t.stderr"]
+
+    def srun_log(self, env: Mapping[str, str]) -> Path | None:
+        """Where srun's own messages go (``task 3: Exited with exit code 1``)."""
+        result_dir, name = env.get("HPCENV_RESULT_DIR"), env.get("HPCENV_PROBE_NAME")
+        return Path(result_dir) / f"{name}.srun.stderr" if result_dir and name else None
+
+    def failed(self, env: Mapping[str, str]) -> dict[int, str]:
+        """Rank -> what srun said about it, after the step ended (see ``failed_tasks``)."""
+        log = self.srun_log(env)
+        try:
+            return failed_tasks(log.read_text(errors="replace")) if log else {}
+        except OSError:
+            return {}
+
     def start(
         self, argv: Sequence[str], env: Mapping[str, str], ranks: int
-    ) -> list[subprocess.Popen[str]]:
+    ) -> list[subprocess.Popen[Any]]:
         """Start all ranks with one srun; its exit status is the job step's."""
-        return [command.start(self.argv_for(argv, ranks), env=self.env_for(env))]
+        srun_argv_ = self.argv_for(argv, ranks)
+        srun_argv_[1:1] = self.output_args(env)
+        log = self.srun_log(env)
+        out = log.with_suffix(".stdout") if log else None
+        return [command.spawn(srun_argv_, env=self.env_for(env), stdout=out, stderr=log)]
 
 
 def launcher_for(env: Mapping[str, str] | None = None) -> SrunLauncher | None:
