@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from hpcenv import slurm
@@ -89,3 +91,23 @@ def test_free_port_is_bindable() -> None:
     port = slurm.free_port()
     with socket.socket() as s:
         s.bind(("", port))
+
+
+def test_rank_exit_codes_blame_the_rank_that_failed(tmp_path: Path) -> None:
+    alloc = slurm_from_env(CPU_JOB)
+    assert alloc is not None
+    launcher = slurm.SrunLauncher(alloc, hosts=["vm"], env=CPU_JOB)
+    env = {"HPCENV_RESULT_DIR": str(tmp_path), "HPCENV_PROBE_NAME": "nccl"}
+    assert launcher.rank_exit_codes(env, 2, [0]) == [0, 0]
+    assert launcher.rank_exit_codes(env, 2, [None]) == [None, None]
+    assert launcher.rank_exit_codes(env, 2, [1]) == [1, 1]  # srun said nothing per task
+    (tmp_path / "nccl.srun.stderr").write_text(
+        "srun: error: vm: task 1: Exited with exit code 3\n"
+        "srun: launch/slurm: _step_signal: Terminating StepId=2.0\n"
+        "srun: error: vm: task 0: Terminated\n"
+    )
+    assert launcher.rank_exit_codes(env, 2, [143]) == [None, 3]
+    assert launcher.output_args(env) == [
+        f"--output={tmp_path}/nccl.rank%t.stdout",
+        f"--error={tmp_path}/nccl.rank%t.stderr",
+    ]

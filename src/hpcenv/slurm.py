@@ -125,7 +125,6 @@ def srun_argv(
         "--kill-on-bad-exit=1",
         f"--wait={wait_s}",
         "--export=ALL",
-        "--cpu-bind=none",
     ]
     if job_name:
         out.append(f"--job-name={job_name}")
@@ -217,6 +216,32 @@ class SrunLauncher:
             return failed_tasks(log.read_text(errors="replace")) if log else {}
         except OSError:
             return {}
+
+    def rank_exit_codes(
+        self, env: Mapping[str, str], ranks: int, codes: Sequence[int | None]
+    ) -> list[int | None]:
+        """Per-rank exit codes from srun's one: the rank that exited non-zero gets its
+        own code; ranks srun killed because of it get ``None`` ("stopped"), so the
+        report blames the rank that failed, not the ones taken down with it."""
+        srun_code = codes[0] if codes else None
+        if srun_code is None or srun_code == 0:
+            return [srun_code] * ranks
+        said = self.failed(env)
+        if not said:
+            return [srun_code] * ranks
+        out: list[int | None] = []
+        for k in range(ranks):
+            why = said.get(k)
+            m = re.search(r"Exited with exit code (\d+)", why or "")
+            if why is None:
+                out.append(0)
+            elif m:
+                out.append(int(m.group(1)))
+            elif re.search(r"Killed|Terminated|CANCELLED", why):
+                out.append(None)
+            else:  # Segmentation fault, Aborted...: a failure of its own
+                out.append(srun_code)
+        return out
 
     def start(
         self, argv: Sequence[str], env: Mapping[str, str], ranks: int
