@@ -101,3 +101,21 @@ def test_a_dead_rank_ends_the_step_and_is_named(slurm: SlurmCluster, tmp_path: P
     assert report["rc"] != 0
     failed = {int(k): v for k, v in report["failed"].items()}  # type: ignore[attr-defined]
     assert failed[1].endswith("Exited with exit code 3"), report["stderr"]
+
+
+def test_preflight_inside_a_real_allocation(slurm: SlurmCluster, tmp_path: Path) -> None:
+    """In a CPU job the GPU checks see the allocation and skip with the reason."""
+    done = subprocess.run(
+        ["salloc", "-n1", "--", sys.executable, "-m", "hpcenv", "preflight", "local", "--json"],
+        env=slurm.env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    checks = {c["name"]: c for c in json.loads(done.stdout[done.stdout.index("{") :])["checks"]}
+    assert checks["cuda-visible-devices"]["reason"].startswith("the allocation has no GPU ids")
+    assert checks["gpus-visible"]["reason"] == "the allocation has no GPUs"
+    assert checks["log-dir"]["status"] == "pass"
