@@ -31,6 +31,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+# probes/torch.py would shadow the torch package while this directory is first on
+# sys.path (``python probes/x.py`` puts it there): keep it, but last.
+_HERE = str(Path(__file__).resolve().parent)
+if _HERE in sys.path:
+    sys.path[:] = [p for p in sys.path if p != _HERE] + [_HERE]
+
 PASS, FAIL, SKIP, ERROR = "pass", "fail", "skip", "error"
 STATUSES = (PASS, FAIL, SKIP, ERROR)
 

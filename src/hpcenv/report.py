@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from hpcenv import redact
@@ -122,4 +123,63 @@ def print_profile(p: Any, out: Console | None = None) -> None:
     for scope in ("always", "multi_node"):
         for k, v in redact.env(getattr(p.env, scope)).items():
             table.add_row(f"env.{scope}.{k}", v)
+    out.print(table)
+
+
+# --- probe results ----------------------------------------------------------------------
+
+STATUS_STYLE = {"pass": "green", "fail": "red", "error": "red bold", "skip": "yellow"}
+
+#: Metrics worth a column, per probe (others stay in the JSON).
+KEY_METRICS = {
+    "nccl": ("busbw_gbps_at_max", "peak_busbw_gbps", "wrong", "world_size"),
+    "torch": ("gpu_matmul_rel_err", "cpu_matmul_max_abs_err"),
+    "gpu-health": ("gpus", "min_free_mib", "max_temperature_c"),
+    "ray": ("nodes", "cpus", "gpus"),
+    "flash-attn": ("max_abs_diff",),
+}
+
+
+def _metric(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.3g}"
+    return str(value)
+
+
+def probe_metrics_text(name: str, metrics: Mapping[str, Any]) -> str:
+    keys = [k for k in KEY_METRICS.get(name, ()) if k in metrics]
+    return ", ".join(f"{k}={_metric(metrics[k])}" for k in keys)
+
+
+def print_probe_results(
+    results: Sequence[Any], *, title: str = "probes", out: Console | None = None
+) -> None:
+    """One row per probe (and per failing rank of a multi-rank probe)."""
+    out = out or console
+    table = Table(title=title, title_justify="left", show_lines=False)
+    for col in ("probe", "status", "time", "summary", "metrics", "remedy"):
+        table.add_column(col, overflow="fold")
+    for r in results:
+        status = r.status.value
+        style = STATUS_STYLE.get(status, "")
+        table.add_row(
+            r.name,
+            f"[{style}]{status}[/{style}]",
+            f"{r.seconds:.1f}s",
+            escape(r.summary),
+            probe_metrics_text(r.name, r.metrics),
+            escape(r.remedy) if status != "pass" else "",
+            end_section=False,
+        )
+        if len(r.ranks) > 1:
+            for rank in r.ranks:
+                if rank.status.failed:
+                    table.add_row(
+                        f"  rank {rank.rank}",
+                        f"[{STATUS_STYLE[rank.status.value]}]{rank.status.value}[/]",
+                        "",
+                        escape(f"{rank.host}: {rank.summary}"),
+                        "",
+                        escape(rank.remedy),
+                    )
     out.print(table)

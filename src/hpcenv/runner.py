@@ -31,8 +31,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from hpcenv import command, paths, redact
-from hpcenv.errors import Interrupted
-from hpcenv.profile import Profile
+from hpcenv import profile as profiles
+from hpcenv.errors import BadInput, Interrupted
+from hpcenv.profile import KNOWN_PROBES, Profile
 from hpcenv.results import ProbeResult, RankResult, Status, gather
 
 #: Probes that run as several ranks (one per GPU, or 2 on a CPU node).
@@ -147,6 +148,7 @@ def config_for(profile: Profile) -> dict[str, Any]:
         "modules": list(p.modules.load),
         "nccl_min_bytes": p.probes.nccl_min_bytes,
         "nccl_max_bytes": p.probes.nccl_max_bytes,
+        "gpu_memory_gib": p.job.gpu_memory_gib,
     }
 
 
@@ -322,13 +324,107 @@ def run_probe(
     return gather(spec.name, ranks, seconds=time.monotonic() - start)
 
 
+@dataclass(frozen=True, kw_only=True)
+class Target:
+    """The environment probes run in: its python, and the profile its settings come from."""
+
+    name: str
+    python: Path
+    profile: Profile | None = None
+
+    @property
+    def default_probes(self) -> tuple[str, ...]:
+        return self.profile.probes.run if self.profile else KNOWN_PROBES
+
+    @property
+    def timeout_s(self) -> float:
+        return self.profile.probes.timeout_s if self.profile else 300.0
+
+    @property
+    def config(self) -> dict[str, Any]:
+        return config_for(self.profile) if self.profile else {}
+
+
+def resolve_target(env: str, profile_name: str | None = None) -> Target:
+    """``--env``: a profile name or .toml (its built venv), or a venv directory or python.
+
+    With a venv or python path, ``profile_name`` (optional) supplies the settings.
+    """
+    as_path = Path(env)
+    prof = profiles.load(profile_name) if profile_name else None
+    if as_path.is_dir() and not env.endswith(".toml"):
+        python = paths.venv_python(as_path)
+        if not python.exists():
+            raise BadInput(
+                f"--env {env}: no bin/python in that directory; give a venv or a profile name"
+            )
+        return Target(name=prof.name if prof else as_path.name, python=python, profile=prof)
+    if as_path.is_file() and not env.endswith(".toml"):
+        return Target(name=prof.name if prof else env, python=as_path, profile=prof)
+    prof = profiles.load(env)
+    venv = paths.venv_dir(prof.name)
+    python = paths.venv_python(venv)
+    if not python.exists():
+        raise BadInput(
+            f"--env {env}: the environment of profile {prof.name} is not built ({venv} has no "
+            f"bin/python); run 'hpcenv build {prof.name}' (nox -s build-{prof.name}) first"
+        )
+    return Target(name=prof.name, python=python, profile=prof)
+
+
+def check_names(names: Sequence[str]) -> None:
+    bad = [n for n in names if n not in KNOWN_PROBES]
+    if bad:
+        raise BadInput(f"unknown probe(s) {', '.join(bad)}; known: {', '.join(KNOWN_PROBES)}")
+
+
+def run_suite(
+    target: Target,
+    names: Sequence[str],
+    *,
+    launcher: Launcher,
+    ranks: int,
+    result_dir: Path,
+    timeout_s: float | None = None,
+    nodes: int = 1,
+    extra_args: Mapping[str, Sequence[str]] | None = None,
+    on_start: Any = None,
+    on_done: Any = None,
+) -> list[ProbeResult]:
+    """Run ``names`` one after the other in ``target``; multi-rank ones with ``ranks``."""
+    check_names(names)
+    env = target.profile.env_for(nodes=nodes) if target.profile else {}
+    results = []
+    for name in names:
+        spec = ProbeSpec(
+            name=name,
+            python=target.python,
+            args=tuple((extra_args or {}).get(name, ())),
+            ranks=ranks if name in MULTI_RANK else 1,
+            timeout_s=timeout_s or target.timeout_s,
+            env=env,
+            config=target.config,
+        )
+        if on_start is not None:
+            on_start(spec)
+        result = run_probe(spec, launcher=launcher, result_dir=result_dir)
+        if on_done is not None:
+            on_done(result)
+        results.append(result)
+    return results
+
+
 __all__ = [
     "MULTI_RANK",
     "Launcher",
     "LocalLauncher",
     "ProbeSpec",
+    "Target",
+    "check_names",
     "collect",
     "config_for",
     "output_path",
+    "resolve_target",
     "run_probe",
+    "run_suite",
 ]

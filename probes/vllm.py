@@ -1,0 +1,177 @@
+"""vLLM: imports, its version, the GPUs' compute capability against that version's
+minimum (``_vllm.json``), and the torch it was built for against the installed one;
+a short generation when given ``--model PATH`` (a local model directory).
+
+vLLM wheels are built against one torch version (their metadata pins
+``torch==X``); a torch swap after installing vLLM gives undefined-symbol errors
+or silent misbehaviour, so the pin is compared, not assumed.
+
+(Named like the package; ``_common`` moves this directory to the end of sys.path.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata as md
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import _common
+
+HERE = Path(__file__).resolve().parent
+
+
+def _vkey(text: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", text.split("+", maxsplit=1)[0])[:3])
+
+
+def _in(version: tuple[int, ...], spec: str) -> bool:
+    for part in spec.split(","):
+        m = re.fullmatch(r"\s*(>=|<)\s*([\d.]+)\s*", part)
+        if not m:
+            return False
+        bound = _vkey(m.group(2))
+        head = version[: len(bound)]
+        if (m.group(1) == ">=" and head < bound) or (m.group(1) == "<" and head >= bound):
+            return False
+    return True
+
+
+def min_capability(vllm_version: str) -> dict[str, Any] | None:
+    table = json.loads((HERE / "_vllm.json").read_text())["min_compute_capability"]
+    v = _vkey(vllm_version)
+    return next((row for row in table if _in(v, row["vllm"])), None)
+
+
+def torch_pin(requires: list[str]) -> str | None:
+    """'torch==2.9.0' among vLLM's Requires-Dist (markers ignored) -> '2.9.0'."""
+    for r in requires:
+        m = re.match(r"^\s*torch\s*==\s*([0-9][^\s;,]*)", r)
+        if m:
+            return m.group(1)
+    return None
+
+
+def add_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", help="local model directory for a short generation")
+
+
+def body(ctx: _common.Context) -> None:
+    """Import, version, compute capability minimum, torch pin, optional generation."""
+    try:
+        version = md.version("vllm")
+    except md.PackageNotFoundError:
+        ctx.check(
+            "installed",
+            _common.SKIP,
+            "vllm is not installed in this environment",
+            remedy="add 'vllm' to [packages] install if the project serves models",
+        )
+        return
+    ctx.details["vllm"] = version
+    pin = torch_pin(md.requires("vllm") or [])
+    try:
+        torch_version = md.version("torch")
+    except md.PackageNotFoundError:
+        torch_version = None
+    ctx.details.update(torch_pin=pin, torch=torch_version)
+    if pin and torch_version and _vkey(pin) != _vkey(torch_version):
+        ctx.check(
+            "torch-pin",
+            _common.FAIL,
+            f"vllm {version} was built for torch {pin}, the environment has {torch_version}",
+            remedy=f"install torch=={pin} (same CUDA variant) or the vllm release built "
+            f"for torch {torch_version}",
+        )
+    else:
+        ctx.check(
+            "torch-pin",
+            _common.PASS,
+            f"built for torch {pin or '(no pin)'}, installed {torch_version}",
+        )
+    try:
+        import vllm  # noqa: F401 - importing is the check
+    except Exception as exc:  # a broken vllm import is the finding
+        ctx.check(
+            "import",
+            _common.FAIL,
+            f"import vllm failed: {type(exc).__name__}: {exc}",
+            remedy="reinstall vllm for this torch/CUDA (see torch-pin)",
+        )
+        return
+    ctx.check("import", _common.PASS, f"vllm {version} imports")
+    import torch
+
+    row = min_capability(version)
+    if not torch.cuda.is_available():
+        ctx.check(
+            "capability",
+            _common.SKIP,
+            "no GPU: compute capability not checked",
+            remedy="run on a GPU node",
+        )
+        ctx.check(
+            "generate",
+            _common.SKIP,
+            "no GPU: vLLM cannot generate here",
+            remedy="run on a GPU node with --model PATH",
+        )
+        return
+    caps = []
+    for i in range(torch.cuda.device_count()):
+        major, minor = torch.cuda.get_device_capability(i)
+        caps.append(f"{major}.{minor}")
+    if row is None:
+        ctx.check(
+            "capability",
+            _common.SKIP,
+            f"vllm {version} not in probes/_vllm.json",
+            remedy="add this release's minimum to probes/_vllm.json",
+        )
+    else:
+        low = [c for c in caps if _vkey(c) < _vkey(row["min"])]
+        note = " (unconfirmed minimum)" if row.get("unconfirmed") else ""
+        if low:
+            ctx.check(
+                "capability",
+                _common.FAIL,
+                f"vllm {version} needs compute capability >= {row['min']}{note}, "
+                f"GPU(s) have {', '.join(sorted(set(low)))}",
+                remedy="use an older vllm release that still supports these GPUs "
+                "(V100: <= 0.14 is documented), or other GPUs",
+            )
+        else:
+            ctx.check(
+                "capability",
+                _common.PASS,
+                f"GPUs sm {', '.join(sorted(set(caps)))} >= {row['min']}{note}",
+            )
+    model = ctx.args.model
+    if not model:
+        ctx.check(
+            "generate",
+            _common.SKIP,
+            "no --model PATH given",
+            remedy="pass --model /path/to/a/small/local/model for a generation test",
+        )
+        return
+    from vllm import LLM, SamplingParams
+
+    llm = LLM(model=model, max_model_len=256, gpu_memory_utilization=0.5, enforce_eager=True)
+    out = llm.generate(["The capital of France is"], SamplingParams(max_tokens=8, temperature=0))
+    text = out[0].outputs[0].text
+    ctx.details["generated"] = text
+    ok = bool(text.strip())
+    ctx.check(
+        "generate",
+        _common.PASS if ok else _common.FAIL,
+        f"generated {len(text)} chars from {Path(model).name}",
+        remedy="vLLM produced no text: read the engine log on stderr",
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(_common.main("vllm", body, add_args))

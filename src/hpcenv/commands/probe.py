@@ -1,0 +1,135 @@
+"""Run probes in a built environment and report: a table for people, --json for scripts,
+--junit FILE for CI. Probes run under the environment's own Python, each with a
+timeout; multi-rank probes (nccl) start --ranks local ranks (torchrun-style). Exits 5
+when any probe fails or errors; skips (no GPU, not installed) do not fail."""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+from pathlib import Path
+
+from hpcenv import junit, paths, report, runner
+from hpcenv.commands import add_json_option, print_json
+from hpcenv.errors import BadInput, ProbeFailed
+from hpcenv.profile import KNOWN_PROBES
+from hpcenv.results import ProbeResult, Status, overall
+
+NAME = "probe"
+HELP = "run probes (imports, torch, gpu-health, nccl, ofi, ray, vllm, flash-attn) in an env"
+ORDER = 60
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "names",
+        nargs="*",
+        metavar="NAME",
+        help=f"probes to run (default: the profile's probes.run); known: {', '.join(KNOWN_PROBES)}",
+    )
+    parser.add_argument(
+        "--env",
+        required=True,
+        metavar="PROFILE_OR_VENV",
+        help="profile name or .toml (its built venv), or a venv directory / python executable",
+    )
+    parser.add_argument(
+        "--profile", metavar="NAME", help="settings to use with a venv path given to --env"
+    )
+    parser.add_argument(
+        "--ranks",
+        type=int,
+        metavar="N",
+        help="ranks of multi-rank probes (default: GPUs on this node, else 2)",
+    )
+    parser.add_argument(
+        "--timeout", type=float, metavar="S", help="seconds per probe (default: profile's)"
+    )
+    parser.add_argument("--junit", metavar="FILE", help="write JUnit XML here")
+    parser.add_argument(
+        "--results-dir",
+        metavar="DIR",
+        help="where ranks write their files (default: a new directory under $HPCENV_HOME/results)",
+    )
+    parser.add_argument(
+        "--nccl-sizes", metavar="MIN:MAX", help="allreduce sizes for nccl, e.g. 1K:64M"
+    )
+    parser.add_argument("--model", metavar="PATH", help="local model for the vllm generation")
+    add_json_option(parser)
+
+
+def default_ranks() -> int:
+    """One rank per GPU on this node, else 2 (gloo on CPU)."""
+    gpus = Path("/proc/driver/nvidia/gpus")
+    count = len(list(gpus.iterdir())) if gpus.is_dir() else 0
+    cvd = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if cvd is not None and count:
+        count = min(count, len([d for d in cvd.split(",") if d.strip()]))
+    return count if count >= 1 else 2
+
+
+def run(args: argparse.Namespace) -> int:
+    target = runner.resolve_target(args.env, args.profile)
+    names = tuple(args.names) or target.default_probes
+    runner.check_names(names)
+    ranks = args.ranks if args.ranks is not None else default_ranks()
+    if ranks < 1:
+        raise BadInput(f"--ranks {ranks}: must be 1 or more")
+    if args.timeout is not None and args.timeout <= 0:
+        raise BadInput(f"--timeout {args.timeout:g}: must be greater than 0")
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    result_dir = (
+        Path(args.results_dir)
+        if args.results_dir
+        else paths.home() / "results" / f"{target.name}-{stamp}"
+    ).absolute()
+    extra: dict[str, list[str]] = {}
+    if args.nccl_sizes:
+        extra["nccl"] = ["--sizes", args.nccl_sizes]
+    if args.model:
+        extra["vllm"] = ["--model", args.model]
+    err = report.err_console
+
+    def started(spec: runner.ProbeSpec) -> None:
+        where = f" ({spec.ranks} ranks)" if spec.ranks > 1 else ""
+        err.print(f"[dim]probe {spec.name}{where} ...[/dim]")
+
+    def done(r: ProbeResult) -> None:
+        style = report.STATUS_STYLE.get(r.status.value, "")
+        err.print(f"  [{style}]{r.status.value}[/{style}] {r.name} ({r.seconds:.1f} s)")
+
+    results = runner.run_suite(
+        target,
+        names,
+        launcher=runner.LocalLauncher(),
+        ranks=ranks,
+        result_dir=result_dir,
+        timeout_s=args.timeout,
+        extra_args=extra,
+        on_start=started,
+        on_done=done,
+    )
+    status = overall(results)
+    if args.junit:
+        junit.write(Path(args.junit), results, suite_name=f"hpcenv probes {target.name}")
+    if args.json:
+        print_json(
+            {
+                "schema": 1,
+                "env": target.name,
+                "python": str(target.python),
+                "status": status.value,
+                "results_dir": str(result_dir),
+                "results": [r.serialize() for r in results],
+            }
+        )
+    else:
+        report.print_probe_results(results, title=f"probes in {target.name} ({target.python})")
+    bad = [r.name for r in results if r.status in (Status.FAIL, Status.ERROR)]
+    if bad:
+        raise ProbeFailed(
+            f"{len(bad)} of {len(results)} probes failed: {', '.join(bad)}; the remedy column "
+            f"says what to do (rank files in {result_dir})"
+        )
+    return 0
