@@ -108,4 +108,6 @@ def test_a_rank_that_dies_is_named_and_the_job_ends(slurm: SlurmCluster, tmp_pat
     # what the runner reports once it asks the launcher (SrunLauncher.rank_exit_codes):
     # rank 1 failed with its own code, rank 0 was stopped because of it
     assert report["rank_exit_codes"] == [None, 3]
+    assert report["summary"].startswith("rank 1 on host"), report["summary"]
+    assert "after another rank crashed" in by_rank[0]["summary"]
     assert state in ("FAILED", "COMPLETED")
