@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -111,3 +112,56 @@ def test_a_rank_that_dies_is_named_and_the_job_ends(slurm: SlurmCluster, tmp_pat
     assert report["summary"].startswith("rank 1 on host"), report["summary"]
     assert "after another rank crashed" in by_rank[0]["summary"]
     assert state in ("FAILED", "COMPLETED")
+
+
+def test_hpcenv_sbatch_submit_wait_runs_probe_nccl_through_srun(
+    slurm: SlurmCluster, torch_python: Path, tmp_path: Path
+) -> None:
+    """The user's command end to end: render, create logs, sbatch, wait, print the report;
+    inside the job 'hpcenv probe nccl' picks the srun launcher for the allocation."""
+    require(
+        "probe-nccl",
+        (REPO / "probes" / "nccl.py").is_file(),
+        "probes/nccl.py is not in this checkout (merge the probes branch)",
+    )
+    text = (REPO / "envs" / "local.toml").read_text()
+    text = text.replace('log_dir = "logs"', f'log_dir = "{tmp_path / "logs"}"')
+    (tmp_path / "local.toml").write_text(text)
+    venv = torch_python.parent.parent
+    start = time.monotonic()
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "hpcenv",
+            "sbatch",
+            str(tmp_path / "local.toml"),
+            "nccl",
+            "--ntasks-per-node",
+            "2",
+            "--env",
+            str(venv),
+            "--submit",
+            "--wait",
+        ],
+        env={**slurm.env, "HPCENV_HOME": str(tmp_path / "home")},
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=600,
+        check=False,
+    )
+    seconds = time.monotonic() - start
+    print(f"hpcenv sbatch local nccl --submit --wait: {seconds:.1f} s")
+    assert done.returncode == 0, done.stdout + done.stderr
+    first, _, rest = done.stdout.partition("\n")
+    job_id = first.split()[2]
+    assert first.startswith(f"submitted job {job_id} ")
+    report = json.loads(rest)
+    assert report["status"] == "pass", rest[:3000]
+    (nccl,) = report["results"]
+    assert nccl["name"] == "nccl" and [r["rank"] for r in nccl["ranks"]] == [0, 1]
+    ranks_dir = tmp_path / "logs" / job_id / "ranks"
+    assert (ranks_dir / "nccl.srun.stderr").is_file()  # the ranks were started by srun
+    assert (tmp_path / "logs" / job_id / "junit.xml").is_file()
+    assert (tmp_path / "logs" / f"hpcenv-local-nccl-{job_id}.out").is_file()

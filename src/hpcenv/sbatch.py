@@ -165,11 +165,14 @@ def render(
             'mkdir -p "$TMPDIR"',
         ]
     argv = list(run) if run is not None else hpcenv_argv(profile, target, venv)
+    keep = ""
+    if run is None and target != "build":  # rank files and JUnit kept with the report
+        keep = ' --results-dir "$out/ranks" --junit "$out/junit.xml"'
     lines += [
         f'out={shlex.quote(str(out_dir))}/"$SLURM_JOB_ID"',
         'mkdir -p "$out"',
         "status=0",
-        f'{shlex.join(argv)} > "$out/report.json" || status=$?',
+        f'{shlex.join(argv)}{keep} > "$out/report.json" || status=$?',
         'cat "$out/report.json"',
         'exit "$status"',
         "",
