@@ -33,13 +33,20 @@ def _script_dir(tmp_path: Path) -> Path:
     shutil.copy(REPO / "probes" / "_common.py", d)
     for p in PROBES.glob("*.py"):
         shutil.copy(p, d)
-    if (REPO / "probes" / "nccl.py").is_file():
-        shutil.copy(REPO / "probes" / "nccl.py", d)
+    for name in ("nccl.py", "ray.py"):  # the real probes, when this checkout has them
+        if (REPO / "probes" / name).is_file():
+            shutil.copy(REPO / "probes" / name, d)
     return d
 
 
 def run_in_sbatch(
-    slurm: SlurmCluster, tmp_path: Path, name: str, python: Path, timeout_s: float = 120
+    slurm: SlurmCluster,
+    tmp_path: Path,
+    name: str,
+    python: Path,
+    *,
+    timeout_s: float = 120,
+    extra_env: dict[str, str] | None = None,
 ) -> tuple[dict[str, Any], str, float]:
     """Render, submit and wait for a job running probe ``name``; (report, state, seconds)."""
     prof = profile.load(str(REPO / "envs" / "local.toml"))
@@ -54,7 +61,13 @@ def run_in_sbatch(
         str(_script_dir(tmp_path)),
     ]
     job = sbatch.render(
-        prof, "probe", ntasks_per_node=2, workdir=tmp_path, output_dir=tmp_path / "out", run=argv
+        prof,
+        "probe",
+        ntasks_per_node=2,
+        workdir=tmp_path,
+        output_dir=tmp_path / "out",
+        run=argv,
+        extra_env=extra_env,
     )
     script = sbatch.write(job, tmp_path / f"{name}.sbatch")
     start = time.monotonic()
@@ -89,7 +102,7 @@ def test_nccl_probe_gloo_inside_sbatch(
         (REPO / "probes" / "nccl.py").is_file(),
         "probes/nccl.py is not in this checkout (merge the probes branch)",
     )
-    report, state, seconds = run_in_sbatch(slurm, tmp_path, "nccl", torch_python, 300)
+    report, state, seconds = run_in_sbatch(slurm, tmp_path, "nccl", torch_python, timeout_s=300)
     print(f"probe-nccl job on local SLURM: submit to report {seconds:.1f} s")
     assert report["status"] == "pass", json.dumps(report, indent=1)[:3000]
     assert len(report["ranks"]) == 2
@@ -99,7 +112,9 @@ def test_nccl_probe_gloo_inside_sbatch(
 def test_a_rank_that_dies_is_named_and_the_job_ends(slurm: SlurmCluster, tmp_path: Path) -> None:
     """Rank 1 exits 3 at start, rank 0 would wait an hour: srun --kill-on-bad-exit ends
     the step, the report names rank 1, and the job ends long before the probe timeout."""
-    report, state, seconds = run_in_sbatch(slurm, tmp_path, "die", Path(sys.executable), 600)
+    report, state, seconds = run_in_sbatch(
+        slurm, tmp_path, "die", Path(sys.executable), timeout_s=600
+    )
     assert seconds < 300, "the job waited for the probe timeout instead of ending"
     assert report["status"] == "error", report
     by_rank = {r["rank"]: r for r in report["ranks"]}
@@ -165,3 +180,22 @@ def test_hpcenv_sbatch_submit_wait_runs_probe_nccl_through_srun(
     assert (ranks_dir / "nccl.srun.stderr").is_file()  # the ranks were started by srun
     assert (tmp_path / "logs" / job_id / "junit.xml").is_file()
     assert (tmp_path / "logs" / f"hpcenv-local-nccl-{job_id}.out").is_file()
+
+
+def test_ray_probe_on_a_ray_cluster_started_over_the_allocation(
+    slurm: SlurmCluster, torch_python: Path, tmp_path: Path
+) -> None:
+    """The ray probe joins a head started by srun (workers too on >1 node); the cluster is
+    gone afterwards (no raylet of ours left)."""
+    require("probe-ray", (REPO / "probes" / "ray.py").is_file(), "probes/ray.py not here")
+    report, state, _ = run_in_sbatch(
+        slurm, tmp_path, "ray", torch_python, timeout_s=300, extra_env={"HPCENV_RAY_ON_SLURM": "1"}
+    )
+    assert report["status"] == "pass", json.dumps(report, indent=1)[:3000]
+    details = report["ranks"][0]["details"]
+    assert details["nodes"] == 1 and details["task_hosts"] == [slurm.node]
+    plan = json.loads((tmp_path / "results" / "ray-plan.json").read_text())
+    assert plan["head"] == slurm.node and plan["workers"] == []
+    assert plan["symmetric_run_available"] is True
+    assert details["address"] == plan["address"]  # joined ours, did not start its own
+    assert state == "COMPLETED"

@@ -15,6 +15,7 @@ import re
 import shutil
 import socket
 import subprocess
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -243,15 +244,39 @@ class SrunLauncher:
                 out.append(srun_code)
         return out
 
+    def wants_ray_cluster(self, env: Mapping[str, str]) -> bool:
+        """The ray probe gets a Ray cluster over the allocation when it spans several
+        nodes, or when asked (``HPCENV_RAY_ON_SLURM=1``)."""
+        if env.get("HPCENV_PROBE_NAME") != "ray":
+            return False
+        return len(self.layout.hosts) > 1 or env.get("HPCENV_RAY_ON_SLURM") == "1"
+
     def start(
         self, argv: Sequence[str], env: Mapping[str, str], ranks: int
     ) -> list[subprocess.Popen[Any]]:
         """Start all ranks with one srun; its exit status is the job step's."""
+        if self.wants_ray_cluster(env):
+            return [self._start_with_ray(argv, env)]
         srun_argv_ = self.argv_for(argv, ranks)
         srun_argv_[1:1] = self.output_args(env)
         log = self.srun_log(env)
         out = log.with_suffix(".stdout") if log else None
         return [command.spawn(srun_argv_, env=self.env_for(env), stdout=out, stderr=log)]
+
+    def _start_with_ray(self, argv: Sequence[str], env: Mapping[str, str]) -> subprocess.Popen[Any]:
+        """The ray probe, run by ``hpcenv.ray_slurm`` against a cluster over all hosts."""
+        result_dir, name = Path(env["HPCENV_RESULT_DIR"]), env["HPCENV_PROBE_NAME"]
+        wrapper = [
+            sys.executable, "-m", "hpcenv.ray_slurm",
+            "--hosts", ",".join(self.layout.hosts), "--python", argv[0],
+            "--log-dir", str(result_dir),
+            "--stdout", str(result_dir / f"{name}.rank0.stdout"),
+            "--stderr", str(result_dir / f"{name}.rank0.stderr"),
+            "--", *argv,
+        ]  # fmt: skip
+        log = self.srun_log(env)
+        out = log.with_suffix(".stdout") if log else None
+        return command.spawn(wrapper, env=self.env_for(env), stdout=out, stderr=log)
 
 
 def launcher_for(env: Mapping[str, str] | None = None) -> SrunLauncher | None:

@@ -32,7 +32,10 @@ def record(argv: Sequence[str], env: Mapping[str, str], ranks: int) -> list[subp
 
 launcher.start = record  # type: ignore[method-assign]
 spec = runner.ProbeSpec(
-    name=name, python=Path(python), ranks=launcher.default_ranks(), timeout_s=float(timeout)
+    name=name,
+    python=Path(python),
+    ranks=launcher.default_ranks() if name in ("nccl", "allreduce", "die") else 1,
+    timeout_s=float(timeout),
 )
 result = runner.run_probe(
     spec, launcher=launcher, result_dir=Path(result_dir), script_dir=Path(script_dir)
