@@ -23,6 +23,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -294,18 +295,22 @@ def stop_cluster(cluster: SlurmCluster) -> None:
             _stop(proc)
 
 
+#: One cluster per test session, shared by every module that imports the fixture
+#: (each import makes its own session fixture): started by the first, stopped by the last.
+_SHARED: dict[str, Any] = {"cluster": None, "users": 0}
+
+
 @pytest.fixture(scope="session", name="slurm")
 def slurm_cluster_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
     missing = missing_binaries()
-    require(
-        "slurm",
-        not missing,
-        f"missing {', '.join(missing)} (apt-get install slurmctld slurmd slurm-client munge)",
-    )
+    how = "apt-get install slurmctld slurmd slurm-client munge"
+    require("slurm", not missing, f"missing {', '.join(missing)} ({how})")
     require("slurm", os.geteuid() == 0, "the test cluster runs its daemons as root")
-    # A short root: slurmd's socket paths must stay under the UNIX socket length limit.
-    root = Path(os.environ.get("HPCENV_SLURM_ROOT") or tmp_path_factory.mktemp("slurm"))
-    cluster = start_cluster(root)
+    if _SHARED["cluster"] is None:
+        root = Path(os.environ.get("HPCENV_SLURM_ROOT") or tmp_path_factory.mktemp("slurm"))
+        _SHARED["cluster"] = start_cluster(root)
+    cluster: SlurmCluster = _SHARED["cluster"]
+    _SHARED["users"] += 1
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("SLURM_CONF", str(cluster.conf))
         for key in [k for k in os.environ if k.startswith(("SLURM_", "SBATCH_", "SRUN_"))]:
@@ -314,4 +319,7 @@ def slurm_cluster_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         try:
             yield cluster
         finally:
-            stop_cluster(cluster)
+            _SHARED["users"] -= 1
+            if _SHARED["users"] == 0:
+                _SHARED["cluster"] = None
+                stop_cluster(cluster)

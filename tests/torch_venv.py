@@ -18,6 +18,8 @@ from conftest import require
 
 TORCH = "torch==2.13.0+cpu"
 RAY = "ray>=2.49"
+#: The venv, shared by every module importing the fixture (each gets its own copy of it).
+_BUILT: list[Path] = []
 
 
 def _wheelhouse() -> Path | None:
@@ -29,7 +31,9 @@ def _wheelhouse() -> Path | None:
 
 @pytest.fixture(scope="session", name="torch_python")
 def torch_venv_fixture(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The python of a venv holding CPU torch, numpy and Ray."""
+    """The python of a venv holding CPU torch, numpy and Ray (built once per session)."""
+    if _BUILT:
+        return _BUILT[0]
     uv = shutil.which("uv")
     require("uv", uv is not None, "uv not on PATH")
     assert uv is not None
@@ -57,4 +61,5 @@ def torch_venv_fixture(tmp_path_factory: pytest.TempPathFactory) -> Path:
         check=False,
     )
     require("torch-wheel", done.returncode == 0, f"uv pip install failed: {done.stderr[-500:]}")
-    return venv / "bin" / "python"
+    _BUILT.append(venv / "bin" / "python")
+    return _BUILT[0]
