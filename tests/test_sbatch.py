@@ -55,6 +55,12 @@ def test_brtx_total_gpus_partition_and_scratch_tmpdir() -> None:
     assert "module load" not in script
 
 
+def test_cpu_profiles_get_two_ranks_for_multi_rank_probes() -> None:
+    assert "--ntasks-per-node=2" in _directives(_render("local", target="nccl"))
+    assert "--ntasks-per-node=1" in _directives(_render("local", target="imports"))
+    assert not any(d.startswith(("--gpus", "--gres")) for d in _directives(_render("local")))
+
+
 def test_supercloud_gres_with_type() -> None:
     d = _directives(_render("supercloud"))
     assert "--gres=gpu:volta:2" in d and "--ntasks-per-node=2" in d

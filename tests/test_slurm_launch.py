@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from hpcenv import hostlist
+from hpcenv import slurm as slurm_mod
 from slurm_cluster import SlurmCluster, slurm_cluster_fixture  # noqa: F401 - fixture
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
@@ -21,6 +22,8 @@ pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 def test_scontrol_and_our_expander_agree(slurm: SlurmCluster, nodelist: str) -> None:
     out = slurm.run("scontrol", "show", "hostnames", nodelist).stdout.split()
     assert out == hostlist.expand(nodelist)
+    assert slurm_mod.hostnames(nodelist, env=slurm.env) == out  # through scontrol
+    assert slurm_mod.hostnames(nodelist, env={"PATH": "/nonexistent"}) == out  # fallback
 
 
 RANK_SCRIPT = """\

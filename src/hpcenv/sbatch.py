@@ -80,15 +80,19 @@ def gpu_directives(profile: Profile, nodes: int) -> list[str]:
     return [_directive("gres", gres, "slurm.gres_type")]
 
 
-def tasks_per_node(profile: Profile, override: int | None = None) -> int:
-    """One task per GPU; on CPU profiles one, unless asked for more."""
+#: Targets that run a multi-rank probe: two gloo ranks on a CPU node, like local runs.
+MULTI_RANK_TARGETS = ("nccl", "probe")
+
+
+def tasks_per_node(profile: Profile, override: int | None = None, target: str = "") -> int:
+    """One task per GPU; on CPU profiles two for multi-rank probes, else one."""
     if override is not None:
         if override < 1:
             raise BadInput(f"--ntasks-per-node {override}: must be at least 1")
         return override
     if profile.slurm.gpu_request != "none" and profile.platform.gpus_per_node:
         return int(profile.platform.gpus_per_node)
-    return 1
+    return 2 if target in MULTI_RANK_TARGETS else 1
 
 
 def hpcenv_argv(profile: Profile, target: str, venv: str | None) -> list[str]:
@@ -132,7 +136,7 @@ def render(
         f"# Rendered by 'hpcenv sbatch {shlex.quote(profile.name)} {shlex.quote(target)}'.",
         _directive("job-name", name, "profile name"),
         _directive("nodes", nodes, "--nodes"),
-        _directive("ntasks-per-node", tasks_per_node(profile, ntasks_per_node), "ntasks"),
+        _directive("ntasks-per-node", tasks_per_node(profile, ntasks_per_node, target), "ntasks"),
     ]
     if s.partition:
         lines.append(_directive("partition", s.partition, "slurm.partition"))

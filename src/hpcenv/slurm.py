@@ -44,7 +44,7 @@ def hostnames(nodelist: str, *, env: Mapping[str, str] | None = None) -> list[st
     (SLURM is the authority on its own syntax), ``hostlist.expand`` otherwise."""
     if not nodelist.strip():
         raise BadInput("empty SLURM node list; is SLURM_JOB_NODELIST set?")
-    scontrol = shutil.which("scontrol")
+    scontrol = shutil.which("scontrol", path=(env or os.environ).get("PATH"))
     if scontrol is not None:
         try:
             done = command.run([scontrol, "show", "hostnames", nodelist], env=env, timeout=30)
