@@ -20,22 +20,42 @@ Protocol with the runner (``hpcenv.runner``):
 from __future__ import annotations
 
 import argparse
+import importlib.abc
+import importlib.machinery
 import json
 import os
 import re
 import socket
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
-# probes/torch.py would shadow the torch package while this directory is first on
-# sys.path (``python probes/x.py`` puts it there): keep it, but last.
 _HERE = str(Path(__file__).resolve().parent)
-if _HERE in sys.path:
-    sys.path[:] = [p for p in sys.path if p != _HERE] + [_HERE]
+#: Probe scripts named like the packages they check (torch.py, ray.py, vllm.py).
+_SHADOWING = frozenset(p.stem for p in Path(_HERE).glob("*.py") if not p.stem.startswith("_"))
+
+
+class _NoShadow(importlib.abc.MetaPathFinder):
+    """``python probes/torch.py`` puts probes/ first on sys.path, where ``import torch``
+    would find the probe script itself: look such names up everywhere but here."""
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if path is not None or fullname not in _SHADOWING:
+            return None
+        elsewhere = [p for p in sys.path if os.path.abspath(p or ".") != _HERE]
+        spec = importlib.machinery.PathFinder.find_spec(fullname, elsewhere)
+        if spec is None:
+            raise ModuleNotFoundError(f"No module named {fullname!r}", name=fullname)
+        return spec
+
+
+sys.meta_path.insert(0, _NoShadow())
 
 PASS, FAIL, SKIP, ERROR = "pass", "fail", "skip", "error"
 STATUSES = (PASS, FAIL, SKIP, ERROR)
@@ -241,6 +261,22 @@ class Context:
             "host": socket.gethostname(),
             "facts": facts,
         }
+
+
+def import_torch(ctx: Context) -> Any:
+    """torch, or None after recording a failed check that says how to get it."""
+    try:
+        import torch
+    except ImportError as exc:
+        ctx.check(
+            "torch",
+            FAIL,
+            f"torch does not import in {sys.prefix}: {exc}",
+            remedy="build the environment first (hpcenv build PROFILE), or point --env at a "
+            "venv that has torch",
+        )
+        return None
+    return torch
 
 
 def _write(path: Path, data: dict[str, Any]) -> None:

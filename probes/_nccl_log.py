@@ -18,7 +18,7 @@ PLUGIN_MISSING = re.compile(r"NET/Plugin\s*:?\s*(Could not find:?\s*(\S+)|No plu
 OFI_VERSION = re.compile(r"NET/OFI Initializing aws-ofi-nccl (\S+)")
 OFI_PROVIDER = re.compile(r"NET/OFI Selected [Pp]rovider is (\S+)")
 USING_NETWORK = re.compile(r"Using network (.+?)\s*$")
-VIA_NET = re.compile(r"via (NET/[^\s]+)")
+VIA_NET = re.compile(r"via (NET/.+?/\d+(?:/[A-Za-z_]+)*)(?=\s|$)")
 FAILED_ANY = re.compile(r"Failed to initialize any NET plugin")
 WARN = re.compile(r"NCCL WARN (.+)$")
 

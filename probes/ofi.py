@@ -22,6 +22,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import sysconfig
@@ -286,6 +287,14 @@ def nccl_init_worker() -> int:
 
 
 def check_nccl_init(ctx: _common.Context, expect: str) -> None:
+    if _common.driver_version() is None and not _common.proc_gpus():
+        ctx.check(
+            "nccl-init",
+            _common.SKIP,
+            "no GPU: no NVIDIA driver on this node",
+            remedy="run on a GPU node to see which network NCCL uses",
+        )
+        return
     try:
         import torch
     except ImportError:
@@ -306,11 +315,14 @@ def check_nccl_init(ctx: _common.Context, expect: str) -> None:
         return
     world = min(2, torch.cuda.device_count())
     env = dict(os.environ)
+    with socket.socket() as s:  # a free rendezvous port on this host
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
     env.update(
         NCCL_DEBUG="INFO",
         NCCL_DEBUG_SUBSYS="INIT,NET",
         MASTER_ADDR="127.0.0.1",
-        MASTER_PORT=str(29400 + os.getpid() % 1000),
+        MASTER_PORT=str(port),
         WORLD_SIZE=str(world),
     )
     procs = []

@@ -6,7 +6,7 @@ always shuts it down. One task is pinned to each alive node (NodeAffinity), so a
 node that joined but cannot run work is named; the cluster's GPU count must equal
 what the allocation gave (CUDA_VISIBLE_DEVICES / SLURM_GPUS_ON_NODE per node).
 
-(Named like the package; ``_common`` moves this directory to the end of sys.path.)
+(Named like the package; ``_common`` makes the import skip this directory.)
 """
 
 from __future__ import annotations

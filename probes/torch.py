@@ -7,8 +7,8 @@ not at import; this probe triggers that on purpose and names the variant to
 install. On a CPU node the CUDA checks skip with the reason and the CPU checks
 still run, so the probe passes.
 
-(The file is named like the package; ``_common`` moves this directory to the end of
-``sys.path`` so ``import torch`` finds the real one.)
+(The file is named like the package; ``_common`` makes ``import torch`` skip this
+directory and find the real package.)
 """
 
 from __future__ import annotations
@@ -27,11 +27,13 @@ def arch_supported(capability: str, arch_list: list[str]) -> tuple[bool, str]:
     not on 9.0); PTX (``compute_XY``) is JIT-compiled for any newer GPU.
     """
     major, minor = (int(x) for x in capability.split("."))
+    parsed = []
     for arch in arch_list:
         m = re.fullmatch(r"(sm|compute)_(\d+?)(\d)([af]?)", arch)
-        if not m:
-            continue
-        a_major, a_minor = int(m.group(2)), int(m.group(3))
+        if m:
+            parsed.append((int(m.group(2)), int(m.group(3)), m.group(1) == "sm", arch, m))
+    # the closest build first: highest version, SASS before PTX
+    for a_major, a_minor, _sass, arch, m in sorted(parsed, reverse=True):
         if m.group(1) == "sm" and a_major == major and a_minor <= minor and not m.group(4):
             return True, arch
         if m.group(1) == "sm" and (a_major, a_minor) == (major, minor):
@@ -208,8 +210,9 @@ def check_gpus(ctx: _common.Context, torch: Any) -> None:
 
 def body(ctx: _common.Context) -> None:
     """Version, CUDA build, arch list, a kernel, matmul vs CPU, bf16."""
-    import torch
-
+    torch = _common.import_torch(ctx)
+    if torch is None:
+        return
     check_build(ctx, torch)
     check_cpu(ctx, torch)
     check_gpus(ctx, torch)

@@ -6,7 +6,7 @@ vLLM wheels are built against one torch version (their metadata pins
 ``torch==X``); a torch swap after installing vLLM gives undefined-symbol errors
 or silent misbehaviour, so the pin is compared, not assumed.
 
-(Named like the package; ``_common`` moves this directory to the end of sys.path.)
+(Named like the package; ``_common`` makes the import skip this directory.)
 """
 
 from __future__ import annotations

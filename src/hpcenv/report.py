@@ -171,7 +171,7 @@ def print_probe_results(
             escape(r.remedy) if status != "pass" else "",
             end_section=False,
         )
-        if len(r.ranks) > 1:
+        if len({(x.status, x.summary) for x in r.ranks}) > 1:  # ranks differ: name them
             for rank in r.ranks:
                 if rank.status.failed:
                     table.add_row(

@@ -89,7 +89,7 @@ class LocalLauncher:
                     LOCAL_RANK=str(k),
                     LOCAL_WORLD_SIZE=str(ranks),
                 )
-                rank_env.setdefault("MASTER_ADDR", "127.0.0.1")
+                rank_env["MASTER_ADDR"] = "127.0.0.1"  # every rank is on this host
                 procs.append(
                     command.spawn(
                         argv,
@@ -169,8 +169,10 @@ def probe_env(
         HPCENV_PROBE_CONFIG=json.dumps(dict(spec.config)),
         PYTHONUNBUFFERED="1",
     )
-    env.setdefault("MASTER_ADDR", "127.0.0.1")
-    env.setdefault("MASTER_PORT", str(free_port()))
+    # a fresh rendezvous, never one inherited from a surrounding job (torchrun, a
+    # training run on this node); a launcher spanning hosts replaces the address
+    env["MASTER_ADDR"] = spec.env.get("MASTER_ADDR") or "127.0.0.1"
+    env["MASTER_PORT"] = spec.env.get("MASTER_PORT") or str(free_port())
     return env
 
 

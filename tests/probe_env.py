@@ -1,0 +1,102 @@
+"""Shared by the probe tests: a real target environment and a way to load probe modules.
+
+``probe_python`` is a real uv venv (Python 3.11) with the CPU torch 2.13.0 wheel from
+the wheelhouse, numpy, and Ray from PyPI: the probes run in it exactly as they run
+in a built environment. It is built once and kept in the temp directory (keyed by
+its contents, finished builds marked ``.complete``, guarded by a file lock), so
+repeated sessions reuse it; the uv cache makes a rebuild fast.
+
+Import the fixture into a test module (``from probe_env import probe_python``).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from conftest import REPO, require
+
+PROBES = REPO / "probes"
+TORCH = "torch==2.13.0+cpu"
+VENV = Path(tempfile.gettempdir()) / "hpcenv-test-probe-venv-py311-torch2.13.0-cpu"
+
+
+def wheel_dirs() -> list[str]:
+    dirs = [d for d in os.environ.get("PIP_FIND_LINKS", "").split() if d]
+    return list(dict.fromkeys([*dirs, "/opt/wheels"]))
+
+
+def torch_wheel_available() -> bool:
+    return any(
+        Path(d).is_dir() and any(Path(d).glob("torch-2.13.0*cp311*.whl")) for d in wheel_dirs()
+    )
+
+
+def _build(venv: Path) -> None:
+    uv = shutil.which("uv")
+    assert uv is not None
+    subprocess.run([uv, "venv", str(venv), "--python", "3.11", "-q"], check=True)
+    links = [a for d in wheel_dirs() if Path(d).is_dir() for a in ("--find-links", d)]
+    python = str(venv / "bin" / "python")
+    subprocess.run(
+        [uv, "pip", "install", "-q", "--python", python, *links, TORCH, "numpy"], check=True
+    )
+    # Ray from PyPI; a failure (offline) leaves a torch-only venv and the Ray test skips
+    ray = subprocess.run(
+        [uv, "pip", "install", "-q", "--python", python, "ray>=2.49"],
+        capture_output=True,
+        text=True,
+    )
+    (venv / ".ray-install.log").write_text(ray.stdout + ray.stderr)
+
+
+def build_probe_venv() -> Path:
+    """The venv's python, building the venv if no finished one exists."""
+    require("uv", shutil.which("uv") is not None, "uv is not on PATH")
+    require("torch-wheel", torch_wheel_available(), "no torch 2.13.0 cp311 wheel in /opt/wheels")
+    lock_path = VENV.with_suffix(".lock")
+    with open(lock_path, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (VENV / ".complete").exists():
+            if VENV.exists():
+                shutil.rmtree(VENV)
+            _build(VENV)
+            (VENV / ".complete").write_text("ok\n")
+    return VENV / "bin" / "python"
+
+
+@pytest.fixture(scope="session")
+def probe_python() -> Path:
+    """Python of a real venv with CPU torch, numpy (and Ray when PyPI was reachable)."""
+    return build_probe_venv()
+
+
+def has_ray(python: Path) -> bool:
+    return (
+        subprocess.run(
+            [str(python), "-c", "import ray"], capture_output=True, timeout=120
+        ).returncode
+        == 0
+    )
+
+
+def load_probe(name: str) -> ModuleType:
+    """A probe script as a module (its pure functions), without running its main."""
+    if str(PROBES) not in sys.path:
+        sys.path.append(str(PROBES))
+    path = PROBES / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"hpcenv_probe_{name.replace('-', '_')}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
