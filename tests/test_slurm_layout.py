@@ -111,3 +111,17 @@ def test_rank_exit_codes_blame_the_rank_that_failed(tmp_path: Path) -> None:
         f"--output={tmp_path}/nccl.rank%t.stdout",
         f"--error={tmp_path}/nccl.rank%t.stderr",
     ]
+
+
+def test_a_node_where_launching_failed_names_its_ranks(tmp_path: Path) -> None:
+    alloc = slurm_from_env(GPU_JOB)
+    assert alloc is not None
+    launcher = slurm.SrunLauncher(alloc, hosts=["nid001", "nid002"], env=GPU_JOB)
+    env = {"HPCENV_RESULT_DIR": str(tmp_path), "HPCENV_PROBE_NAME": "nccl"}
+    (tmp_path / "nccl.srun.stderr").write_text(
+        "srun: error: Task launch for StepId=77.0 failed on node nid002: Invalid node name\n"
+        "srun: error: Application launch failed: Invalid node name\n"
+    )
+    failed = launcher.failed(env)
+    assert sorted(failed) == [4, 5, 6, 7]
+    assert failed[4] == "nid002: task launch failed: Invalid node name"

@@ -155,6 +155,16 @@ def failed_tasks(srun_stderr: str) -> dict[int, str]:
     return out
 
 
+_NODE_FAIL = re.compile(
+    r"srun: error: Task launch for \S+ failed on node (?P<host>[^:\s]+): (?P<why>.+?)\s*$", re.M
+)
+
+
+def failed_nodes(srun_stderr: str) -> dict[str, str]:
+    """Host -> why srun could not start tasks there (``Task launch ... failed on node``)."""
+    return {m.group("host"): m.group("why") for m in _NODE_FAIL.finditer(srun_stderr)}
+
+
 class SrunLauncher:
     """``hpcenv.runner.Launcher`` inside an allocation: one ``srun`` for all ranks.
 
@@ -211,12 +221,19 @@ class SrunLauncher:
         return Path(result_dir) / f"{name}.srun.stderr" if result_dir and name else None
 
     def failed(self, env: Mapping[str, str]) -> dict[int, str]:
-        """Rank -> what srun said about it, after the step ended (see ``failed_tasks``)."""
+        """Rank -> what srun said about it, after the step ended: per task
+        (``failed_tasks``), and for every rank of a node where launching failed."""
         log = self.srun_log(env)
         try:
-            return failed_tasks(log.read_text(errors="replace")) if log else {}
+            text = log.read_text(errors="replace") if log else ""
         except OSError:
             return {}
+        out = failed_tasks(text)
+        for host, why in failed_nodes(text).items():
+            for k in range(self.layout.ranks):
+                if self.layout.host_of(k) == host:
+                    out.setdefault(k, f"{host}: task launch failed: {why}")
+        return out
 
     def rank_exit_codes(
         self, env: Mapping[str, str], ranks: int, codes: Sequence[int | None]
