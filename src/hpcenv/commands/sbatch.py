@@ -45,7 +45,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--submit", action="store_true", help="submit with sbatch")
     parser.add_argument(
-        "--wait", action="store_true", help="with --submit: wait for the job and print its report"
+        "--wait", action="store_true", help="submit, wait for the job and print its report"
     )
 
 
@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
         output_dir=args.output_dir,
         venv=args.env,
     )
-    if not args.submit:
+    if not (args.submit or args.wait):  # --wait implies --submit
         sys.stdout.write(job.script)
         return 0
     script = sbatch.write(job)
