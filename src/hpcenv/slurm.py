@@ -204,6 +204,7 @@ class SrunLauncher:
     def env_for(self, env: Mapping[str, str]) -> dict[str, str]:
         out = {k: v for k, v in env.items() if k not in RANK_VARS}
         out["MASTER_ADDR"] = self.master_addr
+        self.master_port = free_port()  # a fresh rendezvous for every probe started
         out["MASTER_PORT"] = str(self.master_port)
         return out
 
