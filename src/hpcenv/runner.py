@@ -315,6 +315,10 @@ def run_probe(
     try:
         timed_out, stopped = _wait(procs, spec.timeout_s)
         codes = [p.poll() for p in procs]  # None: still running, stopped by us below
+        per_rank = getattr(launcher, "rank_exit_codes", None)
+        if per_rank is not None:  # one srun for all ranks: which rank failed, per srun
+            codes = per_rank(env, spec.ranks, codes)
+            stopped = stopped or (None in codes and any(c not in (0, None) for c in codes))
     except KeyboardInterrupt as exc:
         command.shutdown_all(procs)
         raise Interrupted(f"interrupted; probe {spec.name} was stopped") from exc

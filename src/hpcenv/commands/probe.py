@@ -10,7 +10,7 @@ import datetime
 import os
 from pathlib import Path
 
-from hpcenv import junit, paths, report, runner
+from hpcenv import junit, paths, report, runner, slurm
 from hpcenv.commands import add_json_option, print_json
 from hpcenv.errors import BadInput, ProbeFailed
 from hpcenv.profile import KNOWN_PROBES
@@ -73,7 +73,11 @@ def run(args: argparse.Namespace) -> int:
     target = runner.resolve_target(args.env, args.profile)
     names = tuple(args.names) or target.default_probes
     runner.check_names(names)
-    ranks = args.ranks if args.ranks is not None else default_ranks()
+    srun = slurm.launcher_for()  # inside a SLURM allocation: one srun over all its nodes
+    if args.ranks is not None:
+        ranks = args.ranks
+    else:
+        ranks = srun.default_ranks() if srun is not None else default_ranks()
     if ranks < 1:
         raise BadInput(f"--ranks {ranks}: must be 1 or more")
     if args.timeout is not None and args.timeout <= 0:
@@ -102,8 +106,9 @@ def run(args: argparse.Namespace) -> int:
     results = runner.run_suite(
         target,
         names,
-        launcher=runner.LocalLauncher(),
+        launcher=srun if srun is not None else runner.LocalLauncher(),
         ranks=ranks,
+        nodes=len(srun.layout.hosts) if srun is not None else 1,
         result_dir=result_dir,
         timeout_s=args.timeout,
         extra_args=extra,

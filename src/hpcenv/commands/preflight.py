@@ -1,0 +1,58 @@
+"""Check a job's node before the long run: CUDA_VISIBLE_DEVICES against the
+allocation, GPUs visible against allocated, scratch on local storage with enough
+free space, the log directory, loaded modules, GPU memory and uncorrected ECC
+errors. Exits 5 when a check fails. With --facts FILE the node checks read the
+recorded facts (and not this shell's environment)."""
+
+from __future__ import annotations
+
+import argparse
+
+from rich.markup import escape
+from rich.table import Table
+
+from hpcenv import facts, preflight, profile, report
+from hpcenv.commands import add_facts_option, add_json_option, print_json
+from hpcenv.errors import ProbeFailed
+
+NAME = "preflight"
+HELP = "check this job's node against the profile (GPUs, scratch, logs, modules, ECC)"
+ORDER = 55
+
+STYLE = {preflight.PASS: "green", preflight.FAIL: "bold red", preflight.SKIP: "yellow"}
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("profile", help="profile name (envs/<name>.toml) or path")
+    add_facts_option(parser)
+    add_json_option(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    prof = profile.load(args.profile)
+    found = facts.for_args(args.facts)
+    ctx = preflight.context(prof, found, {} if args.facts else None)
+    checks = preflight.run(ctx)
+    overall = preflight.status(checks)
+    if args.json:
+        print_json(
+            {
+                "profile": prof.name,
+                "host": found.hostname,
+                "status": overall,
+                "checks": [c.serialize() for c in checks],
+            }
+        )
+    else:
+        table = Table(title=f"preflight: {prof.name} on {found.hostname}", title_justify="left")
+        for col in ("check", "status", "reason", "fix"):
+            table.add_column(col)
+        for c in checks:
+            table.add_row(
+                c.name, f"[{STYLE[c.status]}]{c.status}[/]", escape(c.reason), escape(c.fix)
+            )
+        report.console.print(table)
+    failed = [c.name for c in checks if c.status == preflight.FAIL]
+    if failed:
+        raise ProbeFailed(f"preflight failed: {', '.join(failed)} (see the fix column)")
+    return 0

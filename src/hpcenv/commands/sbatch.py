@@ -1,0 +1,91 @@
+"""Render the sbatch script that runs a probe (or all of them, or a build) on the
+profile's cluster: its partition, GPU request syntax, modules, environment and
+scratch. Prints the script; --submit writes it next to the job logs (creating the
+log directory first) and submits it; --wait then waits for the job and prints
+the report it wrote."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from hpcenv import profile, sbatch
+from hpcenv.errors import ProbeFailed
+
+NAME = "sbatch"
+HELP = "render (and --submit) the sbatch script running a probe or build on a cluster"
+ORDER = 60
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("profile", help="profile name (envs/<name>.toml) or path")
+    parser.add_argument(
+        "target", help=f"what the job runs: {', '.join(sbatch.TARGETS)} ('probe': all)"
+    )
+    parser.add_argument("--nodes", type=int, default=1, help="nodes to ask for (default 1)")
+    parser.add_argument(
+        "--ntasks-per-node",
+        type=int,
+        default=None,
+        help="tasks per node (default: one per GPU, or 1 on CPU profiles)",
+    )
+    parser.add_argument(
+        "--output-dir",
+        type=Path,
+        default=None,
+        help="where the job writes <jobid>/report.json (default: job.log_dir)",
+    )
+    parser.add_argument(
+        "--env",
+        default=None,
+        help="environment the probes run in (default: the profile's built venv)",
+    )
+    parser.add_argument("--submit", action="store_true", help="submit with sbatch")
+    parser.add_argument(
+        "--wait", action="store_true", help="submit, wait for the job and print its report"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    prof = profile.load(args.profile)
+    job = sbatch.render(
+        prof,
+        args.target,
+        nodes=args.nodes,
+        ntasks_per_node=args.ntasks_per_node,
+        output_dir=args.output_dir,
+        venv=args.env,
+    )
+    if not (args.submit or args.wait):  # --wait implies --submit
+        sys.stdout.write(job.script)
+        return 0
+    script = sbatch.write(job)
+    started = time.monotonic()
+    job_id = sbatch.submit(script)
+    print(f"submitted job {job_id} ({script})", flush=True)
+    if not args.wait:
+        return 0
+    state = sbatch.wait(job_id, timeout=sbatch.walltime_s(prof.slurm.time or "24:00:00") + 600)
+    report = sbatch.read_report(job, job_id)
+    out, err = job.log_paths(job_id)
+    print(
+        f"job {job_id} ended {state} after {time.monotonic() - started:.1f} s; logs: {out}",
+        file=sys.stderr,
+    )
+    if isinstance(report, dict):
+        json.dump(report, sys.stdout, indent=2, default=str)
+        sys.stdout.write("\n")
+    elif report:
+        sys.stdout.write(report)
+    else:
+        try:
+            tail = err.read_text(errors="replace").splitlines()[-20:]
+        except OSError:
+            tail = []
+        sys.stderr.write("\n".join(tail) + "\n")
+    if not state.startswith("COMPLETED"):
+        raise ProbeFailed(f"job {job_id} ended {state}; see {err}")
+    return 0

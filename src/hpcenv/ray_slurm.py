@@ -1,0 +1,308 @@
+"""A Ray cluster across the nodes of a SLURM allocation, for the ray probe.
+
+The recipe of Ray's SLURM guide: the head on the first host of the node list
+(``ray start --head --block`` in a one-node ``srun`` step pinned with ``-w``),
+one worker per other host (``srun --exclude=<head>``), wait until ``ray.nodes()``
+shows every node alive (bounded: a node that never joins is named, not waited
+for), run the probe with ``RAY_ADDRESS`` set, and tear the cluster down in a
+``finally``: the srun steps we started are stopped by PID, which ends their
+``ray start --block`` processes and, with them, the raylets. ``ray stop`` is
+never used: it kills every Ray process of the user on the node, including other
+jobs' clusters.
+
+Run as ``python -m hpcenv.ray_slurm [options] -- PROBE_ARGV`` by ``SrunLauncher``
+for the ray probe, so the runner sees one process that ends when the probe ends.
+``ray symmetric-run`` (Ray >= 2.49) does the same in one srun step;
+``has_symmetric_run`` says whether the target's Ray has it (written to
+``ray-plan.json`` next to the rank files), but the explicit steps are used
+because their wait is bounded and their teardown is ours.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from hpcenv import command
+from hpcenv.errors import CommandFailed, ProbeFailed
+
+#: How long every node gets to join the cluster.
+JOIN_TIMEOUT_S = 120.0
+
+_COUNT_ALIVE = (
+    "import json, ray; ray.init(address={address!r}, log_to_driver=False); "
+    "print(json.dumps(sorted(n['NodeManagerHostname'] for n in ray.nodes() if n['Alive'])))"
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RayPlan:
+    """Where the head and the workers go and how the workers find the head."""
+
+    hosts: tuple[str, ...]
+    head_ip: str
+    port: int
+    num_cpus: int | None = None
+    num_gpus: int | None = None
+
+    @property
+    def head(self) -> str:
+        return self.hosts[0]
+
+    @property
+    def workers(self) -> tuple[str, ...]:
+        return self.hosts[1:]
+
+    @property
+    def address(self) -> str:
+        return f"{self.head_ip}:{self.port}"
+
+
+def plan(
+    hosts: Sequence[str],
+    *,
+    port: int | None = None,
+    head_ip: str | None = None,
+    env: Mapping[str, str] | None = None,
+) -> RayPlan:
+    """Head on the first host; its IP as the other nodes resolve it."""
+    if not hosts:
+        raise ProbeFailed("Ray on SLURM: the allocation has no hosts")
+    env = os.environ if env is None else env
+    cpus = env.get("SLURM_CPUS_ON_NODE", "")
+    gpus = env.get("SLURM_GPUS_ON_NODE", "")
+    return RayPlan(
+        hosts=tuple(hosts),
+        head_ip=head_ip or socket.gethostbyname(hosts[0]),
+        port=port or _free_port(),
+        num_cpus=int(cpus) if cpus.isdigit() else None,
+        num_gpus=int(gpus) if gpus.isdigit() else None,
+    )
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("", 0))
+        return int(s.getsockname()[1])
+
+
+def _resources(p: RayPlan) -> list[str]:
+    out = []
+    if p.num_cpus is not None:
+        out.append(f"--num-cpus={p.num_cpus}")
+    if p.num_gpus is not None:
+        out.append(f"--num-gpus={p.num_gpus}")
+    return out
+
+
+def head_argv(p: RayPlan, ray: str, temp_dir: str, srun: str = "srun") -> list[str]:
+    return [
+        srun, "--nodes=1", "--ntasks=1", f"--nodelist={p.head}", "--overlap",
+        "--kill-on-bad-exit=1",
+        ray, "start", "--head", "--block", f"--port={p.port}",
+        f"--node-ip-address={p.head_ip}", "--include-dashboard=false",
+        "--disable-usage-stats", f"--temp-dir={temp_dir}", *_resources(p),
+    ]  # fmt: skip
+
+
+def worker_argv(p: RayPlan, ray: str, srun: str = "srun") -> list[str] | None:
+    """One worker per non-head host; None on a one-node allocation."""
+    if not p.workers:
+        return None
+    n = len(p.workers)
+    return [
+        srun, f"--nodes={n}", f"--ntasks={n}", "--ntasks-per-node=1",
+        f"--exclude={p.head}", "--overlap", "--kill-on-bad-exit=1",
+        ray, "start", "--block", f"--address={p.address}", "--disable-usage-stats",
+        *_resources(p),
+    ]  # fmt: skip
+
+
+def has_symmetric_run(ray: str) -> bool:
+    """Whether this Ray has ``ray symmetric-run`` (2.49+), read from ``ray --help``."""
+    try:
+        done = command.run([ray, "--help"], timeout=60, check=False)
+    except CommandFailed:
+        return False
+    return "symmetric-run" in done.stdout
+
+
+def alive_hosts(python: str, address: str, env: Mapping[str, str]) -> list[str] | None:
+    """Hostnames of alive nodes, asked through ``ray.nodes()``; None while unreachable."""
+    try:
+        done = command.run(
+            [python, "-c", _COUNT_ALIVE.format(address=address)], env=env, timeout=60, check=False
+        )
+    except CommandFailed:
+        return None
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        return None
+    try:
+        hosts = json.loads(lines[-1])
+    except ValueError:
+        return None
+    return [str(h) for h in hosts] if isinstance(hosts, list) else None
+
+
+def _last_line(path: Path) -> str:
+    try:
+        lines = path.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return "no output"
+    return lines[-1] if lines else "no output"
+
+
+def _short(host: str) -> str:
+    return host.split(".", maxsplit=1)[0]
+
+
+@contextmanager
+def cluster(
+    p: RayPlan,
+    *,
+    python: str,
+    ray: str,
+    env: Mapping[str, str],
+    log_dir: Path,
+    join_timeout_s: float = JOIN_TIMEOUT_S,
+    srun: str = "srun",
+) -> Iterator[str]:
+    """Start the cluster, wait for every node, yield its address; always tear it down."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    # Short: Ray's UNIX socket paths live under it (the limit is ~107 characters).
+    temp_dir = tempfile.mkdtemp(prefix="hpcray-", dir="/tmp")
+    procs: list[subprocess.Popen[Any]] = []
+    try:
+        procs.append(
+            command.spawn(
+                head_argv(p, ray, temp_dir, srun),
+                env=env,
+                stdout=log_dir / "ray-head.log",
+                stderr=log_dir / "ray-head.err",
+            )
+        )
+        workers = worker_argv(p, ray, srun)
+        if workers is not None:
+            procs.append(
+                command.spawn(
+                    workers,
+                    env=env,
+                    stdout=log_dir / "ray-workers.log",
+                    stderr=log_dir / "ray-workers.err",
+                )
+            )
+        want = sorted({_short(h) for h in p.hosts})
+        deadline = time.monotonic() + join_timeout_s
+        seen: list[str] = []
+        while True:
+            dead = [k for k, q in enumerate(procs) if q.poll() is not None]
+            if dead:
+                which = ("head", "workers")[dead[0]]
+                err = log_dir / f"ray-{which}.err"
+                raise ProbeFailed(
+                    f"Ray on SLURM: the {which} step ('ray start' via srun) exited with "
+                    f"{procs[dead[0]].returncode} before the cluster formed: {_last_line(err)} "
+                    f"(see {err})"
+                )
+            seen = sorted({_short(h) for h in alive_hosts(python, p.address, env) or []})
+            if all(h in seen for h in want):
+                break
+            if time.monotonic() >= deadline:
+                missing = [h for h in want if h not in seen]
+                raise ProbeFailed(
+                    f"Ray on SLURM: node(s) {', '.join(missing)} did not join the cluster at "
+                    f"{p.address} within {join_timeout_s:g} s; see {log_dir}/ray-*.err"
+                )
+            time.sleep(1.0)
+        yield p.address
+    finally:
+        command.shutdown_all(procs)  # the srun steps, by PID: their ray start --block end too
+        shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+def with_auth_token(env: Mapping[str, str]) -> dict[str, str]:
+    """The environment with a fresh Ray auth token unless one is set.
+
+    Ray >= 2.52 turns token authentication on for ``ray start --head``; the head,
+    the workers (through srun's ``--export=ALL``) and the probe must share the
+    token, and a per-job token keeps other users on the node out of the cluster.
+    It is never written to a log (``redact`` hides ``*TOKEN*`` variables).
+    """
+    out = dict(env)
+    if not out.get("RAY_AUTH_TOKEN"):
+        out["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
+    out.setdefault("RAY_AUTH_MODE", "token")
+    return out
+
+
+def _raise_on_term(signum: int, frame: FrameType | None) -> None:
+    raise SystemExit(128 + signum)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Start Ray over the allocation, run PROBE_ARGV against it, tear Ray down."""
+    parser = argparse.ArgumentParser(prog="python -m hpcenv.ray_slurm")
+    parser.add_argument("--hosts", required=True, help="comma-separated hosts, head first")
+    parser.add_argument("--python", required=True, help="the target environment's python")
+    parser.add_argument("--log-dir", required=True, type=Path)
+    parser.add_argument("--stdout", type=Path)
+    parser.add_argument("--stderr", type=Path)
+    parser.add_argument("--head-ip", default=None)
+    parser.add_argument("--join-timeout", type=float, default=JOIN_TIMEOUT_S)
+    parser.add_argument("probe", nargs=argparse.REMAINDER)
+    args = parser.parse_args(argv)
+    probe = args.probe[1:] if args.probe[:1] == ["--"] else args.probe
+    signal.signal(signal.SIGTERM, _raise_on_term)  # the runner's stop runs our finally
+    env = with_auth_token(os.environ)
+    ray = str(Path(args.python).parent / "ray")
+    p = plan(args.hosts.split(","), head_ip=args.head_ip, env=env)
+    args.log_dir.mkdir(parents=True, exist_ok=True)
+    (args.log_dir / "ray-plan.json").write_text(
+        json.dumps(
+            {
+                "head": p.head,
+                "workers": list(p.workers),
+                "address": p.address,
+                "symmetric_run_available": has_symmetric_run(ray),
+                "head_argv": head_argv(p, ray, "<temp>"),
+                "worker_argv": worker_argv(p, ray),
+            }
+        )
+    )
+    try:
+        with cluster(
+            p, python=args.python, ray=ray, env=env, log_dir=args.log_dir,
+            join_timeout_s=args.join_timeout,
+        ) as address:  # fmt: skip
+            probe_env = {**env, "RAY_ADDRESS": address}
+            proc = command.spawn(probe, env=probe_env, stdout=args.stdout, stderr=args.stderr)
+            try:
+                return proc.wait()
+            finally:
+                command.shutdown_all([proc])
+    except ProbeFailed as exc:
+        if args.stderr is not None:
+            with args.stderr.open("a") as f:
+                f.write(f"{exc}\n")
+        print(exc, file=sys.stderr)
+        return 5
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

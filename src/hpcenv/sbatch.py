@@ -1,0 +1,290 @@
+"""Render, submit and wait for the sbatch scripts that run probes or builds on a cluster.
+
+Each cluster asks for GPUs its own way (``--gres=gpu:volta:2`` on SuperCloud,
+``--gpus=N`` on BRTX, ``--gpus-per-node=4`` on Isambard), loads its own modules
+and needs its own environment (NCCL_NET only when the job spans nodes); the
+profile says which, and this module turns it into a script. Every value that
+comes from a profile or the command line is ``shlex.quote``d, and values that
+would end an ``#SBATCH`` comment line (newlines, control characters) are refused,
+so a profile cannot inject commands into a job.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from hpcenv import command, paths
+from hpcenv.errors import BadInput, CommandFailed
+from hpcenv.profile import KNOWN_PROBES, Profile
+
+TARGETS = ("probe", "build", *KNOWN_PROBES)
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+#: Seconds between queue polls while waiting for a job.
+POLL_S = 1.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class Job:
+    """One rendered job: the script text and where its outputs will be."""
+
+    name: str
+    script: str
+    log_dir: Path
+    output_dir: Path
+    nodes: int
+
+    def report_path(self, job_id: str) -> Path:
+        return self.output_dir / job_id / "report.json"
+
+    def log_paths(self, job_id: str) -> tuple[Path, Path]:
+        return (
+            self.log_dir / f"{self.name}-{job_id}.out",
+            self.log_dir / f"{self.name}-{job_id}.err",
+        )
+
+
+def _plain(value: str, what: str) -> str:
+    """A value for an ``#SBATCH`` line: no line breaks (they would end the comment)."""
+    if _CONTROL.search(value):
+        raise BadInput(f"{what} = {value!r} contains a line break or control character; remove it")
+    return value
+
+
+def _directive(option: str, value: str | int, what: str) -> str:
+    return f"#SBATCH --{option}={shlex.quote(_plain(str(value), what))}"
+
+
+def gpu_directives(profile: Profile, nodes: int) -> list[str]:
+    """The GPU request in the syntax the profile's cluster expects."""
+    how = profile.slurm.gpu_request
+    if how == "none":
+        return []
+    per_node = profile.platform.gpus_per_node
+    if not per_node:
+        raise BadInput(
+            f"{profile.path or profile.name}: [platform] gpus_per_node is not set but "
+            f"[slurm] gpu_request = {how!r} needs it; set gpus_per_node"
+        )
+    if how == "gpus-per-node":
+        return [_directive("gpus-per-node", per_node, "platform.gpus_per_node")]
+    if how == "gpus":
+        return [_directive("gpus", per_node * nodes, "platform.gpus_per_node")]
+    gres = f"gpu:{profile.slurm.gres_type}:{per_node}"
+    return [_directive("gres", gres, "slurm.gres_type")]
+
+
+#: Targets that run a multi-rank probe: two gloo ranks on a CPU node, like local runs.
+MULTI_RANK_TARGETS = ("nccl", "probe")
+
+
+def tasks_per_node(profile: Profile, override: int | None = None, target: str = "") -> int:
+    """One task per GPU; on CPU profiles two for multi-rank probes, else one."""
+    if override is not None:
+        if override < 1:
+            raise BadInput(f"--ntasks-per-node {override}: must be at least 1")
+        return override
+    if profile.slurm.gpu_request != "none" and profile.platform.gpus_per_node:
+        return int(profile.platform.gpus_per_node)
+    return 2 if target in MULTI_RANK_TARGETS else 1
+
+
+def hpcenv_argv(profile: Profile, target: str, venv: str | None) -> list[str]:
+    """The hpcenv command the job runs (with this Python, so the job sees this hpcenv)."""
+    base = [sys.executable, "-m", "hpcenv"]
+    if target == "build":
+        return [*base, "build", profile.name]
+    names = [] if target == "probe" else [target]
+    return [*base, "probe", *names, "--env", venv or profile.name, "--json"]
+
+
+def render(
+    profile: Profile,
+    target: str,
+    *,
+    nodes: int = 1,
+    ntasks_per_node: int | None = None,
+    output_dir: Path | None = None,
+    venv: str | None = None,
+    workdir: Path | None = None,
+    run: Sequence[str] | None = None,
+    extra_env: Mapping[str, str] | None = None,
+) -> Job:
+    """The sbatch script for ``target`` on ``profile``'s cluster.
+
+    ``run`` replaces the hpcenv command (tests use a trivial one); its output
+    still goes to ``report.json`` in the job's output directory.
+    """
+    if target not in TARGETS:
+        raise BadInput(f"unknown sbatch target {target!r}; use one of: {', '.join(TARGETS)}")
+    if nodes < 1:
+        raise BadInput(f"--nodes {nodes}: must be at least 1")
+    cwd = (workdir or Path.cwd()).absolute()
+    log_dir = Path(profile.job.log_dir)
+    log_dir = (log_dir if log_dir.is_absolute() else cwd / log_dir).absolute()
+    out_dir = (output_dir or log_dir).absolute()
+    name = f"hpcenv-{profile.name}-{target}"
+    s = profile.slurm
+    lines = [
+        "#!/bin/bash",
+        f"# Rendered by 'hpcenv sbatch {shlex.quote(profile.name)} {shlex.quote(target)}'.",
+        _directive("job-name", name, "profile name"),
+        _directive("nodes", nodes, "--nodes"),
+        _directive("ntasks-per-node", tasks_per_node(profile, ntasks_per_node, target), "ntasks"),
+    ]
+    if s.partition:
+        lines.append(_directive("partition", s.partition, "slurm.partition"))
+    if s.account:
+        lines.append(_directive("account", s.account, "slurm.account"))
+    if s.time:
+        lines.append(_directive("time", s.time, "slurm.time"))
+    lines += gpu_directives(profile, nodes)
+    lines += [
+        _directive("output", str(log_dir / f"{name}-%j.out"), "job.log_dir"),
+        _directive("error", str(log_dir / f"{name}-%j.err"), "job.log_dir"),
+        _directive("chdir", str(cwd), "working directory"),
+        "",
+        "set -euo pipefail",
+    ]
+    if profile.modules.load:
+        # Lmod and Environment Modules read unset variables: not under 'set -u'.
+        lines.append("set +u")
+        lines += [f"module load {shlex.quote(m)}" for m in profile.modules.load]
+        lines.append("set -u")
+    env = {**profile.env_for(nodes=nodes), **(extra_env or {})}
+    env.setdefault("HPCENV_HOME", str(paths.home()))
+    for key, value in env.items():
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+            raise BadInput(f"environment variable name {key!r} is not a valid name; rename it")
+        lines.append(f"export {key}={shlex.quote(value)}")
+    if profile.job.scratch:
+        lines += [
+            f'export TMPDIR={shlex.quote(profile.job.scratch)}/"$SLURM_JOB_ID"',
+            'mkdir -p "$TMPDIR"',
+        ]
+    argv = list(run) if run is not None else hpcenv_argv(profile, target, venv)
+    keep = ""
+    if run is None and target != "build":  # rank files and JUnit kept with the report
+        keep = ' --results-dir "$out/ranks" --junit "$out/junit.xml"'
+    lines += [
+        f'out={shlex.quote(str(out_dir))}/"$SLURM_JOB_ID"',
+        'mkdir -p "$out"',
+        "status=0",
+        f'{shlex.join(argv)}{keep} > "$out/report.json" || status=$?',
+        'cat "$out/report.json"',
+        'exit "$status"',
+        "",
+    ]
+    return Job(name=name, script="\n".join(lines), log_dir=log_dir, output_dir=out_dir, nodes=nodes)
+
+
+def write(job: Job, path: Path | None = None) -> Path:
+    """Write the script (next to the logs by default), creating the log and output dirs
+    first: SLURM will not create the directory of ``--output`` and the job would
+    fail silently without a log."""
+    for d in (job.log_dir, job.output_dir):
+        try:
+            d.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise BadInput(f"cannot create {d} ({exc.strerror}); fix job.log_dir") from exc
+    target = path or job.log_dir / f"{job.name}.sbatch"
+    target.write_text(job.script)
+    target.chmod(0o755)
+    return target
+
+
+def submit(script: Path, *, env: Mapping[str, str] | None = None) -> str:
+    """``sbatch --parsable``; the job id."""
+    try:
+        done = command.run(["sbatch", "--parsable", str(script)], env=env, timeout=60)
+    except CommandFailed as exc:
+        raise CommandFailed(
+            f"sbatch refused {script}: {exc} (check partition, account and GPU request)",
+            returncode=exc.returncode,
+            output=exc.output,
+        ) from exc
+    job_id = done.stdout.strip().split(";")[0]
+    if not job_id.isdigit():
+        raise CommandFailed(f"sbatch printed {done.stdout.strip()!r}, not a job id", returncode=1)
+    return job_id
+
+
+def job_state(job_id: str, *, env: Mapping[str, str] | None = None) -> str | None:
+    """The job's state (``PENDING``, ``RUNNING``, ``COMPLETED``, ``FAILED``...) or None."""
+    done = command.run(["scontrol", "show", "job", job_id], env=env, timeout=30, check=False)
+    m = re.search(r"JobState=(\S+)", done.stdout)
+    if m:
+        return m.group(1)
+    done = command.run(
+        ["sacct", "-n", "-X", "-P", "-j", job_id, "-o", "State"], env=env, timeout=30, check=False
+    )
+    state = done.stdout.strip().split()[:1]
+    return state[0] if done.returncode == 0 and state else None
+
+
+FINAL = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED")
+
+
+def wait(job_id: str, *, timeout: float, env: Mapping[str, str] | None = None) -> str:
+    """Poll until the job has ended; its final state. Raises on timeout."""
+    deadline = time.monotonic() + timeout
+    state: str | None = None
+    while time.monotonic() < deadline:
+        state = job_state(job_id, env=env)
+        if state is not None and state.split()[0] in FINAL:
+            return state
+        if state is None:
+            q = command.run(["squeue", "-h", "-j", job_id], env=env, timeout=30, check=False)
+            if q.returncode == 0 and not q.stdout.strip():
+                return "UNKNOWN"
+        time.sleep(POLL_S)
+    raise CommandFailed(
+        f"job {job_id} still {state or 'queued'} after {timeout:g} s; "
+        f"check 'squeue -j {job_id}' (it keeps running)",
+        returncode=124,
+    )
+
+
+def read_report(job: Job, job_id: str) -> dict[str, object] | str | None:
+    """The report the job wrote: parsed JSON, or the raw text when it is not JSON."""
+    path = job.report_path(job_id)
+    try:
+        text = path.read_text()
+    except OSError:
+        return None
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return text
+    return data if isinstance(data, dict) else {"report": data}
+
+
+def walltime_s(value: str) -> float:
+    """SLURM time ``[D-]HH:MM:SS`` / ``MM:SS`` / ``MM`` in seconds (for --wait's bound)."""
+    try:
+        return _walltime_s(value)
+    except ValueError as exc:
+        raise BadInput(
+            f"slurm.time = {value!r} is not a SLURM time; write e.g. '00:20:00'"
+        ) from exc
+
+
+def _walltime_s(value: str) -> float:
+    days = 0
+    if "-" in value:
+        d, value = value.split("-", 1)
+        days = int(d)
+    parts = [int(p) for p in value.split(":") if p]
+    if len(parts) == 1:
+        secs = parts[0] * 60
+    elif len(parts) == 2:
+        secs = parts[0] * 60 + parts[1]
+    else:
+        secs = parts[0] * 3600 + parts[1] * 60 + parts[2]
+    return float(days * 86400 + secs)

@@ -1,0 +1,198 @@
+"""Rendered sbatch scripts: each cluster's conventions, quoting, and real submission."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shlex
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, require
+from hpcenv import profile, sbatch
+from hpcenv.errors import BadInput
+from slurm_cluster import SlurmCluster, slurm_cluster_fixture  # noqa: F401 - fixture
+
+EVIL = "x; rm -rf ~"
+
+
+def _render(name: str, target: str = "nccl", nodes: int = 1, **kw: object) -> str:
+    prof = profile.load(str(REPO / "envs" / f"{name}.toml"))
+    return sbatch.render(prof, target, nodes=nodes, workdir=Path("/home/u/proj"), **kw).script  # type: ignore[arg-type]
+
+
+def _directives(script: str) -> list[str]:
+    return [line.split(None, 1)[1] for line in script.splitlines() if line.startswith("#SBATCH")]
+
+
+def test_isambard_gpus_per_node_modules_and_nccl_net_only_multi_node() -> None:
+    one, two = _render("isambard"), _render("isambard", nodes=2)
+    d = _directives(two)
+    assert "--gpus-per-node=4" in d and "--ntasks-per-node=4" in d and "--nodes=2" in d
+    assert not any(x.startswith(("--gres", "--gpus=")) for x in d)
+    assert "--partition" not in two  # Isambard's default partition
+    mods = [line for line in two.splitlines() if line.startswith("module load")]
+    assert mods == [
+        "module load PrgEnv-cray",
+        "module load cuda/12.6",
+        "module load brics/aws-ofi-nccl/1.8.1",
+    ]
+    assert "export NCCL_NET='AWS Libfabric'" in two
+    assert "NCCL_NET=" not in one  # single node: NVLink paths must stay allowed
+    assert "export FI_PROVIDER=cxi" in one and "export NCCL_SOCKET_IFNAME=hsn" in one
+    assert "TMPDIR" not in one  # no scratch declared
+
+
+def test_brtx_total_gpus_partition_and_scratch_tmpdir() -> None:
+    script = _render("brtx", nodes=2)
+    d = _directives(script)
+    assert "--gpus=16" in d and "--partition=brtx6" in d and "--ntasks-per-node=8" in d
+    assert 'export TMPDIR=/srv/local1/"$SLURM_JOB_ID"' in script
+    assert 'mkdir -p "$TMPDIR"' in script
+    assert "module load" not in script
+
+
+def test_cpu_profiles_get_two_ranks_for_multi_rank_probes() -> None:
+    assert "--ntasks-per-node=2" in _directives(_render("local", target="nccl"))
+    assert "--ntasks-per-node=1" in _directives(_render("local", target="imports"))
+    assert not any(d.startswith(("--gpus", "--gres")) for d in _directives(_render("local")))
+
+
+def test_supercloud_gres_with_type() -> None:
+    d = _directives(_render("supercloud"))
+    assert "--gres=gpu:volta:2" in d and "--ntasks-per-node=2" in d
+    assert not any(x.startswith(("--gpus", "--partition")) for x in d)
+
+
+def test_common_shape() -> None:
+    script = _render("brtx", target="probe")
+    lines = script.splitlines()
+    assert lines[0] == "#!/bin/bash"
+    assert "set -euo pipefail" in lines
+    d = _directives(script)
+    assert "--job-name=hpcenv-brtx-probe" in d and "--time=00:20:00" in d
+    assert "--output=/home/u/proj/logs/hpcenv-brtx-probe-%j.out" in d
+    assert "--error=/home/u/proj/logs/hpcenv-brtx-probe-%j.err" in d
+    assert any(" -m hpcenv probe --env brtx --json" in line for line in lines)
+    assert any(" -m hpcenv build brtx" in line for line in _render("brtx", "build").splitlines())
+    with pytest.raises(BadInput, match="unknown sbatch target"):
+        _render("brtx", target="nope")
+
+
+def _evil_profile(tmp_path: Path, partition: str = EVIL) -> profile.Profile:
+    text = f"""
+[profile]
+python = "3.11"
+[modules]
+load = [{json.dumps(EVIL)}, "cuda/12.6"]
+[env.always]
+EVIL = {json.dumps(EVIL)}
+QUOTE = "it's \\"here\\" $HOME `id`"
+[slurm]
+partition = {json.dumps(partition)}
+account = {json.dumps(EVIL)}
+[job]
+scratch = "/scratch/$(id)"
+log_dir = {json.dumps(str(tmp_path / "logs; rm -rf ~"))}
+"""
+    path = tmp_path / "evil.toml"
+    path.write_text(text)
+    return profile.load(str(path))
+
+
+def test_profile_values_are_quoted(tmp_path: Path) -> None:
+    require("bash", shutil.which("bash") is not None, "bash not on PATH")
+    job = sbatch.render(_evil_profile(tmp_path), "imports", workdir=tmp_path)
+    script = job.script
+    assert f"#SBATCH --partition={shlex.quote(EVIL)}" in script
+    assert f"module load {shlex.quote(EVIL)}" in script
+    assert f"export EVIL={shlex.quote(EVIL)}" in script
+    path = tmp_path / "job.sh"
+    path.write_text(script)
+    assert subprocess.run(["bash", "-n", str(path)], check=False).returncode == 0
+    exports = "\n".join(line for line in script.splitlines() if line.startswith("export "))
+    exports = exports.replace('"$SLURM_JOB_ID"', "42")
+    shown = subprocess.run(
+        ["bash", "-c", exports + '\nprintf "%s\\n" "$EVIL" "$QUOTE" "$TMPDIR"'],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"HOME": "/nonexistent", "PATH": "/usr/bin:/bin"},
+    ).stdout.splitlines()
+    assert shown == [EVIL, 'it\'s "here" $HOME `id`', "/scratch/$(id)/42"]
+
+
+def test_the_whole_rendered_script_runs_values_literally(tmp_path: Path) -> None:
+    """Execute the script (with a recording stand-in for the site's 'module' command and
+    HOME in a temp dir holding a canary): nothing a profile says is executed."""
+    require("bash", shutil.which("bash") is not None, "bash not on PATH")
+    prof = _evil_profile(tmp_path)
+    job = sbatch.render(prof, "imports", workdir=tmp_path, run=["printf", "%s", EVIL])
+    job = dataclasses.replace(job, script=job.script.replace("/scratch/$(id)", str(tmp_path)))
+    home, bin_dir = tmp_path / "home", tmp_path / "bin"
+    home.mkdir()
+    bin_dir.mkdir()
+    (home / "canary").write_text("alive")
+    module = bin_dir / "module"
+    module.write_text('#!/bin/bash\nprintf "%s|" "$@" >> "$MODULE_LOG"; echo >> "$MODULE_LOG"\n')
+    module.chmod(0o755)
+    script = sbatch.write(job, tmp_path / "job.sh")
+    env = {
+        "HOME": str(home),
+        "PATH": f"{bin_dir}:/usr/bin:/bin",
+        "SLURM_JOB_ID": "42",
+        "MODULE_LOG": str(tmp_path / "modules.log"),
+    }
+    done = subprocess.run(
+        ["bash", str(script)], env=env, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert (home / "canary").read_text() == "alive"
+    assert (tmp_path / "modules.log").read_text() == f"load|{EVIL}|\nload|cuda/12.6|\n"
+    assert sbatch.read_report(job, "42") == EVIL
+    assert done.stdout == EVIL
+
+
+def test_a_line_break_in_a_value_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(BadInput, match="line break"):
+        sbatch.render(_evil_profile(tmp_path, partition="p\nrm -rf ~"), "imports", workdir=tmp_path)
+
+
+def test_walltime() -> None:
+    assert sbatch.walltime_s("00:20:00") == 1200
+    assert sbatch.walltime_s("1-02:00:00") == 93600
+    assert sbatch.walltime_s("30") == 1800
+    with pytest.raises(BadInput, match=r"slurm\.time"):
+        sbatch.walltime_s("soon")
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_submit_a_rendered_script_on_real_slurm(slurm: SlurmCluster, tmp_path: Path) -> None:
+    """A rendered script runs under sbatch: logs dir made first, env exported, output kept."""
+    text = (
+        (REPO / "envs" / "local.toml")
+        .read_text()
+        .replace('log_dir = "logs"', f"log_dir = {json.dumps(str(tmp_path / 'job logs'))}")
+    )
+    (tmp_path / "local.toml").write_text(text + '\n[env.always]\nGREETING = "hello; world"\n')
+    prof = profile.load(str(tmp_path / "local.toml"))
+    job = sbatch.render(
+        prof,
+        "imports",
+        workdir=tmp_path,
+        run=["bash", "-c", 'echo "$GREETING on $SLURM_JOB_NODELIST"'],
+    )
+    script = sbatch.write(job)
+    assert (tmp_path / "job logs").is_dir()  # before submission
+    job_id = sbatch.submit(script, env=slurm.env)
+    state = sbatch.wait(job_id, timeout=120, env=slurm.env)
+    out, err = job.log_paths(job_id)
+    assert state == "COMPLETED", (
+        f"{state}\n{err.read_text() if err.exists() else ''}\n{slurm.log_text()}"
+    )
+    assert sbatch.read_report(job, job_id) == f"hello; world on {slurm.node}\n"
+    assert out.read_text() == f"hello; world on {slurm.node}\n"

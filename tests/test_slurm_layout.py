@@ -1,0 +1,127 @@
+"""Allocation detection, rank layout and srun command lines (no daemons needed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hpcenv import slurm
+from hpcenv.errors import BadInput
+from hpcenv.facts import slurm_from_env
+
+GPU_JOB = {
+    "SLURM_JOB_ID": "4242",
+    "SLURM_JOB_NODELIST": "nid[001-002]",
+    "SLURM_JOB_NUM_NODES": "2",
+    "SLURM_NTASKS": "8",
+    "SLURM_NTASKS_PER_NODE": "4",
+    "SLURM_GPUS_ON_NODE": "4",
+}
+CPU_JOB = {
+    "SLURM_JOB_ID": "7",
+    "SLURM_JOB_NODELIST": "vm",
+    "SLURM_JOB_NUM_NODES": "1",
+    "SLURM_NTASKS": "2",
+    "SLURM_TASKS_PER_NODE": "2",
+}
+
+
+def test_outside_an_allocation_there_is_no_srun_launcher() -> None:
+    assert slurm.allocation({"PATH": "/usr/bin"}) is None
+    assert slurm.launcher_for({"PATH": "/usr/bin"}) is None
+
+
+def test_one_rank_per_gpu_on_every_node() -> None:
+    alloc = slurm_from_env(GPU_JOB)
+    assert alloc is not None
+    lay = slurm.layout(alloc)
+    assert (lay.ranks, lay.per_node, lay.gpus) == (8, 4, True)
+    assert [lay.host_of(k) for k in (0, 3, 4, 7)] == ["nid001", "nid001", "nid002", "nid002"]
+
+
+def test_one_rank_per_task_on_cpu() -> None:
+    alloc = slurm_from_env(CPU_JOB)
+    assert alloc is not None
+    lay = slurm.layout(alloc)
+    assert (lay.ranks, lay.per_node, lay.gpus) == (2, 2, False)
+
+
+def test_srun_argv_is_an_argument_list_that_ends_the_step_on_a_bad_rank() -> None:
+    alloc = slurm_from_env(GPU_JOB)
+    assert alloc is not None
+    argv = slurm.srun_argv(slurm.layout(alloc), ["/venv/bin/python", "probes/nccl.py"], wait_s=30)
+    assert argv[:2] == ["srun", "--ntasks=8"]
+    assert "--nodes=2" in argv and "--ntasks-per-node=4" in argv
+    assert "--kill-on-bad-exit=1" in argv and "--wait=30" in argv and "--export=ALL" in argv
+    assert argv[-3:] == ["--", "/venv/bin/python", "probes/nccl.py"]
+    fewer = slurm.srun_argv(slurm.layout(alloc), ["x"], ranks=2)
+    assert "--nodes=1" in fewer and "--ntasks-per-node=2" in fewer
+    with pytest.raises(BadInput, match="room for 8"):
+        slurm.srun_argv(slurm.layout(alloc), ["x"], ranks=9)
+
+
+def test_launcher_env_drops_rank_vars_and_sets_master() -> None:
+    alloc = slurm_from_env(GPU_JOB)
+    assert alloc is not None
+    launcher = slurm.SrunLauncher(alloc, hosts=["nid001", "nid002"], env=GPU_JOB)
+    env = launcher.env_for({"RANK": "0", "WORLD_SIZE": "1", "NCCL_DEBUG": "INFO"})
+    assert "RANK" not in env and "WORLD_SIZE" not in env
+    assert env["MASTER_ADDR"] == "nid001" and int(env["MASTER_PORT"]) > 0
+    assert env["NCCL_DEBUG"] == "INFO"
+    assert launcher.hosts_for(8) == ["nid001"] * 4 + ["nid002"] * 4
+
+
+def test_failed_tasks_names_the_rank_and_host() -> None:
+    stderr = (
+        "srun: error: nid002: task 5: Exited with exit code 1\n"
+        "srun: launch/slurm: _step_signal: Terminating StepId=12.0\n"
+        "srun: error: nid001: tasks 0-3: Killed\n"
+        "srun: error: nid002: tasks 4,6-7: Killed\n"
+    )
+    failed = slurm.failed_tasks(stderr)
+    assert failed[5] == "nid002: Exited with exit code 1"
+    assert failed[0] == "nid001: Killed" and failed[7] == "nid002: Killed"
+    assert sorted(failed) == list(range(8))
+
+
+def test_free_port_is_bindable() -> None:
+    import socket
+
+    port = slurm.free_port()
+    with socket.socket() as s:
+        s.bind(("", port))
+
+
+def test_rank_exit_codes_blame_the_rank_that_failed(tmp_path: Path) -> None:
+    alloc = slurm_from_env(CPU_JOB)
+    assert alloc is not None
+    launcher = slurm.SrunLauncher(alloc, hosts=["vm"], env=CPU_JOB)
+    env = {"HPCENV_RESULT_DIR": str(tmp_path), "HPCENV_PROBE_NAME": "nccl"}
+    assert launcher.rank_exit_codes(env, 2, [0]) == [0, 0]
+    assert launcher.rank_exit_codes(env, 2, [None]) == [None, None]
+    assert launcher.rank_exit_codes(env, 2, [1]) == [1, 1]  # srun said nothing per task
+    (tmp_path / "nccl.srun.stderr").write_text(
+        "srun: error: vm: task 1: Exited with exit code 3\n"
+        "srun: launch/slurm: _step_signal: Terminating StepId=2.0\n"
+        "srun: error: vm: task 0: Terminated\n"
+    )
+    assert launcher.rank_exit_codes(env, 2, [143]) == [None, 3]
+    assert launcher.output_args(env) == [
+        f"--output={tmp_path}/nccl.rank%t.stdout",
+        f"--error={tmp_path}/nccl.rank%t.stderr",
+    ]
+
+
+def test_a_node_where_launching_failed_names_its_ranks(tmp_path: Path) -> None:
+    alloc = slurm_from_env(GPU_JOB)
+    assert alloc is not None
+    launcher = slurm.SrunLauncher(alloc, hosts=["nid001", "nid002"], env=GPU_JOB)
+    env = {"HPCENV_RESULT_DIR": str(tmp_path), "HPCENV_PROBE_NAME": "nccl"}
+    (tmp_path / "nccl.srun.stderr").write_text(
+        "srun: error: Task launch for StepId=77.0 failed on node nid002: Invalid node name\n"
+        "srun: error: Application launch failed: Invalid node name\n"
+    )
+    failed = launcher.failed(env)
+    assert sorted(failed) == [4, 5, 6, 7]
+    assert failed[4] == "nid002: task launch failed: Invalid node name"
