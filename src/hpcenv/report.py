@@ -183,3 +183,22 @@ def print_probe_results(
                         escape(rank.remedy),
                     )
     out.print(table)
+
+
+def print_stages(
+    stages: Sequence[Mapping[str, Any]], *, title: str, out: Console | None = None
+) -> None:
+    """The doctor's stages (facts, plan, build): status, time, one-line summary."""
+    out = out or console
+    table = Table(title=title, title_justify="left")
+    for col in ("stage", "status", "seconds", "summary"):
+        table.add_column(col)
+    for s in stages:
+        style = STATUS_STYLE.get(str(s["status"]), "")
+        table.add_row(
+            str(s["stage"]),
+            f"[{style}]{s['status']}[/{style}]",
+            f"{float(s['seconds']):.1f}",
+            str(s["summary"]),
+        )
+    out.print(table)

@@ -69,30 +69,29 @@ def default_ranks() -> int:
     return count if count >= 1 else 2
 
 
-def run(args: argparse.Namespace) -> int:
-    target = runner.resolve_target(args.env, args.profile)
-    names = tuple(args.names) or target.default_probes
+def execute(
+    target: runner.Target,
+    names: tuple[str, ...],
+    *,
+    ranks: int | None = None,
+    timeout: float | None = None,
+    results_dir: str | None = None,
+    extra: dict[str, list[str]] | None = None,
+) -> tuple[list[ProbeResult], Path]:
+    """Run ``names`` in ``target`` (srun inside a SLURM allocation, local ranks otherwise),
+    printing progress on stderr. Shared by ``probe`` and ``doctor``."""
     runner.check_names(names)
     srun = slurm.launcher_for()  # inside a SLURM allocation: one srun over all its nodes
-    if args.ranks is not None:
-        ranks = args.ranks
-    else:
+    if ranks is None:
         ranks = srun.default_ranks() if srun is not None else default_ranks()
     if ranks < 1:
         raise BadInput(f"--ranks {ranks}: must be 1 or more")
-    if args.timeout is not None and args.timeout <= 0:
-        raise BadInput(f"--timeout {args.timeout:g}: must be greater than 0")
+    if timeout is not None and timeout <= 0:
+        raise BadInput(f"--timeout {timeout:g}: must be greater than 0")
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     result_dir = (
-        Path(args.results_dir)
-        if args.results_dir
-        else paths.home() / "results" / f"{target.name}-{stamp}"
+        Path(results_dir) if results_dir else paths.home() / "results" / f"{target.name}-{stamp}"
     ).absolute()
-    extra: dict[str, list[str]] = {}
-    if args.nccl_sizes:
-        extra["nccl"] = ["--sizes", args.nccl_sizes]
-    if args.model:
-        extra["vllm"] = ["--model", args.model]
     err = report.err_console
 
     def started(spec: runner.ProbeSpec) -> None:
@@ -110,10 +109,29 @@ def run(args: argparse.Namespace) -> int:
         ranks=ranks,
         nodes=len(srun.layout.hosts) if srun is not None else 1,
         result_dir=result_dir,
-        timeout_s=args.timeout,
-        extra_args=extra,
+        timeout_s=timeout,
+        extra_args=extra or {},
         on_start=started,
         on_done=done,
+    )
+    return results, result_dir
+
+
+def run(args: argparse.Namespace) -> int:
+    target = runner.resolve_target(args.env, args.profile)
+    names = tuple(args.names) or target.default_probes
+    extra: dict[str, list[str]] = {}
+    if args.nccl_sizes:
+        extra["nccl"] = ["--sizes", args.nccl_sizes]
+    if args.model:
+        extra["vllm"] = ["--model", args.model]
+    results, result_dir = execute(
+        target,
+        names,
+        ranks=args.ranks,
+        timeout=args.timeout,
+        results_dir=args.results_dir,
+        extra=extra,
     )
     status = overall(results)
     if args.junit:

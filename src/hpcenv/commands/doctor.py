@@ -1,0 +1,122 @@
+"""The main job, in one command: read this node's facts, plan the profile's
+environment, build it (a no-op when nothing changed), run the profile's probe suite in
+it, and end with one report. Exit code: 0 all passed (skips allowed), 3 no torch build
+can run here, 4 the build failed, 5 a probe failed."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any
+
+from hpcenv.commands import add_json_option, print_json
+
+NAME = "doctor"
+HELP = "facts -> plan -> build -> probes for a profile (default local), one report"
+ORDER = 5
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "profile",
+        nargs="?",
+        default="local",
+        metavar="PROFILE",
+        help="profile name or .toml path (default: local)",
+    )
+    parser.add_argument(
+        "--ranks", type=int, metavar="N", help="ranks of multi-rank probes (default: GPUs, else 2)"
+    )
+    parser.add_argument("--junit", metavar="FILE", help="also write the probes as JUnit XML")
+    add_json_option(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from hpcenv import build, facts, junit, paths, profile, report, runner
+    from hpcenv.commands import probe
+    from hpcenv.errors import NoCompatibleBuild, ProbeFailed
+    from hpcenv.facts_model import to_json
+    from hpcenv.plan import make_plan
+    from hpcenv.results import Status, overall
+
+    start = time.monotonic()
+    err = report.err_console
+    stages: list[dict[str, Any]] = []
+
+    err.print("[bold]1/4 facts[/bold]")
+    t0 = time.monotonic()
+    node = facts.collect()
+    gpus = ", ".join(sorted({g.name for g in node.gpus})) or "no NVIDIA GPU"
+    stages.append(
+        {
+            "stage": "facts",
+            "status": "pass",
+            "seconds": time.monotonic() - t0,
+            "summary": f"{node.hostname}: {node.arch}, {node.cpus} cpus, {gpus}"
+            + (f", driver {node.nvidia.driver_version}" if node.nvidia else ""),
+        }
+    )
+
+    err.print("[bold]2/4 plan[/bold]")
+    t0 = time.monotonic()
+    prof = profile.load(args.profile)
+    plan = make_plan(prof, node)
+    if plan.torch.error or not plan.torch.backend:
+        raise NoCompatibleBuild(plan.torch.error or f"profile {prof.name}: no torch build runs")
+    stages.append(
+        {
+            "stage": "plan",
+            "status": "pass",
+            "seconds": time.monotonic() - t0,
+            "summary": f"torch {plan.torch.version} ({plan.torch.backend}), flash-attn "
+            f"{plan.flash_attn.action}"
+            + (f", {len(plan.warnings)} warning(s)" if plan.warnings else ""),
+        }
+    )
+
+    err.print("[bold]3/4 build[/bold]")
+    built = build.build(plan, node, show_progress=not args.json)
+    stages.append(
+        {
+            "stage": "build",
+            "status": "pass",
+            "seconds": built.seconds,
+            "summary": ("unchanged, nothing to do" if built.noop else "built")
+            + f": {built.venv} -> {built.target.name}",
+        }
+    )
+
+    err.print("[bold]4/4 probes[/bold]")
+    target = runner.Target(name=prof.name, python=paths.venv_python(built.venv), profile=prof)
+    results, result_dir = probe.execute(target, tuple(prof.probes.run), ranks=args.ranks)
+    status = overall(results)
+    if args.junit:
+        junit.write(Path(args.junit), results, suite_name=f"hpcenv doctor {prof.name}")
+    total = time.monotonic() - start
+    if args.json:
+        print_json(
+            {
+                "schema": 1,
+                "profile": prof.name,
+                "status": status.value,
+                "seconds": total,
+                "facts": to_json(node),
+                "plan": plan.to_json(),
+                "stages": stages,
+                "results_dir": str(result_dir),
+                "probes": [r.serialize() for r in results],
+            }
+        )
+    else:
+        report.print_stages(stages, title=f"doctor: {prof.name}")
+        report.print_probe_results(results, title=f"probes in {target.name} ({target.python})")
+        report.console.print(
+            f"[bold]{status.value.upper()}[/bold] in {total:.1f} s "
+            f"(build {built.seconds:.1f} s; rank files in {result_dir})"
+        )
+    bad = [r.name for r in results if r.status in (Status.FAIL, Status.ERROR)]
+    if bad:
+        raise ProbeFailed(f"{len(bad)} of {len(results)} probes failed: {', '.join(bad)}")
+    return 0
