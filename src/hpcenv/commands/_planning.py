@@ -1,0 +1,27 @@
+"""Shared by ``lock`` and ``build``: profile + facts -> plan (the resolver's ``make_plan``)."""
+
+from __future__ import annotations
+
+from hpcenv import facts as facts_mod
+from hpcenv import profile as profile_mod
+from hpcenv.facts_model import Facts
+from hpcenv.plan_model import Plan
+
+
+def facts_for(p: profile_mod.Profile, facts_file: str | None, declared: bool) -> Facts:
+    """``--facts FILE`` > ``--declared`` (the profile's [platform]) > this host."""
+    if facts_file:
+        return facts_mod.for_args(facts_file)
+    if declared:
+        return profile_mod.declared_facts(p)
+    return facts_mod.collect()
+
+
+def plan_for(
+    name: str, facts_file: str | None = None, declared: bool = False
+) -> tuple[Plan, Facts]:
+    from hpcenv.plan import make_plan
+
+    p = profile_mod.load(name)
+    facts = facts_for(p, facts_file, declared)
+    return make_plan(p, facts), facts
