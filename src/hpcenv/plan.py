@@ -1,0 +1,285 @@
+"""Profile + facts -> the plan: every step of a build with the reason for it.
+
+The plan is data (``plan_model.Plan``): the builder carries it out, people read its
+steps, scripts read its JSON. Nothing here touches the network or starts a process;
+a plan made on a laptop from recorded (or declared) facts is exactly what the node
+would do.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+from packaging.version import Version
+
+from hpcenv import facts as facts_mod
+from hpcenv import flashattn, knowledge, profile
+from hpcenv.errors import BadInput
+from hpcenv.facts_model import Facts
+from hpcenv.plan_model import Plan, Step, TorchChoice
+from hpcenv.profile import Profile
+from hpcenv.resolve import describe_gpus, index_base, resolve_torch
+
+FIND_LINKS_ENV = ("PIP_FIND_LINKS", "HPCENV_FIND_LINKS")
+
+
+def find_links(p: Profile, environ: Mapping[str, str]) -> tuple[str, ...]:
+    """Wheelhouses: profile packages.find_links, then $PIP_FIND_LINKS, then $HPCENV_FIND_LINKS
+    (both space-separated, as pip reads them); duplicates dropped, order kept."""
+    out: list[str] = []
+    for entry in list(p.packages.find_links) + [
+        part for name in FIND_LINKS_ENV for part in environ.get(name, "").split()
+    ]:
+        if entry and entry not in out:
+            out.append(entry)
+    return tuple(out)
+
+
+def _local_dir(link: str) -> Path | None:
+    if link.startswith("file://"):
+        link = link[len("file://") :]
+    elif "://" in link:
+        return None
+    path = Path(link).expanduser()
+    return path if path.is_dir() else None
+
+
+def find_torch_wheel(
+    links: tuple[str, ...], choice: TorchChoice, *, arch: str, python: str
+) -> str | None:
+    """A torch wheel in a local wheelhouse that is exactly this choice, or None.
+
+    It must have the exact version, the variant's local label (``+cpu``, ``+cu126``; a
+    wheel without a label counts only for the variant PyPI carries on this arch), a
+    platform tag for ``arch`` and this Python's ``cpXY`` tag.
+    """
+    if not choice.version or not choice.backend:
+        return None
+    release = knowledge.load().release_of(choice.version)
+    pypi = release.platforms[arch].pypi if release and arch in release.platforms else None
+    want = Version(choice.version)
+    py = "cp" + "".join(python.split(".")[:2])
+    for link in links:
+        folder = _local_dir(link)
+        if folder is None:
+            continue
+        for wheel in sorted(folder.glob("torch-*.whl")):
+            try:
+                name, version, _build, tags = parse_wheel_filename(wheel.name)
+            except InvalidWheelFilename:
+                continue
+            if name != "torch" or Version(version.public) != want:
+                continue
+            label = version.local
+            if label != choice.backend and not (label is None and choice.backend == pypi):
+                continue
+            if not any(t.interpreter == py and t.platform.endswith(f"_{arch}") for t in tags):
+                continue
+            return str(wheel.resolve())
+    return None
+
+
+def _check_platform(p: Profile, facts: Facts) -> tuple[str, list[str]]:
+    """(arch to plan for, warnings); BadInput when the facts contradict the profile."""
+    warnings: list[str] = []
+    declared = p.platform.arch
+    where = facts.source or "the facts"
+    if declared != "any" and facts.arch and facts.arch != declared:
+        raise BadInput(
+            f"profile {p.name} is for {declared} nodes but {where} describe a {facts.arch} "
+            f"node; record facts on a {declared} node, or plan with --declared"
+        )
+    arch = facts.arch or (declared if declared != "any" else None)
+    if arch is None:
+        raise BadInput(
+            f"{where}: the CPU arch is unknown and profile {p.name} says arch = 'any'; "
+            "plan with facts from the node ('hpcenv facts --json > FILE')"
+        )
+    want_gpu = p.platform.gpu
+    if want_gpu:
+        names = {g.name for g in facts.gpus}
+        if not facts.gpus:
+            warnings.append(
+                f"profile {p.name} expects {want_gpu} GPUs but {where} show none: "
+                "planning the cpu build"
+            )
+        elif names != {want_gpu}:
+            warnings.append(
+                f"profile {p.name} expects {want_gpu} but {where} show "
+                f"{describe_gpus(facts.gpus)}: planning for the GPUs actually present"
+            )
+    return arch, warnings
+
+
+def _arch_list(facts: Facts) -> str:
+    return ";".join(facts.compute_capabilities)
+
+
+def make_plan(p: Profile, facts: Facts, *, environ: Mapping[str, str] | None = None) -> Plan:
+    """The full plan for profile ``p`` on the node described by ``facts``.
+
+    ``environ`` (default ``os.environ``) supplies HPCENV_TORCH_INDEX_URL,
+    PIP_FIND_LINKS and HPCENV_FIND_LINKS. Raises BadInput when facts and profile
+    disagree on the CPU arch, NoCompatibleBuild when no torch build can run.
+    """
+    env = os.environ if environ is None else environ
+    arch, warnings = _check_platform(p, facts)
+    if facts.arch is None:
+        facts = replace(facts, arch=arch)
+    python = p.profile.python
+    steps: list[Step] = [
+        Step(
+            kind="python",
+            what=f"Python {python}",
+            why=f"[profile] python of {p.name}; uv provides it if the node lacks it",
+        )
+    ]
+
+    base = index_base(p.torch.index_url, env)
+    base_from = (
+        "$HPCENV_TORCH_INDEX_URL" if env.get("HPCENV_TORCH_INDEX_URL") else "[torch] index_url"
+    )
+    torch = resolve_torch(facts, p.torch.version, pin=p.torch.backend, index_base=base)
+    warnings += list(torch.warnings)
+    steps.append(
+        Step(
+            kind="torch",
+            what=f"torch=={torch.version} ({torch.backend}) from {torch.index_url}",
+            why="; ".join(torch.reasons) + f"; index base from {base_from}",
+        )
+    )
+
+    links = find_links(p, env)
+    wheel = find_torch_wheel(links, torch, arch=arch, python=python)
+    if links:
+        steps.append(
+            Step(
+                kind="index",
+                what=f"wheelhouses: {' '.join(links)}",
+                why="[packages] find_links, $PIP_FIND_LINKS and $HPCENV_FIND_LINKS",
+            )
+        )
+    if wheel:
+        steps.append(
+            Step(
+                kind="torch",
+                what=f"install torch from {wheel}",
+                why=f"the wheelhouse has exactly torch {torch.version}+{torch.backend} "
+                f"for {arch} and Python {python}",
+            )
+        )
+    if p.packages.offline:
+        steps.append(
+            Step(
+                kind="index",
+                what="offline: wheelhouses and the uv cache only",
+                why="[packages] offline = true",
+            )
+        )
+
+    packages = tuple(p.packages.install)
+    if packages:
+        steps.append(
+            Step(
+                kind="packages",
+                what=" ".join(packages),
+                why=f"[packages] install of {p.name}, resolved together with torch "
+                f"{torch.version} so nothing swaps it",
+            )
+        )
+
+    fa = flashattn.decide(
+        facts, torch, mode=p.flash_attn.mode, version=p.flash_attn.version, python=python
+    )
+    what = {
+        "wheel": f"flash-attn {fa.version} from {fa.wheel_url}",
+        "build": (
+            f"build flash-attn {fa.version}: FLASH_ATTN_CUDA_ARCHS={';'.join(fa.cuda_archs)} "
+            f"MAX_JOBS={fa.max_jobs} NVCC_THREADS={fa.nvcc_threads}"
+        ),
+        "skip": "no flash-attn",
+    }[fa.action]
+    steps.append(Step(kind="flash-attn", what=what, why=fa.reason))
+
+    fixes: list[str] = []
+    fix_settings: dict[str, str] = {}
+    hopper_arm = arch == "aarch64" and "9.0" in facts.compute_capabilities
+    if "sm90a" in p.fixes.sitecustomize or hopper_arm:
+        fixes.append("sm90a")
+        arch_list = _arch_list(facts)
+        if arch_list:
+            fix_settings["TORCH_CUDA_ARCH_LIST"] = arch_list
+        asked = "[fixes] sitecustomize asks for it" if "sm90a" in p.fixes.sitecustomize else ""
+        node = "aarch64 torch lists sm_90a and this node has compute capability 9.0"
+        why = "; ".join(x for x in (asked, node if hopper_arm else "") if x)
+        why += (
+            "; torch.utils.cpp_extension crashes on int('90a') when TORCH_CUDA_ARCH_LIST is "
+            "unset (pytorch/pytorch#144037)"
+        )
+        setting = (
+            f"TORCH_CUDA_ARCH_LIST={arch_list} from the node's GPUs"
+            if arch_list
+            else "TORCH_CUDA_ARCH_LIST left alone (no GPU in the facts)"
+        )
+        steps.append(Step(kind="fix", what=f"sitecustomize fix sm90a: {setting}", why=why))
+
+    for module in p.modules.load:
+        steps.append(Step(kind="module", what=f"module load {module}", why="[modules] load"))
+    if p.env.always:
+        steps.append(
+            Step(
+                kind="env",
+                what=" ".join(f"{k}={v}" for k, v in p.env.always.items()),
+                why="[env.always]: set in every job and probe",
+            )
+        )
+    if p.env.multi_node:
+        steps.append(
+            Step(
+                kind="env",
+                what=" ".join(f"{k}={v}" for k, v in p.env.multi_node.items()),
+                why="[env.multi_node]: only when a job spans several nodes",
+            )
+        )
+
+    return Plan(
+        profile=p.name,
+        arch=arch,
+        python=python,
+        torch=torch,
+        packages=packages,
+        flash_attn=fa,
+        fixes=tuple(fixes),
+        fix_settings=fix_settings,
+        env=dict(p.env.always),
+        multi_node_env=dict(p.env.multi_node),
+        modules=tuple(p.modules.load),
+        find_links=links,
+        torch_wheel=wheel,
+        offline=p.packages.offline,
+        steps=tuple(steps),
+        warnings=tuple(warnings),
+    )
+
+
+def plan_for(
+    profile_name_or_path: str,
+    facts_path: str | None,
+    *,
+    declared: bool = False,
+    environ: Mapping[str, str] | None = None,
+) -> Plan:
+    """Load a profile and facts (a recorded file, the profile's declared node, or this
+    host) and make the plan."""
+    p = profile.load(profile_name_or_path)
+    if declared and facts_path:
+        raise BadInput("give either --facts FILE or --declared, not both")
+    found = profile.declared_facts(p) if declared else facts_mod.for_args(facts_path)
+    return make_plan(p, found, environ=environ)
+
+
+__all__ = ["find_links", "find_torch_wheel", "make_plan", "plan_for"]
