@@ -326,6 +326,7 @@ def _build_locked(
     plan: Plan, facts: Facts, *, project: Path | None, force: bool, show: bool, start: float
 ) -> BuildResult:
     profile = plan.profile
+    locked_at = time.time()  # wall clock once the environment lock is held
     current = current_target(profile)
     leftovers = clean_leftovers(profile, {current} if current else set())
 
@@ -359,6 +360,7 @@ def _build_locked(
         "schema": 1,
         "profile": profile,
         "noop": False,
+        "locked_at": locked_at,
         "hpcenv_version": __version__,
         "plan_digest": plan.digest(),
         "facts": lock.facts_summary(facts),
@@ -447,13 +449,14 @@ def _build_locked(
         _write_report(report_path, report)
         log_fh.close()
         if isinstance(exc, CommandFailed):
-            tail = redact.text(exc.output.strip()[-2000:], os.environ)
+            detail = redact.text(uv.error_summary(exc.output) or str(exc), os.environ)
             raise BuildFailed(
-                f"building {profile} failed: {exc}; the previous environment is untouched "
-                f"(log: {log_path}) {_hint(tail)}".rstrip()
+                f"building {profile} failed: {detail}; the previous environment is untouched "
+                f"(log: {log_path})"
             ) from exc
         raise
     report["seconds"] = round(time.monotonic() - start, 3)
+    report["finished_at"] = time.time()
     _write_report(report_path, report)
     log_fh.close()
     return BuildResult(
@@ -467,14 +470,6 @@ def _build_locked(
         report_path=report_path,
         log_path=log_path,
     )
-
-
-def _hint(output: str) -> str:
-    lines = [ln.strip() for ln in output.splitlines() if ln.strip()]
-    for ln in lines:
-        if "error" in ln.lower() or "failed" in ln.lower():
-            return ln[:300]
-    return lines[-1][:300] if lines else ""
 
 
 def _write_report(path: Path, report: dict[str, Any]) -> None:

@@ -171,7 +171,7 @@ def compile_lock(
                 log=log,
             )
         except CommandFailed as exc:
-            detail = _last_error(exc.output) or str(exc)
+            detail = uv.error_summary(exc.output) or str(exc)
             raise BuildFailed(
                 f"locking {plan.profile} failed: {detail} (is the index reachable? "
                 f"set [packages] find_links / offline, or HPCENV_TORCH_INDEX_URL for a mirror)"
@@ -201,11 +201,3 @@ def pinned(path: Path) -> dict[str, str]:
             name, _, rest = line.partition("==")
             out[uv.normalise(name.strip().split("[")[0])] = rest.split()[0].rstrip("\\").strip()
     return out
-
-
-def _last_error(output: str) -> str:
-    lines = [ln.strip() for ln in output.splitlines() if ln.strip()]
-    for ln in lines:
-        if ln.startswith(("error:", "×", "╰─▶")) or "Because" in ln:
-            return ln.lstrip("×╰─▶ ").strip()
-    return lines[-1] if lines else ""

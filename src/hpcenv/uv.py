@@ -297,3 +297,16 @@ def build_wheel(
 
 def normalise(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def error_summary(output: str) -> str:
+    """uv's error line, with the first cause naming a URL or file and the root cause."""
+    lines = [ln.strip() for ln in output.splitlines() if ln.strip()]
+    head = next((ln for ln in lines if ln.lower().startswith(("error:", "×"))), "")
+    causes = [ln.removeprefix("cause:").strip() for ln in lines if ln.startswith("cause:")]
+    where = next((c for c in causes if "://" in c or "/" in c), "")
+    root = causes[-1] if causes else ""
+    parts = [p for p in (head.lstrip("×").removeprefix("error:").strip(), where, root) if p]
+    if not parts:
+        return lines[-1] if lines else ""
+    return ": ".join(dict.fromkeys(parts))
