@@ -65,6 +65,8 @@ def test_lock_pins_the_variant_and_its_runtime(index: StandInIndex, offline_pypi
     assert f"--index {index.url}/cu126" in header["command"]
     assert json.loads(header["facts"])["arch"] == "x86_64"
     assert lock.mismatch(path, plan, facts) is None
+    assert "# via -r requirements.in" in text  # no temporary paths in the lock
+    assert lock.compile_lock(plan, facts).read_text() == text  # same inputs, same bytes
 
 
 def test_lock_for_aarch64_from_this_x86_host(index: StandInIndex, offline_pypi: Path) -> None:

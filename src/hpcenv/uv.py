@@ -154,12 +154,17 @@ def compile_lock(
     log: IO[str] | None = None,
     env: Mapping[str, str] | None = None,
 ) -> Completed:
-    """``uv pip compile --generate-hashes`` for another platform (no header: ours is)."""
+    """``uv pip compile --generate-hashes`` for another platform (no header: ours is).
+
+    Run in the input's directory with its bare name, so the lock's ``# via -r``
+    annotations name ``requirements.in`` and not a temporary path (which would make
+    every compile of the same inputs a different file).
+    """
     return _run(
         [
             "pip",
             "compile",
-            str(requirements_in),
+            requirements_in.name,
             "--generate-hashes",
             "--no-header",
             "--python-platform",
@@ -168,10 +173,11 @@ def compile_lock(
             python_version,
             *source_args(plan),
             "-o",
-            str(output),
+            str(output.absolute()),
         ],
         log=log,
         env=env,
+        cwd=requirements_in.parent,
     )
 
 
