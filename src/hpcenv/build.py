@@ -430,7 +430,8 @@ def _build_locked(
         report["fixes"] = steps(
             "fixes", "installing fixes", lambda: fixes.install(target_dir, plan.fixes)
         )
-        names = package_names(plan)
+        # with a project, swap already imported every package built against torch
+        names = package_names(plan) if project is None else []
         report["imports"] = steps(
             "probe", "import probe", lambda: import_probe(target_dir, names, log=log)
         )
