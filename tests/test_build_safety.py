@@ -162,3 +162,17 @@ def test_unreachable_index_fails_clearly_and_keeps_env(home: dict[str, str]) -> 
     assert "127.0.0.1:9" in failed.stderr or "index" in failed.stderr
     assert target(home) == before
     assert imports_torch(home) == "2.13.0+cpu"
+
+
+def test_build_log_is_redacted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Command output captured into a build log never carries a secret's value."""
+    from hpcenv import build, command
+
+    monkeypatch.setenv("HF_TOKEN", "hf_not_a_real_token_123")
+    log_path = tmp_path / "build.log"
+    log = build._RedactedLog(log_path)
+    command.run(["sh", "-c", 'echo "token is $HF_TOKEN"'], log=log)  # type: ignore[arg-type]
+    log.close()
+    text = log_path.read_text()
+    assert "hf_not_a_real_token_123" not in text
+    assert "token is REDACTED" in text
