@@ -7,8 +7,9 @@ installed by ``hpcenv.fixes.install`` (as a build does). This machine has no GPU
 (capability 9.0, an aarch64 build listing ``sm_90a``) or an A100 (8.0).
 
 torch 2.13 already parses arch names by their digits (the upstream fix). To show the
-crash the fix exists for, the test venv's ``cpp_extension.py`` gets its one parsing
-line reverted to the form of torch <= 2.6 quoted in pytorch/pytorch issue 145642
+crash the fix exists for, the test venv's ``cpp_extension.py`` (a fresh copy, never
+the uv cache's hard-linked file) gets its one parsing line reverted to the form of
+torch <= 2.6 quoted in pytorch/pytorch issue 145642
 (``int(arch.split('_')[1])``); everything else is the real torch code.
 """
 
@@ -67,7 +68,13 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     src = next(path.glob("lib/python3*/site-packages/torch/utils/cpp_extension.py"))
     text = src.read_text()
     assert text.count(NEW_PARSE) == 1, "torch's arch parsing line changed; update this test"
-    src.write_text(text.replace(NEW_PARSE, OLD_PARSE))
+    # uv hard-links installed files to its cache: write a new file (new inode) so the
+    # edit stays in this venv and never reaches the cache or other environments.
+    edited = src.with_suffix(".py.edited")
+    edited.write_text(text.replace(NEW_PARSE, OLD_PARSE))
+    inode = src.stat().st_ino
+    os.replace(edited, src)
+    assert src.stat().st_ino != inode
     assert fixes.install(path, ["sm90a"]) == ["hpcenv_fix_sm90a"]
     yield path
 
