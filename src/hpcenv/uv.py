@@ -167,6 +167,7 @@ def compile_lock(
             requirements_in.name,
             "--generate-hashes",
             "--no-header",
+            "--no-python-downloads",  # the target Python is only a resolution setting
             "--python-platform",
             python_platform,
             "--python-version",
@@ -189,6 +190,7 @@ def compile_argv_for_header(plan: Plan, *, python_platform: str, python_version:
         "compile",
         "requirements.in",
         "--generate-hashes",
+        "--no-python-downloads",
         "--python-platform",
         python_platform,
         "--python-version",
