@@ -136,3 +136,19 @@ def test_lock_cli_check(index: StandInIndex, offline_pypi: Path, tmp_path: Path)
     stale = hpcenv("lock", str(profile), "--facts", facts, "--check", env=env)
     assert stale.returncode == 4
     assert "inputs digest" in stale.stderr and stale.stderr.count("\n") == 1
+
+
+def test_torch_requirement_carries_the_variant() -> None:
+    from hpcenv import uv
+
+    plan = stand_in_plan("https://download.pytorch.org/whl")
+    assert uv.torch_requirement(plan) == "torch==2.9.1+cu126"
+    args = uv.source_args(plan)
+    assert args[args.index("--index") + 1] == "https://download.pytorch.org/whl/cu126"
+    wheel = "/opt/wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
+    local = replace(plan, torch_wheel=wheel, find_links=("/opt/wheels",))
+    assert uv.torch_requirement(local) == "torch==2.13.0+cpu"
+    assert "--index" not in uv.source_args(local)  # the torch index is never contacted
+    assert uv.source_args(replace(local, offline=True))[-1] == "--offline"
+    assert uv.python_platform("aarch64", "2.35") == "aarch64-manylinux_2_35"
+    assert uv.python_platform("x86_64", None) == "x86_64-manylinux_2_28"

@@ -24,7 +24,7 @@ from buildkit import (
     require_uv,
     stand_in_plan,
 )
-from hpcenv import build, uv
+from hpcenv import build, swap, uv
 from hpcenv.errors import BadInput
 from hpcenv.facts_model import Facts
 
@@ -97,8 +97,10 @@ def run_in(venv: Path, code: str) -> str:
 
 def test_swap_cu130_to_cu126_in_a_project(index: StandInIndex, project: Path) -> None:
     before = snapshot(project)
-    plan = stand_in_plan(index.url, profile="trainer")
+    plan = stand_in_plan(index.url, profile="trainer", fixes=("sm90a",))
     result = build.build(plan, Facts(arch="x86_64"), project=project)
+    assert result.report["fixes"] == ["hpcenv_fix_sm90a"]  # the plan lists it: installed
+    assert list(result.venv.glob("lib/python3*/site-packages/hpcenv_fix_sm90a.pth"))
     swap = result.report["project"]
     assert swap["torch_before"] == "2.9.1+cu130"
     assert swap["torch_after"] == "2.9.1+cu126"
@@ -121,6 +123,18 @@ def test_swap_cu130_to_cu126_in_a_project(index: StandInIndex, project: Path) ->
     third = build.build(plan, Facts(arch="x86_64"), project=project)
     assert not third.noop
     assert json.loads(json.dumps(third.report["project"]))["torch_after"] == "2.9.1+cu126"
+
+
+def test_removable_runtimes_keeps_what_others_need() -> None:
+    after = {
+        "torch": {"version": "2.9.1+cu126", "requires": ["nvidia-cuda-runtime-cu12"]},
+        "nvidia-cuda-runtime-cu12": {"version": "12.6.77", "requires": []},
+        "nvidia-cuda-runtime-cu13": {"version": "13.0.96", "requires": []},
+        "nvidia-nccl-cu13": {"version": "2.27.7", "requires": []},
+        "cupy-cuda13x": {"version": "13.6", "requires": ["nvidia-nccl-cu13"]},
+    }
+    old = ["nvidia-cuda-runtime-cu13", "nvidia-nccl-cu13", "filelock"]
+    assert swap.removable_runtimes(old, after) == ["nvidia-cuda-runtime-cu13"]
 
 
 def test_project_without_lock_is_refused(
