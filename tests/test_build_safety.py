@@ -60,6 +60,16 @@ def imports_torch(env: dict[str, str]) -> str:
     return out.stdout.strip()
 
 
+def syncing(new_logs: set[Path]) -> bool:
+    """The build log shows ``uv pip sync`` started and not yet finished."""
+    for log in new_logs:
+        text = log.read_text()
+        at = text.find("pip sync")
+        if at >= 0 and "# exit" not in text[at:]:
+            return True
+    return False
+
+
 def test_sigkill_mid_install_leaves_previous_env_and_next_build_succeeds(
     home: dict[str, str],
 ) -> None:
@@ -72,17 +82,19 @@ def test_sigkill_mid_install_leaves_previous_env_and_next_build_succeeds(
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+    logs = Path(home["HPCENV_HOME"]) / "logs"
+    known = set(logs.glob("*.log"))
     try:
         deadline = time.monotonic() + 120
         new_dir = None
         while time.monotonic() < deadline and proc.poll() is None:
-            fresh = [p for p in venvs(home).glob("local-*") if p.name != before and p.is_dir()]
-            if fresh and list(fresh[0].glob("lib/python3*/site-packages")):
-                new_dir = fresh[0]
+            if syncing(set(logs.glob("*.log")) - known):
+                fresh = [p for p in venvs(home).glob("local-*") if p.name != before]
+                new_dir = fresh[0] if fresh else None
                 break
-            time.sleep(0.02)
-        assert new_dir is not None, "the build never created its new directory"
-        os.killpg(proc.pid, signal.SIGKILL)  # the install (uv pip sync) dies with it
+            time.sleep(0.01)
+        assert new_dir is not None, "never saw the build's uv pip sync running"
+        os.killpg(proc.pid, signal.SIGKILL)  # the build and its uv pip sync die together
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
