@@ -188,3 +188,17 @@ def test_build_log_is_redacted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     text = log_path.read_text()
     assert "hf_not_a_real_token_123" not in text
     assert "token is REDACTED" in text
+
+
+def test_build_for_another_arch_is_refused(hpcenv_home: Path) -> None:
+    import platform as platform_mod
+
+    from buildkit import stand_in_plan
+    from hpcenv import build
+    from hpcenv.errors import BadInput
+    from hpcenv.facts_model import Facts
+
+    other = "aarch64" if platform_mod.machine() == "x86_64" else "x86_64"
+    with pytest.raises(BadInput, match=f"planned for {other}.*hpcenv lock standin --declared"):
+        build.build(stand_in_plan("http://127.0.0.1:9", arch=other), Facts(arch=other))
+    assert not (hpcenv_home / "venvs").exists()

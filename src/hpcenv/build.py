@@ -25,6 +25,7 @@ import hashlib
 import io
 import json
 import os
+import platform
 import re
 import shutil
 import sys
@@ -38,7 +39,7 @@ from typing import IO, Any, TypeVar, cast
 from packaging.requirements import InvalidRequirement, Requirement
 
 from hpcenv import __version__, command, envlock, fixes, lock, paths, redact, uv
-from hpcenv.errors import BuildFailed, CommandFailed
+from hpcenv.errors import BadInput, BuildFailed, CommandFailed
 from hpcenv.facts_model import Facts
 from hpcenv.plan_model import Plan
 
@@ -292,6 +293,13 @@ def build(
     if plan.torch.error or not plan.torch.backend:
         raise BuildFailed(
             f"profile {plan.profile}: no torch build can run here: {plan.torch.error}"
+        )
+    here = platform.machine()
+    if plan.arch and plan.arch != here:
+        raise BadInput(
+            f"profile {plan.profile} is planned for {plan.arch} but this machine is {here}: "
+            f"build it on an {plan.arch} node (to lock it from here: "
+            f"'hpcenv lock {plan.profile} --declared')"
         )
     venvs = paths.venvs_dir()
     venvs.mkdir(parents=True, exist_ok=True)
