@@ -140,6 +140,11 @@ def _run(
     return command.run([*uv_argv(), *args], env=full_env, cwd=cwd, timeout=timeout, log=log)
 
 
+def version() -> str:
+    """``uv 0.13.9`` (recorded in lock headers)."""
+    return _run(["--version"], log=None).stdout.strip().split(" (")[0]
+
+
 def venv(path: Path, python: str, *, log: IO[str] | None = None) -> Completed:
     return _run(["venv", "--python", python, "--no-project", str(path)], log=log)
 
