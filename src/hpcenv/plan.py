@@ -13,13 +13,15 @@ from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
-from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 
 from hpcenv import facts as facts_mod
 from hpcenv import flashattn, knowledge, profile
 from hpcenv.errors import BadInput
 from hpcenv.facts_model import Facts
+from hpcenv.knowledge import cap_key
 from hpcenv.plan_model import Plan, Step, TorchChoice
 from hpcenv.profile import Profile
 from hpcenv.resolve import describe_gpus, index_base, resolve_torch
@@ -90,8 +92,9 @@ def _check_platform(p: Profile, facts: Facts) -> tuple[str, list[str]]:
     where = facts.source or "the facts"
     if declared != "any" and facts.arch and facts.arch != declared:
         raise BadInput(
-            f"profile {p.name} is for {declared} nodes but {where} describe a {facts.arch} "
-            f"node; record facts on a {declared} node, or plan with --declared"
+            f"profile {p.name} is for {declared} nodes but {where} describe an arch "
+            f"{facts.arch} node; use facts recorded on one of its {declared} nodes, "
+            "or plan with --declared"
         )
     arch = facts.arch or (declared if declared != "any" else None)
     if arch is None:
@@ -113,6 +116,40 @@ def _check_platform(p: Profile, facts: Facts) -> tuple[str, list[str]]:
                 f"{describe_gpus(facts.gpus)}: planning for the GPUs actually present"
             )
     return arch, warnings
+
+
+def vllm_warning(packages: tuple[str, ...], facts: Facts) -> str | None:
+    """A warning when a requested vLLM has no kernels for this node's oldest GPU.
+
+    An exact pin is judged by its own version range; an open requirement by the newest
+    range in the data, since that is what a resolver will pick.
+    """
+    know = knowledge.load()
+    caps = facts.compute_capabilities
+    if not caps:
+        return None
+    for text in packages:
+        try:
+            req = Requirement(text)
+        except InvalidRequirement:
+            continue
+        if canonicalize_name(req.name) != "vllm":
+            continue
+        pins = [s.version for s in req.specifier if s.operator in ("==", "===")]
+        rng = know.vllm_min_cc(pins[0]) if pins else (know.vllm[-1] if know.vllm else None)
+        if rng is None:
+            return None
+        low = [c for c in caps if cap_key(c) < cap_key(rng.min_compute_capability)]
+        if not low:
+            return None
+        old = describe_gpus(tuple(g for g in facts.gpus if g.compute_capability in low))
+        lead = "" if rng.confirmed else " (unconfirmed)"
+        return (
+            f"{text!r} in [packages] install: vLLM {rng.versions} needs compute capability >= "
+            f"{rng.min_compute_capability}{lead} and this node has {old}; pin an older vLLM "
+            f"or drop it ({rng.source})"
+        )
+    return None
 
 
 def _arch_list(facts: Facts) -> str:
@@ -149,7 +186,7 @@ def make_plan(p: Profile, facts: Facts, *, environ: Mapping[str, str] | None = N
         Step(
             kind="torch",
             what=f"torch=={torch.version} ({torch.backend}) from {torch.index_url}",
-            why="; ".join(torch.reasons) + f"; index base from {base_from}",
+            why="\n".join([*torch.reasons, f"index base from {base_from}"]),
         )
     )
 
@@ -182,6 +219,9 @@ def make_plan(p: Profile, facts: Facts, *, environ: Mapping[str, str] | None = N
         )
 
     packages = tuple(p.packages.install)
+    vllm = vllm_warning(packages, facts)
+    if vllm:
+        warnings.append(vllm)
     if packages:
         steps.append(
             Step(
@@ -282,4 +322,4 @@ def plan_for(
     return make_plan(p, found, environ=environ)
 
 
-__all__ = ["find_links", "find_torch_wheel", "make_plan", "plan_for"]
+__all__ = ["find_links", "find_torch_wheel", "make_plan", "plan_for", "vllm_warning"]

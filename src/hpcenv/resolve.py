@@ -354,6 +354,7 @@ def try_resolve_torch(
             f"(known: {', '.join(release.platforms)})"
         )
     plat = release.platforms[facts.arch]
+    _driver(facts)  # a driver string that is not a version is bad input, named here
     base = index_base
     reasons: list[str] = [
         f"torch {version} is the newest release hpcenv knows that matches {spec.strip()!r}",

@@ -1,0 +1,307 @@
+"""Audit a resolved environment: which torch build does it hold, and can this node run it?
+
+A lock or venv reveals the build without importing torch: the local version label
+(``2.9.1+cu126``), else the CUDA runtime wheel it pulls (``nvidia-cuda-runtime 13.0.96``
+means a CUDA 13.0 build; ``-cu12`` 12.8.x a 12.8 build), else no CUDA runtime at all,
+which is a CPU build. That is how a plain ``pip install torch`` on an aarch64 GH200 node
+is caught before the first kernel fails: 2.9.1 there is CPU-only, 2.13.0 needs a 580
+driver. Reads ``uv.lock``, requirements files from ``uv pip compile`` and venvs
+(``*.dist-info/METADATA``).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import dataclass, field
+from email.parser import HeaderParser
+from pathlib import Path
+
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from hpcenv import knowledge
+from hpcenv.errors import BadInput
+from hpcenv.facts_model import Facts
+from hpcenv.resolve import assess, describe_gpus, driver_reason, try_resolve_torch
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib  # type: ignore[import-not-found,unused-ignore]
+
+#: Wheels whose version is the CUDA runtime version of the build, in order of trust.
+RUNTIME_PACKAGES = (
+    "nvidia-cuda-runtime",
+    "nvidia-cuda-runtime-cu13",
+    "nvidia-cuda-runtime-cu12",
+    "nvidia-cuda-runtime-cu11",
+)
+
+_REQ_LINE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?\s*===?\s*([^\s;\\]+)")
+_LABEL = re.compile(r"^(cpu|cu\d{3}|rocm[\d.]+|xpu)$")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Packages:
+    """Name -> versions found in one lock, requirements file or venv."""
+
+    source: str
+    kind: str  # "uv.lock" | "requirements" | "venv"
+    versions: dict[str, tuple[str, ...]]
+    #: torch version -> wheel file names listed for it (uv.lock only): tells platform forks apart
+    torch_wheels: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Audit:
+    source: str
+    kind: str
+    torch_version: str  # as found, e.g. "2.9.1+cu126"
+    build: str  # "cpu", "cu126", ...
+    cuda: str | None  # "12.6"
+    evidence: str  # how the build was recognised
+    ok: bool
+    message: str  # one line: what it is and whether it runs here
+    fix: str | None = None
+    warnings: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "source": self.source,
+            "kind": self.kind,
+            "torch": self.torch_version,
+            "build": self.build,
+            "cuda": self.cuda,
+            "evidence": self.evidence,
+            "ok": self.ok,
+            "message": self.message,
+            "fix": self.fix,
+            "warnings": list(self.warnings),
+        }
+
+
+# --- reading --------------------------------------------------------------------------
+
+
+def _add(found: dict[str, list[str]], name: str, version: str) -> None:
+    key = canonicalize_name(name)
+    if version not in found.setdefault(key, []):
+        found[key].append(version)
+
+
+def read_uv_lock(path: Path) -> Packages:
+    try:
+        data = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise BadInput(f"{path}: not a readable uv.lock ({exc})") from exc
+    found: dict[str, list[str]] = {}
+    wheels: dict[str, tuple[str, ...]] = {}
+    for pkg in data.get("package", []):
+        if isinstance(pkg, dict) and "name" in pkg and "version" in pkg:
+            _add(found, str(pkg["name"]), str(pkg["version"]))
+            if canonicalize_name(str(pkg["name"])) == "torch":
+                names = tuple(
+                    str(w["url"]).rsplit("/", 1)[-1].split("#", 1)[0]
+                    for w in pkg.get("wheels", [])
+                    if isinstance(w, dict) and "url" in w
+                )
+                wheels[str(pkg["version"])] = wheels.get(str(pkg["version"]), ()) + names
+    return Packages(source=str(path), kind="uv.lock", versions=_freeze(found), torch_wheels=wheels)
+
+
+def read_requirements(path: Path) -> Packages:
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise BadInput(f"{path}: cannot read ({exc.strerror})") from exc
+    found: dict[str, list[str]] = {}
+    for raw in text.replace("\\\n", " ").splitlines():
+        line = raw.split("#", 1)[0].strip()
+        match = _REQ_LINE.match(line)
+        if match:
+            _add(found, match.group(1), match.group(2))
+    return Packages(source=str(path), kind="requirements", versions=_freeze(found))
+
+
+def read_venv(path: Path) -> Packages:
+    found: dict[str, list[str]] = {}
+    metas = sorted(path.glob("lib/python*/site-packages/*.dist-info/METADATA"))
+    metas += sorted(path.glob("Lib/site-packages/*.dist-info/METADATA"))
+    for meta in metas:
+        try:
+            headers = HeaderParser().parsestr(meta.read_text(errors="replace"), headersonly=True)
+        except OSError:
+            continue
+        name, version = headers.get("Name"), headers.get("Version")
+        if name and version:
+            _add(found, name, version)
+    if not metas:
+        raise BadInput(
+            f"{path}: no lib/python*/site-packages/*.dist-info found; give a venv directory, "
+            "a uv.lock or a requirements file from 'uv pip compile'"
+        )
+    return Packages(source=str(path), kind="venv", versions=_freeze(found))
+
+
+def _freeze(found: dict[str, list[str]]) -> dict[str, tuple[str, ...]]:
+    return {k: tuple(v) for k, v in found.items()}
+
+
+def read(path: str | Path) -> Packages:
+    """Packages of a venv directory, a ``uv.lock`` or a requirements file."""
+    p = Path(path)
+    if p.is_dir():
+        return read_venv(p)
+    if not p.is_file():
+        raise BadInput(f"{p}: no such file or directory (give a uv.lock, requirements or venv)")
+    if p.name.endswith(".lock") or p.read_text(errors="replace").lstrip().startswith("version ="):
+        return read_uv_lock(p)
+    return read_requirements(p)
+
+
+# --- judging --------------------------------------------------------------------------
+
+
+def _cuda_from_runtime(version: str) -> str | None:
+    try:
+        v = Version(version)
+    except InvalidVersion:
+        return None
+    return f"{v.major}.{v.minor}"
+
+
+def _for_arch(pkgs: Packages, torches: tuple[str, ...], arch: str | None) -> tuple[str, ...]:
+    """Of several torch versions in a multi-platform uv.lock, those with a wheel for ``arch``."""
+    if not arch or len(torches) < 2 or not pkgs.torch_wheels:
+        return torches
+    keep = tuple(
+        v
+        for v in torches
+        if any(
+            name.removesuffix(".whl").endswith(f"_{arch}") for name in pkgs.torch_wheels.get(v, ())
+        )
+    )
+    return keep or torches
+
+
+def identify(pkgs: Packages, arch: str | None = None) -> tuple[str, str, str | None, str]:
+    """(torch version, build, cuda, evidence) of the torch in ``pkgs`` (for CPU ``arch``
+    when a uv.lock holds one torch per platform)."""
+    torches = _for_arch(pkgs, pkgs.versions.get("torch", ()), arch)
+    if not torches:
+        raise BadInput(f"{pkgs.source}: no torch in this {pkgs.kind}; nothing to audit")
+    if len(torches) > 1:
+        raise BadInput(
+            f"{pkgs.source}: several torch versions ({', '.join(torches)}), one per platform "
+            "fork; audit the lock made for this node's platform"
+        )
+    version = torches[0]
+    try:
+        label = Version(version).local
+    except InvalidVersion as exc:
+        raise BadInput(f"{pkgs.source}: torch version {version!r} is not a version") from exc
+    if label and _LABEL.match(label):
+        cuda = knowledge.variant_cuda(label)
+        return version, label, cuda, f"local version label +{label}"
+    for name in RUNTIME_PACKAGES:
+        for rt in pkgs.versions.get(name, ()):
+            cuda = _cuda_from_runtime(rt)
+            if cuda:
+                build = "cu" + cuda.replace(".", "")
+                return version, build, cuda, f"pulls {name} {rt}"
+    return version, "cpu", None, "pulls no nvidia-cuda-runtime wheel (a CPU build)"
+
+
+def audit(path: str | Path, facts: Facts) -> Audit:
+    """Which torch build ``path`` holds and whether the node in ``facts`` can run it."""
+    pkgs = read(path)
+    version, build, cuda, evidence = identify(pkgs, facts.arch)
+    public = str(Version(version).public)
+    gpus = facts.gpus
+    nv = facts.nvidia
+
+    def result(
+        ok: bool, message: str, fix: str | None = None, warnings: tuple[str, ...] = ()
+    ) -> Audit:
+        return Audit(
+            source=pkgs.source,
+            kind=pkgs.kind,
+            torch_version=version,
+            build=build,
+            cuda=cuda,
+            evidence=evidence,
+            ok=ok,
+            message=message,
+            fix=fix,
+            warnings=warnings,
+        )
+
+    head = f"torch {version} ({evidence})"
+
+    def better() -> str | None:
+        try:
+            choice = try_resolve_torch(facts, f"=={public}")
+        except BadInput:
+            return None
+        if choice.backend is None or choice.backend == build:
+            return None
+        return (
+            f"use the {choice.backend} build from {choice.index_url} "
+            "('hpcenv plan PROFILE' picks it)"
+        )
+
+    if build == "cpu":
+        if gpus:
+            fix = better()
+            return result(
+                False,
+                message=f"{head} is a CPU-only build, but this node has {describe_gpus(gpus)}: "
+                "torch.cuda.is_available() will be False",
+                fix=fix,
+            )
+        return result(
+            True,
+            message=f"{head} is a CPU build; this node has no NVIDIA GPU",
+        )
+    if nv is None or not gpus:
+        return result(
+            True,
+            message=f"{head} is a CUDA {cuda} build; this node has no NVIDIA GPU, so only "
+            "CPU tensors work here",
+        )
+    a = assess(facts, public, build)
+    warnings: list[str] = []
+    problems: list[str] = []
+    if not a.outright and not a.minor_compat:
+        need = a.min_driver or a.major_min_driver or "a newer driver"
+        problems.append(f"needs driver >= {need}, this node has {nv.driver_version}")
+    elif not a.outright:
+        warnings.append(
+            f"CUDA {cuda} runs on driver {nv.driver_version} only under minor-version "
+            f"compatibility (no PTX JIT; update to >= {a.min_driver} for full support)"
+        )
+    if a.archs is None:
+        warnings.append(
+            f"hpcenv does not know the GPU archs of {build} in torch {public} on {facts.arch}; "
+            "only the driver was checked"
+        )
+    elif a.missing:
+        caps = ", ".join(f"sm_{c.replace('.', '')}" for c in a.missing)
+        problems.append(f"carries no code for {caps} ({' '.join(a.archs.sass)} only)")
+    if problems:
+        return result(
+            False,
+            message=f"{head} is a CUDA {cuda} build: {'; '.join(problems)} ({describe_gpus(gpus)})",
+            fix=better(),
+            warnings=tuple(warnings),
+        )
+    return result(
+        True,
+        message=f"{head} is a CUDA {cuda} build that runs here: "
+        f"{driver_reason(nv.driver_version)}; GPUs {describe_gpus(gpus)}",
+        warnings=tuple(warnings),
+    )
+
+
+__all__ = ["Audit", "Packages", "audit", "identify", "read"]

@@ -1,0 +1,72 @@
+"""Show the plan for a profile on a node: Python, torch version/variant/index, packages,
+flash-attn action and its build settings, sitecustomize fixes, modules and environment,
+each with its reason. Facts come from this host, --facts FILE (recorded on the cluster),
+or --declared (the typical node the profile's [platform] section describes)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from rich.table import Table
+from rich.text import Text
+
+from hpcenv import redact, report
+from hpcenv.commands import add_facts_option, add_json_option, print_json
+from hpcenv.plan import plan_for
+from hpcenv.plan_model import Plan
+
+NAME = "plan"
+HELP = "show what a build of PROFILE would do on a node, and why"
+ORDER = 31
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("profile", metavar="PROFILE", help="profile name or path to a .toml")
+    add_facts_option(parser)
+    parser.add_argument(
+        "--declared",
+        action="store_true",
+        help="plan for the node the profile's [platform] declares (for a cluster, from anywhere)",
+    )
+    add_json_option(parser)
+
+
+def plan_json(plan: Plan) -> dict[str, Any]:
+    """``Plan.to_json()`` plus the digest, with secret-looking env values masked."""
+    data = plan.to_json()
+    data["env"] = redact.env(plan.env)
+    data["multi_node_env"] = redact.env(plan.multi_node_env)
+    data["digest"] = plan.digest()
+    return data
+
+
+def run(args: argparse.Namespace) -> int:
+    plan = plan_for(args.profile, args.facts, declared=args.declared)
+    if args.json:
+        print_json(plan_json(plan))
+        return 0
+    table = Table(
+        title=f"plan {plan.profile} ({plan.arch}, Python {plan.python}, digest {plan.digest()})",
+        title_justify="left",
+        show_lines=True,
+    )
+    table.add_column("step", style="bold")
+    table.add_column("what", overflow="fold")
+    table.add_column("why", overflow="fold")
+    for step in plan.steps:
+        what = step.what if step.kind != "env" else _masked(step.what, plan)
+        table.add_row(step.kind, Text(what), Text(step.why))
+    report.console.print(table)
+    for w in plan.warnings:
+        report.console.print(Text(f"warning: {w}", style="yellow"))
+    return 0
+
+
+def _masked(text: str, plan: Plan) -> str:
+    for env in (plan.env, plan.multi_node_env):
+        for name, value in env.items():
+            masked = redact.env({name: value})[name]
+            if masked != value:
+                text = text.replace(f"{name}={value}", f"{name}={masked}")
+    return text

@@ -1,0 +1,114 @@
+"""Choose the torch build (version, CUDA variant, index) this node can really run, and
+the flash-attn action, with the reasons. Reads this host's facts, or --facts FILE. Exit
+code 3 and one line when no variant can run; with --json the object then has
+"backend": null and an "error"."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from rich.table import Table
+from rich.text import Text
+
+from hpcenv import facts, flashattn, report
+from hpcenv.commands import add_facts_option, add_json_option, print_json
+from hpcenv.errors import BadInput, NoCompatibleBuild
+from hpcenv.plan_model import FlashAttnChoice, TorchChoice
+from hpcenv.profile import BACKEND, FlashAttnSection
+from hpcenv.resolve import index_base, try_resolve_torch
+
+NAME = "resolve"
+HELP = "choose the torch variant and flash-attn action for a node, with reasons"
+ORDER = 30
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    add_facts_option(parser)
+    parser.add_argument("--torch", required=True, metavar="SPEC", help="e.g. '==2.9.1', '>=2.9'")
+    parser.add_argument(
+        "--backend", default="auto", metavar="PIN", help="'auto' (default), 'cpu' or 'cuNNN'"
+    )
+    parser.add_argument(
+        "--index-url",
+        metavar="URL",
+        help="base of the PyTorch index (default: $HPCENV_TORCH_INDEX_URL or download.pytorch.org)",
+    )
+    parser.add_argument(
+        "--python", metavar="X.Y", help="Python of the env (default: the facts' Python)"
+    )
+    parser.add_argument(
+        "--flash-attn-version",
+        default=FlashAttnSection().version,
+        metavar="VERSION",
+        help="flash-attn version to decide for",
+    )
+    add_json_option(parser)
+
+
+def torch_json(choice: TorchChoice) -> dict[str, Any]:
+    """The ``torch`` object of the DESIGN.md resolve contract."""
+    out: dict[str, Any] = {
+        "version": choice.version,
+        "backend": choice.backend,
+        "index_url": choice.index_url,
+        "reasons": list(choice.reasons),
+        "warnings": list(choice.warnings),
+    }
+    if choice.error:
+        out["error"] = choice.error
+    return out
+
+
+def flash_json(fa: FlashAttnChoice) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "action": fa.action,
+        "cuda_archs": list(fa.cuda_archs),
+        "reason": fa.reason,
+        "version": fa.version,
+    }
+    if fa.action == "build":
+        out |= {"max_jobs": fa.max_jobs, "nvcc_threads": fa.nvcc_threads}
+    if fa.wheel_url:
+        out["wheel_url"] = fa.wheel_url
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    if not BACKEND.match(args.backend):
+        raise BadInput(
+            f"--backend {args.backend!r} must be 'auto', 'cpu' or a CUDA variant like 'cu126'"
+        )
+    found = facts.for_args(args.facts)
+    base = (args.index_url or index_base()).rstrip("/")
+    choice = try_resolve_torch(found, args.torch, pin=args.backend, index_base=base)
+    python = args.python or ".".join((found.python or "3.11").split(".")[:2])
+    if choice.error:
+        fa = FlashAttnChoice(
+            action="skip", reason="no torch build can run on this node", version=None
+        )
+    else:
+        fa = flashattn.decide(
+            found, choice, mode="auto", version=args.flash_attn_version, python=python
+        )
+    if args.json:
+        print_json({"torch": torch_json(choice), "flash_attn": flash_json(fa)})
+    else:
+        _print(choice, fa, found.source or "this host")
+    if choice.error:
+        raise NoCompatibleBuild(choice.error)
+    return 0
+
+
+def _print(choice: TorchChoice, fa: FlashAttnChoice, source: str) -> None:
+    table = Table(title=f"torch for {source}", show_header=False, title_justify="left")
+    table.add_column(style="bold")
+    table.add_column()
+    table.add_row("torch", Text(f"{choice.version} ({choice.backend or 'none runs'})"))
+    table.add_row("index", Text(choice.index_url or "-"))
+    for r in choice.reasons:
+        table.add_row("because", Text(r))
+    for w in choice.warnings:
+        table.add_row("warning", Text(w, style="yellow"))
+    table.add_row("flash-attn", Text(f"{fa.action}: {fa.reason}"))
+    report.console.print(table)

@@ -1,0 +1,171 @@
+"""Plans from the shipped profiles and recorded (stand-in) facts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import FACTS, require
+from fakenodes import node
+from hpcenv import facts_model, profile
+from hpcenv.errors import BadInput
+from hpcenv.plan import find_links, find_torch_wheel, make_plan, plan_for, vllm_warning
+
+GH200_FILE = FACTS / "gh200-isambard.json"
+V100_FILE = FACTS / "v100-supercloud.json"
+OPT_WHEEL = Path("/opt/wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl")
+
+
+def test_isambard_plan_on_recorded_gh200_facts() -> None:
+    plan = plan_for("isambard", str(GH200_FILE), environ={})
+    assert plan.arch == "aarch64"
+    assert plan.torch.version == "2.9.1"
+    assert plan.torch.backend == "cu126"
+    assert plan.torch.index_url == "https://download.pytorch.org/whl/cu126"
+    fa = plan.flash_attn
+    assert fa.action == "build" and fa.cuda_archs == ("90",)
+    assert fa.max_jobs is not None and fa.nvcc_threads is not None
+    assert fa.max_jobs * fa.nvcc_threads * 5 <= 854
+    assert plan.fixes == ("sm90a",)
+    assert plan.fix_settings == {"TORCH_CUDA_ARCH_LIST": "9.0"}
+    assert plan.env["FI_PROVIDER"] == "cxi"
+    assert plan.env["NCCL_SOCKET_IFNAME"] == "hsn"
+    assert "NCCL_NET" not in plan.env
+    assert plan.multi_node_env == {"NCCL_NET": "AWS Libfabric"}
+    assert plan.modules == ("PrgEnv-cray", "cuda/12.6", "brics/aws-ofi-nccl/1.8.1")
+    kinds = [s.kind for s in plan.steps]
+    for kind in ("python", "torch", "packages", "flash-attn", "fix", "module", "env"):
+        assert kind in kinds
+    assert all(s.why for s in plan.steps)
+    assert plan.warnings == ()
+
+
+def test_isambard_with_x86_facts_is_refused() -> None:
+    with pytest.raises(BadInput, match="is for aarch64 nodes") as info:
+        plan_for("isambard", str(V100_FILE), environ={})
+    assert "v100-supercloud.json" in str(info.value)
+
+
+def test_declared_plan_for_a_cluster_from_anywhere() -> None:
+    plan = plan_for("supercloud", None, declared=True, environ={})
+    assert plan.arch == "x86_64"
+    assert plan.torch.backend == "cu126"
+    assert plan.flash_attn.action == "skip"
+    isambard = plan_for("isambard", None, declared=True, environ={})
+    assert isambard.torch.backend == "cu126"
+    assert isambard.fix_settings == {"TORCH_CUDA_ARCH_LIST": "9.0"}
+
+
+def test_declared_and_facts_together_is_bad_input() -> None:
+    with pytest.raises(BadInput):
+        plan_for("isambard", str(GH200_FILE), declared=True)
+
+
+def test_index_url_from_the_environment_wins() -> None:
+    env = {"HPCENV_TORCH_INDEX_URL": "https://mirror.example/pytorch/"}
+    plan = plan_for("isambard", str(GH200_FILE), environ=env)
+    assert plan.torch.index_url == "https://mirror.example/pytorch/cu126"
+
+
+def test_gpu_model_mismatch_is_a_warning() -> None:
+    p = profile.load("brtx")
+    plan = make_plan(p, facts_model.load(V100_FILE), environ={})
+    assert any("expects Quadro RTX 6000" in w for w in plan.warnings)
+    assert plan.torch.backend == "cu128"  # torch 2.9's cu128 still carries sm_70
+
+
+def test_gpu_profile_on_a_cpu_node_plans_cpu_with_a_warning() -> None:
+    plan = make_plan(profile.load("brtx"), node("x86_64", None), environ={})
+    assert plan.torch.backend == "cpu"
+    assert any("show none" in w for w in plan.warnings)
+
+
+def test_sm90a_only_for_hopper_on_aarch64_or_when_asked() -> None:
+    local = profile.load("local")
+    h100_x86 = make_plan(local, node("x86_64", "580.95.05", ("9.0",)), environ={})
+    assert h100_x86.fixes == () and h100_x86.fix_settings == {}
+    gh200 = make_plan(local, node("aarch64", "580.95.05", ("9.0",)), environ={})
+    assert gh200.fixes == ("sm90a",)
+    assert gh200.fix_settings == {"TORCH_CUDA_ARCH_LIST": "9.0"}
+    a100_arm = make_plan(local, node("aarch64", "580.95.05", ("8.0",)), environ={})
+    assert a100_arm.fixes == ()
+
+
+def test_find_links_merge_profile_and_environment(tmp_path: Path) -> None:
+    p = profile.load("local")
+    env = {"PIP_FIND_LINKS": f"{tmp_path} /srv/wheels", "HPCENV_FIND_LINKS": "/srv/wheels /x"}
+    assert find_links(p, env) == (str(tmp_path), "/srv/wheels", "/x")
+
+
+def _touch(folder: Path, name: str) -> Path:
+    path = folder / name
+    path.write_bytes(b"")  # only the name is read: version, label and tags
+    return path
+
+
+def test_torch_wheel_must_match_version_label_platform_and_python(tmp_path: Path) -> None:
+    for name in (
+        "torch-2.9.1+cu130-cp312-cp312-manylinux_2_28_aarch64.whl",
+        "torch-2.9.1+cu126-cp311-cp311-manylinux_2_28_aarch64.whl",
+        "torch-2.9.1+cu126-cp312-cp312-manylinux_2_28_x86_64.whl",
+        "torch-2.9.0+cu126-cp312-cp312-manylinux_2_28_aarch64.whl",
+    ):
+        _touch(tmp_path, name)
+    env = {"HPCENV_FIND_LINKS": str(tmp_path)}
+    assert plan_for("isambard", str(GH200_FILE), environ=env).torch_wheel is None
+    good = _touch(tmp_path, "torch-2.9.1+cu126-cp312-cp312-manylinux_2_28_aarch64.whl")
+    plan = plan_for("isambard", str(GH200_FILE), environ=env)
+    assert plan.torch_wheel == str(good.resolve())
+    assert any(s.what == f"install torch from {good.resolve()}" for s in plan.steps)
+
+
+def test_unlabelled_wheel_counts_only_for_the_pypi_variant(tmp_path: Path) -> None:
+    _touch(tmp_path, "torch-2.9.1-cp312-cp312-manylinux_2_28_aarch64.whl")  # PyPI: CPU
+    gh200 = plan_for("isambard", str(GH200_FILE), environ={"HPCENV_FIND_LINKS": str(tmp_path)})
+    assert gh200.torch_wheel is None  # the plan wants cu126, not PyPI's CPU build
+    p = profile.load("local")
+    choice = make_plan(p, node("aarch64", None), environ={}).torch
+    assert choice.backend == "cpu"
+    wheel = find_torch_wheel(
+        (str(tmp_path),),
+        type(choice)(version="2.9.1", backend="cpu", index_url=None),
+        arch="aarch64",
+        python="3.12",
+    )
+    assert wheel is not None
+
+
+def test_local_profile_uses_the_site_wheel_on_a_cpu_node() -> None:
+    """The real wheelhouse of this machine (/opt/wheels, via PIP_FIND_LINKS)."""
+    require("torch-wheel", OPT_WHEEL.is_file(), f"{OPT_WHEEL} missing")
+    plan = make_plan(
+        profile.load("local"), node("x86_64", None), environ={"PIP_FIND_LINKS": "/opt/wheels"}
+    )
+    assert plan.torch.backend == "cpu"
+    assert plan.torch_wheel == str(OPT_WHEEL.resolve())
+    assert plan.flash_attn.action == "skip"
+    assert plan.fixes == ()
+
+
+def test_digest_changes_with_what_gets_built_not_with_prose() -> None:
+    a = plan_for("isambard", str(GH200_FILE), environ={})
+    b = plan_for("isambard", str(GH200_FILE), environ={})
+    assert a.digest() == b.digest()
+    c = plan_for("isambard", str(GH200_FILE), environ={"HPCENV_TORCH_INDEX_URL": "https://m/w"})
+    assert c.digest() != a.digest()
+
+
+def test_unknown_arch_with_an_any_profile_is_bad_input() -> None:
+    facts = facts_model.Facts(source="empty facts")
+    with pytest.raises(BadInput, match="arch is unknown"):
+        make_plan(profile.load("local"), facts, environ={})
+
+
+def test_vllm_on_volta_is_warned() -> None:
+    v100 = facts_model.load(V100_FILE)
+    assert vllm_warning(("numpy", "vllm"), v100) is not None
+    assert "7.5" in (vllm_warning(("vllm>=0.9",), v100) or "")
+    assert vllm_warning(("vllm==0.10.1",), v100) is None  # docs up to 0.14: >= 7.0
+    assert vllm_warning(("vllm",), facts_model.load(GH200_FILE)) is None
+    assert vllm_warning(("vllm",), node("x86_64", None)) is None
