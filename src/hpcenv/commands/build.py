@@ -12,6 +12,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from rich.markup import escape
+
 from hpcenv import build, report
 from hpcenv.commands import add_facts_option, add_json_option, print_json
 from hpcenv.commands._planning import plan_for
@@ -63,11 +65,13 @@ def run(args: argparse.Namespace) -> int:
         print_json(data)
     elif result.noop:
         report.console.print(
-            f"{result.profile}: up to date ({result.venv} -> {result.target.name})"
+            escape(f"{result.profile}: up to date ({result.venv} -> {result.target.name})")
         )
     else:
         report.console.print(
-            f"{result.profile}: built {result.target.name} in {result.seconds:.1f} s; "
-            f"{result.venv} switched (report: {result.report_path})"
+            escape(
+                f"{result.profile}: built {result.target.name} in {result.seconds:.1f} s; "
+                f"{result.venv} switched (report: {result.report_path})"
+            )
         )
     return 0

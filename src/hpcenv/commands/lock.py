@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import argparse
 
+from rich.markup import escape
+
 from hpcenv import lock, profile, report
 from hpcenv.commands import add_json_option, print_json
 from hpcenv.commands._planning import plan_for
@@ -76,7 +78,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         for r in rows:
             mark = "[green]ok[/green]" if r["ok"] else "[red]FAIL[/red]"
-            report.console.print(f"{mark} {r['profile']}: {r.get('lockfile', '')} {r['reason']}")
+            text = escape(f"{r['profile']}: {r.get('lockfile', '')} {r['reason']}")
+            report.console.print(f"{mark} {text}")
     if failed:
         if len(names) == 1:
             raise BuildFailed(f"lock {names[0]}: {rows[0]['reason']}; run 'hpcenv lock {names[0]}'")
