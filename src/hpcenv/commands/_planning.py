@@ -18,7 +18,7 @@ def facts_for(p: profile_mod.Profile, facts_file: str | None, declared: bool) ->
         return facts_mod.for_args(facts_file)
     if declared:
         return profile_mod.declared_facts(p)
-    return facts_mod.collect()
+    return facts_mod.collect(network=False)  # plans and locks need no network facts
 
 
 def plan_for(
