@@ -118,18 +118,22 @@ def loaded_modules(env: Mapping[str, str]) -> tuple[str, ...]:
     return tuple(m for m in env.get("LOADEDMODULES", "").split(":") if m)
 
 
-def collect(env: Mapping[str, str] | None = None) -> Facts:
+def collect(env: Mapping[str, str] | None = None, *, network: bool = True) -> Facts:
     """The facts of this host.
 
     ``fi_info -l`` is the slowest read (libfabric loads every provider, ~0.3 s), so it
-    runs in a thread while the NVIDIA driver and the rest are read.
+    runs in a thread while the NVIDIA driver and the rest are read. ``network=False``
+    skips it and the plugin search (building needs no network facts, and a no-op build
+    must be fast): the network facts are then unknown.
     """
     env = os.environ if env is None else env
     providers: list[tuple[str, ...] | None] = [None]
     fabric = threading.Thread(target=lambda: providers.__setitem__(0, libfabric_providers()))
-    fabric.start()
+    if network:
+        fabric.start()
     nv = nvidia.read()
-    fabric.join()
+    if network:
+        fabric.join()
     return Facts(
         hostname=socket.gethostname(),
         arch=platform.machine(),
@@ -139,9 +143,9 @@ def collect(env: Mapping[str, str] | None = None) -> Facts:
         memory_gib=memory_gib(),
         nvidia=nv,
         slurm=slurm_from_env(env),
-        network=NetworkFacts(
-            libfabric_providers=providers[0], nccl_net_plugin=find_net_plugin(env)
-        ),
+        network=NetworkFacts(libfabric_providers=providers[0], nccl_net_plugin=find_net_plugin(env))
+        if network
+        else NetworkFacts(),
         modules=loaded_modules(env),
         source="this host",
     )

@@ -1,0 +1,510 @@
+"""Carry out a plan: a new venv built beside the current one, switched in atomically.
+
+The chain (each step timed into the JSON build report, shown with rich progress):
+
+1. take ``venvs/<profile>.lock`` (``envlock``): two builds of one environment never
+   interleave; remove leftovers of killed builds (build dirs without a marker);
+2. the lock (``lock.ensure``: kept when its inputs digest matches, else compiled);
+3. the stamp: hash of plan digest, lock content, the facts that matter, the fixes'
+   sources and hpcenv's version. The current build has the same stamp -> nothing to
+   do (no uv call; well under a second);
+4. ``uv venv`` into a new sibling ``venvs/<profile>-<stamp>-<time>``; ``uv pip sync``
+   of the lock (or, with a project, ``swap``); flash-attn per plan; fixes;
+5. import probe with the new venv's Python (torch and every package);
+6. marker file, then ``os.replace`` of a temporary symlink over ``venvs/<profile>``:
+   readers see the old build or the new one, never a half-built one;
+7. older builds removed, the previous one kept (for a quick manual roll-back).
+
+Any failure (or Ctrl-C) removes the new directory and leaves the symlink alone; a
+SIGKILL leaves the directory, which the next build removes in step 1.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import platform
+import re
+import shutil
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, TypeVar, cast
+
+from packaging.requirements import InvalidRequirement, Requirement
+
+from hpcenv import __version__, command, envlock, fixes, lock, paths, redact, uv
+from hpcenv.errors import BadInput, BuildFailed, CommandFailed
+from hpcenv.facts_model import Facts
+from hpcenv.plan_model import Plan
+
+#: Written into a build directory when (and only when) the build completed.
+MARKER = ".hpcenv-build.json"
+
+T = TypeVar("T")
+
+#: Run by the new venv's Python: import torch and each package's top-level module.
+IMPORT_PROBE = r"""
+import importlib, importlib.metadata as md, json, sys
+names = json.loads(sys.argv[1])
+result = {"python": sys.version.split()[0], "torch": None, "imports": {}, "failed": {}}
+
+def modules(dist, name):
+    want = name.replace("-", "_").lower()
+    tops = (dist.read_text("top_level.txt") or "").split()
+    if not tops:
+        for f in dist.files or ():
+            parts = f.parts
+            if parts[0].endswith((".dist-info", ".data")) or parts[0] == "..":
+                continue
+            if len(parts) > 1 and parts[1] == "__init__.py":
+                tops.append(parts[0])
+            elif len(parts) == 1 and parts[0].endswith(".py"):
+                tops.append(parts[0][:-3])
+    tops = sorted({t for t in tops if not t.startswith("_")})
+    return [t for t in tops if t.lower() == want] or tops[:1] or [want]
+
+for name in names:
+    try:
+        dist = md.distribution(name)
+    except md.PackageNotFoundError:
+        result["failed"][name] = "not installed"
+        continue
+    for mod in modules(dist, name):
+        try:
+            importlib.import_module(mod)
+            result["imports"][name] = mod
+        except Exception as exc:
+            result["failed"][name] = f"import {mod}: {type(exc).__name__}: {exc}"
+try:
+    import torch
+    result["torch"] = torch.__version__
+except Exception as exc:
+    result["failed"]["torch"] = f"{type(exc).__name__}: {exc}"
+print(json.dumps(result))
+"""
+
+
+@dataclass(frozen=True, kw_only=True)
+class BuildResult:
+    profile: str
+    venv: Path  # the stable symlink
+    target: Path  # the build directory it points to
+    stamp: str
+    noop: bool
+    seconds: float
+    report: dict[str, Any] = field(default_factory=dict)
+    report_path: Path | None = None
+    log_path: Path | None = None
+
+
+class _RedactedLog(io.TextIOBase):
+    """A build log that masks secret values (``redact``) before they reach the file."""
+
+    def __init__(self, path: Path) -> None:
+        self._fh = path.open("w")
+
+    def write(self, s: str) -> int:
+        self._fh.write(redact.text(s, os.environ))
+        return len(s)
+
+    def flush(self) -> None:
+        if not self._fh.closed:
+            self._fh.flush()
+
+    def close(self) -> None:
+        if not self._fh.closed:
+            self._fh.close()
+        super().close()
+
+
+def build_dir_pattern(profile: str) -> re.Pattern[str]:
+    return re.compile(rf"^{re.escape(profile)}-[0-9a-f]{{12}}-\d{{8}}T\d{{6}}(-\d+)?$")
+
+
+def stamp(plan: Plan, facts: Facts, lock_text: str, project_digest: str = "") -> str:
+    """Hash of everything that changes the result; equal stamps -> nothing to do."""
+    data = {
+        "plan": plan.digest(),
+        "lock": hashlib.sha256(lock_text.encode()).hexdigest(),
+        "facts": {
+            "arch": facts.arch,
+            "glibc": facts.glibc,
+            "compute_capabilities": list(facts.compute_capabilities),
+        },
+        "fixes": fixes.digest(plan.fixes) if plan.fixes else "",
+        "project": project_digest,
+        "hpcenv": __version__,
+    }
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def current_target(profile: str) -> Path | None:
+    """The build directory ``venvs/<profile>`` points to (None: no build yet)."""
+    link = paths.venv_dir(profile)
+    if not link.is_symlink():
+        return None
+    target = link.parent / os.readlink(link)
+    return target if target.is_dir() else None
+
+
+def read_marker(build_dir: Path) -> dict[str, Any] | None:
+    try:
+        data: dict[str, Any] = json.loads((build_dir / MARKER).read_text())
+    except (OSError, ValueError):
+        return None
+    return data
+
+
+def clean_leftovers(profile: str, keep: set[Path]) -> list[str]:
+    """Remove build dirs of ``profile`` without a marker (killed builds) and temp links."""
+    removed = []
+    pattern = build_dir_pattern(profile)
+    root = paths.venvs_dir()
+    for entry in root.iterdir() if root.is_dir() else ():
+        if entry.name.startswith(f".{profile}.tmp-") and entry.is_symlink():
+            entry.unlink()
+            removed.append(entry.name)
+        elif pattern.match(entry.name) and entry not in keep and read_marker(entry) is None:
+            shutil.rmtree(entry, ignore_errors=True)
+            removed.append(entry.name)
+    return removed
+
+
+def remove_old_builds(profile: str, keep: set[Path]) -> list[str]:
+    removed = []
+    pattern = build_dir_pattern(profile)
+    for entry in paths.venvs_dir().iterdir():
+        real_dir = entry.is_dir() and not entry.is_symlink()
+        if pattern.match(entry.name) and real_dir and entry not in keep:
+            shutil.rmtree(entry, ignore_errors=True)
+            removed.append(entry.name)
+    return removed
+
+
+def switch(profile: str, target: Path) -> None:
+    """Point ``venvs/<profile>`` at ``target`` atomically (rename of a new symlink)."""
+    link = paths.venv_dir(profile)
+    if link.exists() and not link.is_symlink():
+        raise BuildFailed(
+            f"{link} is a real directory, not hpcenv's symlink; move it away and build again"
+        )
+    tmp = link.parent / f".{profile}.tmp-{os.getpid()}"
+    if tmp.is_symlink():
+        tmp.unlink()
+    os.symlink(target.name, tmp)
+    os.replace(tmp, link)
+
+
+def package_names(plan: Plan) -> list[str]:
+    names = []
+    for req in plan.packages:
+        try:
+            names.append(uv.normalise(Requirement(req).name))
+        except InvalidRequirement:
+            continue
+    return names
+
+
+def import_probe(venv: Path, names: list[str], *, log: IO[str] | None) -> dict[str, Any]:
+    # Bytecode is written on purpose (even under PYTHONDONTWRITEBYTECODE): the probe's
+    # imports then compile torch's modules once, and every later start is faster.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    done = command.run(
+        [str(paths.venv_python(venv)), "-c", IMPORT_PROBE, json.dumps(names)],
+        env=env,
+        log=log,
+        timeout=600,
+        check=False,
+    )
+    try:
+        result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError) as exc:
+        raise BuildFailed(
+            f"import probe of {venv} did not run: {(done.stderr or done.stdout).strip()[-300:]}"
+        ) from exc
+    if result["failed"]:
+        first = next(iter(result["failed"].items()))
+        raise BuildFailed(f"import probe failed in the new environment: {first[0]}: {first[1]}")
+    return result
+
+
+def _unique_dir(profile: str, stamp_: str) -> Path:
+    base = f"{profile}-{stamp_}-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}"
+    candidate = paths.venvs_dir() / base
+    n = 1
+    while candidate.exists() or candidate.is_symlink():
+        candidate = paths.venvs_dir() / f"{base}-{n}"
+        n += 1
+    return candidate
+
+
+class _Steps:
+    """Times each step into the report and shows it as a rich progress line."""
+
+    def __init__(self, report: dict[str, Any], *, show: bool) -> None:
+        self.report = report
+        self.show = show
+
+    @contextmanager
+    def _status(self, what: str) -> Iterator[None]:
+        if not self.show:
+            yield
+            return
+        from hpcenv.report import err_console
+
+        with err_console.status(f"[bold]{what}[/bold]"):
+            yield
+
+    def __call__(self, name: str, what: str, fn: Callable[[], T]) -> T:
+        start = time.monotonic()
+        with self._status(what):
+            try:
+                value = fn()
+            finally:
+                self.report["steps"].append(
+                    {"step": name, "what": what, "seconds": round(time.monotonic() - start, 3)}
+                )
+        if self.show:
+            from hpcenv.report import err_console
+
+            err_console.print(
+                f"[green]✓[/green] {what} [dim]({self.report['steps'][-1]['seconds']:.1f} s)[/dim]"
+            )
+        return value
+
+
+def build(
+    plan: Plan,
+    facts: Facts,
+    *,
+    project: Path | None = None,
+    force: bool = False,
+    show_progress: bool = False,
+    lock_timeout: float | None = None,
+) -> BuildResult:
+    """Build ``plan`` (see the module docstring). Raises ``BuildFailed``/``Busy``."""
+    start = time.monotonic()
+    if plan.torch.error or not plan.torch.backend:
+        raise BuildFailed(
+            f"profile {plan.profile}: no torch build can run here: {plan.torch.error}"
+        )
+    here = platform.machine()
+    if plan.arch and plan.arch != here:
+        raise BadInput(
+            f"profile {plan.profile} is planned for {plan.arch} but this machine is {here}: "
+            f"build it on an {plan.arch} node (to lock it from here: "
+            f"'hpcenv lock {plan.profile} --declared')"
+        )
+    venvs = paths.venvs_dir()
+    venvs.mkdir(parents=True, exist_ok=True)
+    with envlock.hold(venvs / f"{plan.profile}.lock", timeout=lock_timeout):
+        return _build_locked(
+            plan, facts, project=project, force=force, show=show_progress, start=start
+        )
+
+
+def _noop(profile: str, current: Path, new_stamp: str, start: float) -> BuildResult | None:
+    marker = read_marker(current)
+    if not marker or marker.get("stamp") != new_stamp:
+        return None
+    return BuildResult(
+        profile=profile,
+        venv=paths.venv_dir(profile),
+        target=current,
+        stamp=new_stamp,
+        noop=True,
+        seconds=time.monotonic() - start,
+        report={
+            "profile": profile,
+            "noop": True,
+            "stamp": new_stamp,
+            "target": str(current),
+            "reason": "environment is up to date (same plan, lock, fixes and facts)",
+        },
+    )
+
+
+def _build_locked(
+    plan: Plan, facts: Facts, *, project: Path | None, force: bool, show: bool, start: float
+) -> BuildResult:
+    profile = plan.profile
+    locked_at = time.time()  # wall clock once the environment lock is held
+    current = current_target(profile)
+    leftovers = clean_leftovers(profile, {current} if current else set())
+
+    # Fast path first: a matching lock and an unchanged stamp need no log and no uv.
+    lock_path = lock.lock_path(plan, facts)
+    lock_why = lock.mismatch(lock_path, plan, facts) if project is None else None
+    project_digest = ""
+    if project is not None:
+        from hpcenv import swap
+
+        project_digest = swap.project_digest(project)
+    new_stamp = ""
+    if lock_why is None:
+        lock_text = lock_path.read_text() if project is None else ""
+        new_stamp = stamp(plan, facts, lock_text, project_digest)
+        if (
+            current is not None
+            and not force
+            and (done := _noop(profile, current, new_stamp, start))
+        ):
+            return done
+
+    logs = paths.logs_dir()
+    logs.mkdir(parents=True, exist_ok=True)
+    when = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+    log_path = logs / f"build-{profile}-{when}-{os.getpid()}.log"
+    report_path = log_path.with_suffix(".json")
+    log_fh = _RedactedLog(log_path)
+    log = cast(IO[str], log_fh)
+    report: dict[str, Any] = {
+        "schema": 1,
+        "profile": profile,
+        "noop": False,
+        "locked_at": locked_at,
+        "hpcenv_version": __version__,
+        "plan_digest": plan.digest(),
+        "facts": lock.facts_summary(facts),
+        "python": plan.python,
+        "torch": {
+            "version": plan.torch.version,
+            "backend": plan.torch.backend,
+            "from": plan.torch_wheel or plan.torch.index_url,
+        },
+        "sources": uv.source_args(plan),
+        "leftovers_removed": leftovers,
+        "steps": [],
+        "log": str(log_path),
+    }
+    steps = _Steps(report, show=show)
+    new_dir: Path | None = None
+    try:
+        if project is None:
+            if lock_why is not None:
+                why = lock_why
+                steps(
+                    "lock",
+                    f"locking {profile} ({lock_path.name})",
+                    lambda: lock.compile_lock(plan, facts, path=lock_path, log=log),
+                )
+                report["lock"] = {"path": str(lock_path), "action": f"compiled: {why}"}
+                new_stamp = stamp(plan, facts, lock_path.read_text())
+                if (
+                    current is not None
+                    and not force
+                    and (done := _noop(profile, current, new_stamp, start))
+                ):
+                    log_fh.close()
+                    return done
+            else:
+                report["lock"] = {"path": str(lock_path), "action": "kept (inputs digest matches)"}
+        report["stamp"] = new_stamp
+        new_dir = _unique_dir(profile, new_stamp)
+        report["build_dir"] = str(new_dir)
+        target_dir = new_dir
+        log.write(f"# hpcenv build {profile} -> {new_dir}\n")
+        steps(
+            "venv",
+            f"creating venv (Python {plan.python})",
+            lambda: uv.venv(target_dir, plan.python, log=log),
+        )
+        if project is None:
+            steps(
+                "sync",
+                f"installing {lock_path.name}",
+                lambda: uv.sync(target_dir, lock_path, plan=plan, log=log),
+            )
+        else:
+            from hpcenv import swap
+
+            proj = project
+            report["project"] = steps(
+                "project",
+                f"syncing project {proj.name} and swapping torch",
+                lambda: swap.sync_and_swap(proj, target_dir, plan, log=log),
+            )
+        report["flash_attn"] = steps(
+            "flash-attn",
+            f"flash-attn: {plan.flash_attn.action}",
+            lambda: _flash_attn(target_dir, plan, log=log),
+        )
+        report["fixes"] = steps(
+            "fixes", "installing fixes", lambda: fixes.install(target_dir, plan.fixes)
+        )
+        # with a project, swap already imported every package built against torch
+        names = package_names(plan) if project is None else []
+        report["imports"] = steps(
+            "probe", "import probe", lambda: import_probe(target_dir, names, log=log)
+        )
+        report["installed"] = uv.freeze(target_dir, log=log)
+        report["seconds"] = round(time.monotonic() - start, 3)
+        (new_dir / MARKER).write_text(json.dumps(report, indent=2, default=str))
+        previous = current_target(profile)
+        switch(profile, new_dir)
+        keep = {new_dir} | ({previous} if previous else set())
+        report["removed_old_builds"] = remove_old_builds(profile, keep)
+        report["previous"] = str(previous) if previous else None
+    except BaseException as exc:
+        if new_dir is not None and current_target(profile) != new_dir:
+            shutil.rmtree(new_dir, ignore_errors=True)
+        report["error"] = redact.text(str(exc), os.environ)
+        _write_report(report_path, report)
+        log_fh.close()
+        if isinstance(exc, CommandFailed):
+            detail = redact.text(uv.error_summary(exc.output) or str(exc), os.environ)
+            raise BuildFailed(
+                f"building {profile} failed: {detail}; the previous environment is untouched "
+                f"(log: {log_path})"
+            ) from exc
+        raise
+    report["seconds"] = round(time.monotonic() - start, 3)
+    report["finished_at"] = time.time()
+    _write_report(report_path, report)
+    log_fh.close()
+    return BuildResult(
+        profile=profile,
+        venv=paths.venv_dir(profile),
+        target=new_dir,
+        stamp=new_stamp,
+        noop=False,
+        seconds=time.monotonic() - start,
+        report=report,
+        report_path=report_path,
+        log_path=log_path,
+    )
+
+
+def _write_report(path: Path, report: dict[str, Any]) -> None:
+    path.write_text(json.dumps(report, indent=2, default=str))
+
+
+def _flash_attn(venv: Path, plan: Plan, *, log: IO[str]) -> dict[str, Any]:
+    fa = plan.flash_attn
+    out: dict[str, Any] = {"action": fa.action, "reason": fa.reason, "version": fa.version}
+    if fa.action == "wheel" and fa.wheel_url:
+        uv.install(venv, [fa.wheel_url], plan=plan, log=log)
+        out["from"] = fa.wheel_url
+    elif fa.action == "build":
+        from hpcenv import flashattn_build
+
+        out.update(flashattn_build.install_flash_attn(venv, plan, log=log))
+    return out
+
+
+def python_of(profile: str) -> Path:
+    """The Python of a profile's built environment (for probes)."""
+    path = paths.venv_python(paths.venv_dir(profile))
+    if not path.exists():
+        raise BuildFailed(f"profile {profile} is not built yet: run 'hpcenv build {profile}'")
+    return path
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit("use 'hpcenv build'")

@@ -1,0 +1,141 @@
+"""Swap torch's variant inside an existing project's environment, durably and copy-free.
+
+A training codebase (open-instruct, say) brings its own ``pyproject.toml`` and
+``uv.lock``, and that lock may send a GH200 node to a cu130 torch its 565 driver
+cannot run. ``sync_and_swap``:
+
+1. ``uv sync --frozen`` of the project into the new build directory
+   (``UV_PROJECT_ENVIRONMENT``): the project's lock as it is; its files are never
+   written (no ``.venv`` in it, no lock update);
+2. replaces torch by the *same version* from the planned variant
+   (``torch==2.9.1+cu126`` from the variant index, or the wheelhouse file), because
+   packages compiled against torch (vLLM, flash-attn) are built for that version;
+3. uninstalls the CUDA runtime packages the old torch pulled that nothing needs any
+   more (``nvidia-*-cu13`` after cu130 -> cu126), so two CUDA majors never mix;
+4. imports every installed package that depends on torch, with the new torch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+from pathlib import Path
+from typing import IO, Any
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.version import InvalidVersion, Version
+
+from hpcenv import fixes, uv
+from hpcenv.errors import BadInput, BuildFailed
+from hpcenv.plan_model import Plan
+
+PROJECT_FILES = ("pyproject.toml", "uv.lock", ".python-version")
+
+
+def project_digest(project: Path) -> str:
+    """Hash of the project's dependency files (part of the build stamp)."""
+    h = hashlib.sha256()
+    for name in PROJECT_FILES:
+        path = project / name
+        if path.is_file():
+            h.update(name.encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def installed(venv: Path) -> dict[str, dict[str, Any]]:
+    """``{name: {"version", "requires"}}`` of what is installed in ``venv``.
+
+    Read from the venv's ``*.dist-info`` metadata in this process (the venv need not
+    have ``packaging``); markers are evaluated for the venv's Python version.
+    """
+    site = fixes.site_packages(venv)
+    py = site.parent.name.removeprefix("python")  # lib/python3.11/site-packages
+    env = {"extra": "", "python_version": py, "python_full_version": f"{py}.0"}
+    out: dict[str, dict[str, Any]] = {}
+    for dist in importlib.metadata.distributions(path=[str(site)]):
+        reqs = set()
+        for line in dist.requires or ():
+            try:
+                req = Requirement(line)
+            except InvalidRequirement:
+                continue
+            if req.marker is None or req.marker.evaluate(env):
+                reqs.add(uv.normalise(req.name))
+        out[uv.normalise(dist.metadata["Name"])] = {
+            "version": dist.version,
+            "requires": sorted(reqs),
+        }
+    return out
+
+
+def removable_runtimes(
+    old_torch_requires: list[str], after: dict[str, dict[str, Any]]
+) -> list[str]:
+    """nvidia-* packages the old torch pulled that no remaining package requires."""
+    candidates = {n for n in old_torch_requires if n.startswith("nvidia-") and n in after}
+    while True:
+        needed = {
+            req
+            for name, info in after.items()
+            if name not in candidates
+            for req in info["requires"]
+        }
+        keep = candidates & needed
+        if not keep:
+            return sorted(candidates)
+        candidates -= keep
+
+
+def target_requirement(plan: Plan, version: str) -> str:
+    """torch of ``version``'s release from the planned variant."""
+    if plan.torch_wheel and Version(uv.wheel_version(plan.torch_wheel)).public == version:
+        return str(plan.torch_wheel)
+    if not plan.torch.backend:
+        raise BuildFailed(f"profile {plan.profile}: no torch variant planned")
+    return f"torch=={version}+{plan.torch.backend}"
+
+
+def sync_and_swap(project: Path, venv: Path, plan: Plan, *, log: IO[str] | None) -> dict[str, Any]:
+    if not (project / "uv.lock").is_file():
+        raise BadInput(
+            f"{project}: no uv.lock; run 'uv lock' in the project first "
+            "(hpcenv never writes a project's files)"
+        )
+    uv.project_sync(project, venv, log=log)
+    before = installed(venv)
+    if "torch" not in before:
+        raise BadInput(f"{project}: the project does not install torch; nothing to swap")
+    old = before["torch"]["version"]
+    try:
+        base = Version(old).public
+    except InvalidVersion as exc:
+        raise BuildFailed(f"{project}: torch version {old!r} is not a version") from exc
+    result: dict[str, Any] = {"project": str(project), "torch_before": old, "warnings": []}
+    if plan.torch.version and plan.torch.version != base:
+        result["warnings"].append(
+            f"the project locks torch {base}, the plan chose {plan.torch.version}: keeping "
+            f"{base} (packages compiled against torch are built for it) from the "
+            f"{plan.torch.backend} variant"
+        )
+    want = f"{base}+{plan.torch.backend}" if plan.torch.backend else base
+    if old == want:
+        result.update(torch_after=old, swapped=False, removed=[])
+    else:
+        req = target_requirement(plan, base)
+        uv.install(venv, [req], plan=plan, extra=["--reinstall-package", "torch"], log=log)
+        after = installed(venv)
+        removed = removable_runtimes(before["torch"]["requires"], after)
+        if removed:
+            uv.uninstall(venv, removed, log=log)
+            for name in removed:
+                after.pop(name, None)
+        result.update(
+            torch_after=after["torch"]["version"], swapped=True, removed=removed, source=req
+        )
+        before = after
+    dependents = sorted(n for n, info in before.items() if "torch" in info["requires"])
+    result["checked"] = dependents
+    from hpcenv.build import import_probe
+
+    result["imports"] = import_probe(venv, dependents, log=log)["imports"]
+    return result

@@ -1,0 +1,149 @@
+"""``hpcenv build --project``: an existing project's lock sends torch to cu130 (as
+open-instruct's does on aarch64); the build syncs it, swaps torch for the planned
+cu126 variant of the same version, drops the CUDA 13 runtime, and never writes a
+project file. Real uv against the stand-in PEP 503 index on 127.0.0.1 (see
+``buildkit``: its wheels stand in for download.pytorch.org's and PyPI's).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from buildkit import (
+    CU12_RUNTIME,
+    CU13_RUNTIME,
+    StandInIndex,
+    build_stand_in_index,
+    require_uv,
+    stand_in_plan,
+)
+from hpcenv import build, swap, uv
+from hpcenv.errors import BadInput
+from hpcenv.facts_model import Facts
+
+PYPROJECT = """\
+[project]
+name = "trainer"
+version = "0.1.0"
+requires-python = ">=3.11"
+dependencies = ["torch==2.9.1", "torchext"]
+
+[tool.uv]
+environments = ["sys_platform == 'linux'"]
+
+[tool.uv.sources]
+torch = {{ index = "pytorch-cu130" }}
+
+[[tool.uv.index]]
+name = "pytorch-cu130"
+url = "{url}/cu130"
+explicit = true
+"""
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandInIndex]:
+    require_uv()
+    idx = build_stand_in_index(tmp_path_factory.mktemp("index"))
+    try:
+        yield idx
+    finally:
+        idx.stop()
+
+
+@pytest.fixture
+def project(
+    index: StandInIndex, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hpcenv_home: Path
+) -> Path:
+    monkeypatch.setenv("UV_DEFAULT_INDEX", f"{index.url}/simple")
+    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))
+    proj = tmp_path / "trainer"
+    proj.mkdir()
+    (proj / "pyproject.toml").write_text(PYPROJECT.format(url=index.url))
+    (proj / "train.py").write_text("import torchext\n")
+    subprocess.run(
+        [*uv.uv_argv(), "lock", "--project", str(proj)],
+        check=True,
+        capture_output=True,
+        env={**os.environ, "UV_PYTHON": "3.11"},
+        timeout=300,
+    )
+    assert "2.9.1+cu130" in (proj / "uv.lock").read_text()
+    return proj
+
+
+def snapshot(root: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    } | {str(p.relative_to(root)) + "/": "dir" for p in root.rglob("*") if p.is_dir()}
+
+
+def run_in(venv: Path, code: str) -> str:
+    done = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", code], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_swap_cu130_to_cu126_in_a_project(index: StandInIndex, project: Path) -> None:
+    before = snapshot(project)
+    plan = stand_in_plan(index.url, profile="trainer", fixes=("sm90a",))
+    result = build.build(plan, Facts(arch="x86_64"), project=project)
+    assert result.report["fixes"] == ["hpcenv_fix_sm90a"]  # the plan lists it: installed
+    assert list(result.venv.glob("lib/python3*/site-packages/hpcenv_fix_sm90a.pth"))
+    swap = result.report["project"]
+    assert swap["torch_before"] == "2.9.1+cu130"
+    assert swap["torch_after"] == "2.9.1+cu126"
+    assert swap["removed"] == [CU13_RUNTIME[0]]
+    assert swap["checked"] == ["torchext"]  # built against torch: imported after the swap
+    pins = uv.freeze(result.venv)
+    assert pins["torch"] == "2.9.1+cu126"
+    assert pins[CU12_RUNTIME[0]] == CU12_RUNTIME[1]
+    assert CU13_RUNTIME[0] not in pins
+    assert run_in(result.venv, "import torchext; print(torchext.TORCH)") == "2.9.1+cu126"
+    assert snapshot(project) == before, "the project's files changed"
+    assert not (project / ".venv").exists()
+
+    again = build.build(plan, Facts(arch="x86_64"), project=project)
+    assert again.noop and again.target == result.target
+
+    # the project's lock changes -> the stamp changes -> a real rebuild, still swapped
+    lock = project / "uv.lock"
+    lock.write_text(lock.read_text() + "\n")
+    third = build.build(plan, Facts(arch="x86_64"), project=project)
+    assert not third.noop
+    assert json.loads(json.dumps(third.report["project"]))["torch_after"] == "2.9.1+cu126"
+
+
+def test_removable_runtimes_keeps_what_others_need() -> None:
+    after = {
+        "torch": {"version": "2.9.1+cu126", "requires": ["nvidia-cuda-runtime-cu12"]},
+        "nvidia-cuda-runtime-cu12": {"version": "12.6.77", "requires": []},
+        "nvidia-cuda-runtime-cu13": {"version": "13.0.96", "requires": []},
+        "nvidia-nccl-cu13": {"version": "2.27.7", "requires": []},
+        "cupy-cuda13x": {"version": "13.6", "requires": ["nvidia-nccl-cu13"]},
+    }
+    old = ["nvidia-cuda-runtime-cu13", "nvidia-nccl-cu13", "filelock"]
+    assert swap.removable_runtimes(old, after) == ["nvidia-cuda-runtime-cu13"]
+
+
+def test_project_without_lock_is_refused(
+    index: StandInIndex, tmp_path: Path, hpcenv_home: Path
+) -> None:
+    proj = tmp_path / "nolock"
+    proj.mkdir()
+    (proj / "pyproject.toml").write_text(PYPROJECT.format(url=index.url))
+    with pytest.raises(BadInput, match=r"no uv\.lock"):
+        build.build(stand_in_plan(index.url), Facts(arch="x86_64"), project=proj)
+    assert sorted(p.name for p in proj.iterdir()) == ["pyproject.toml"]
+    assert not (hpcenv_home / "venvs" / "standin").exists()
