@@ -60,20 +60,32 @@ def imports_torch(env: dict[str, str]) -> str:
     return out.stdout.strip()
 
 
-def syncing(new_logs: set[Path]) -> bool:
-    """The build log shows ``uv pip sync`` started and not yet finished."""
+def reached(stage: str, new_logs: set[Path]) -> bool:
+    """The build log shows the build at ``stage``:
+
+    - ``venv``: ``uv venv`` of the new build directory was started;
+    - ``sync``: ``uv pip sync`` started and has not finished;
+    - ``import-probe``: the new environment's python runs the import check.
+    """
     for log in new_logs:
         text = log.read_text()
+        if stage == "venv" and " venv " in text:
+            return True
         at = text.find("pip sync")
-        if at >= 0 and "# exit" not in text[at:]:
+        if stage == "sync" and at >= 0 and "# exit" not in text[at:]:
+            return True
+        done = text.find("# exit", at) if at >= 0 else -1
+        if stage == "import-probe" and done >= 0 and "bin/python -c" in text[done:]:
             return True
     return False
 
 
-def test_sigkill_mid_install_leaves_previous_env_and_next_build_succeeds(
-    home: dict[str, str],
+@pytest.mark.parametrize("stage", ["venv", "sync", "import-probe"])
+def test_sigkill_mid_build_leaves_previous_env_and_next_build_succeeds(
+    home: dict[str, str], stage: str
 ) -> None:
     before = target(home)
+    existing = {p.name for p in venvs(home).glob("local-*")}  # current and kept previous
     proc = subprocess.Popen(
         [sys.executable, "-m", "hpcenv", "build", "local", "--force"],
         env={**os.environ, **home},
@@ -88,13 +100,14 @@ def test_sigkill_mid_install_leaves_previous_env_and_next_build_succeeds(
         deadline = time.monotonic() + 120
         new_dir = None
         while time.monotonic() < deadline and proc.poll() is None:
-            if syncing(set(logs.glob("*.log")) - known):
-                fresh = [p for p in venvs(home).glob("local-*") if p.name != before]
-                new_dir = fresh[0] if fresh else None
-                break
+            if reached(stage, set(logs.glob("*.log")) - known):
+                fresh = [p for p in venvs(home).glob("local-*") if p.name not in existing]
+                if fresh:  # uv venv may not have made the directory yet
+                    new_dir = fresh[0]
+                    break
             time.sleep(0.01)
-        assert new_dir is not None, "never saw the build's uv pip sync running"
-        os.killpg(proc.pid, signal.SIGKILL)  # the build and its uv pip sync die together
+        assert new_dir is not None, f"never saw the build reach {stage}"
+        os.killpg(proc.pid, signal.SIGKILL)  # uv dies with it (PDEATHSIG, command.run)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -112,7 +125,8 @@ def test_sigkill_mid_install_leaves_previous_env_and_next_build_succeeds(
     assert target(home) != before
     assert imports_torch(home) == "2.13.0+cpu"
     names = sorted(p.name for p in venvs(home).iterdir())
-    assert [n for n in names if n.startswith("local-")] == sorted([before, target(home)])
+    builds = [n for n in names if n.startswith("local-") and not n.endswith(".lock")]
+    assert builds == sorted([before, target(home)])
     assert not [n for n in names if ".tmp-" in n]
 
 

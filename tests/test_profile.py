@@ -129,6 +129,12 @@ def _toml_literal(value: object) -> str:
     return "{" + ", ".join(f'"{k}" = {_toml_literal(v)}' for k, v in value.items()) + "}"
 
 
+def entries_name(entries: list[tuple[tuple[str, str], object]]) -> str:
+    """The profile name the entries set (the first one TOML accepted), or ''."""
+    names = [v for (s, k), v in entries if (s, k) == ("profile", "name")]
+    return str(names[0]) if names else ""
+
+
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.tuples(st.sampled_from(known_keys), toml_values), max_size=6))
 def test_fuzz_typed_values_never_traceback(entries: list[tuple[tuple[str, str], object]]) -> None:
@@ -142,7 +148,7 @@ def test_fuzz_typed_values_never_traceback(entries: list[tuple[tuple[str, str], 
         message = str(exc)
         assert message.startswith("fuzz.toml") and "\n" not in message
     else:
-        assert p.name == "fuzz"
+        assert p.name == p.profile.name == (entries_name(entries) or "fuzz")
 
 
 @settings(max_examples=300, deadline=None)

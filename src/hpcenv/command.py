@@ -8,12 +8,13 @@ Ctrl-C or timeout shuts the child's whole process group down in escalating steps
 
 from __future__ import annotations
 
+import ctypes
 import os
 import shlex
 import signal
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -35,6 +36,26 @@ class Completed:
     stdout: str
     stderr: str
     seconds: float
+
+
+_PR_SET_PDEATHSIG = 1
+_prctl: Callable[..., int] | None
+try:  # resolved once here: the forked child must not call the dynamic loader
+    _prctl = ctypes.CDLL(None, use_errno=True).prctl
+except (OSError, AttributeError):  # not Linux
+    _prctl = None
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: ask Linux to SIGKILL it when hpcenv dies.
+
+    Children lead their own process group (so a timeout can stop everything they
+    started), which also means a SIGKILL of hpcenv's group would leave them running:
+    an orphaned ``uv pip sync`` writing into a build directory the next build is
+    cleaning. With PDEATHSIG they end with hpcenv, as they would in a killed job.
+    """
+    if _prctl is not None:
+        _prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
 
 
 def quote(args: Sequence[str | os.PathLike[str]]) -> str:
@@ -98,6 +119,7 @@ def spawn(
             stdout=out,
             stderr=err,
             start_new_session=True,
+            preexec_fn=_die_with_parent,  # noqa: PLW1509 - only prctl, async-signal-safe
         )
     except FileNotFoundError as exc:
         raise CommandFailed(
@@ -140,6 +162,7 @@ def run(
             stderr=subprocess.PIPE,
             text=True,
             start_new_session=True,
+            preexec_fn=_die_with_parent,  # noqa: PLW1509 - only prctl, async-signal-safe
         )
     except FileNotFoundError as exc:
         raise CommandFailed(

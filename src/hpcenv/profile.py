@@ -59,6 +59,13 @@ def key(doc: str, *, default: Any = None, choices: tuple[str, ...] = (), check: 
     return field(default=default, metadata=meta)
 
 
+def _name(value: str) -> str | None:
+    """Names become directory names (venvs/<name>): no path separators, no dot-dot."""
+    if value == "" or re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", value):
+        return None
+    return "must be letters, digits, '.', '_' or '-' (it names the venv directory)"
+
+
 def _specifier(value: str) -> str | None:
     try:
         SpecifierSet(value)
@@ -108,7 +115,7 @@ def _non_negative(value: int | float) -> str | None:
 
 @dataclass(frozen=True, kw_only=True)
 class ProfileSection:
-    name: str = key("profile name; defaults to the file name", default="")
+    name: str = key("profile name; defaults to the file name", default="", check=_name)
     description: str = key("one line shown by 'hpcenv profiles'", default="")
     python: str = key("Python version of the built venv", default="3.11", check=_version)
 
