@@ -14,10 +14,13 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conftest import FACTS, require
 from hpcenv import facts, nvidia
 from hpcenv.cli import main
+from hpcenv.errors import BadInput
 from hpcenv.facts_model import from_json, load, to_json
 
 CONTRACT_KEYS = {
@@ -266,3 +269,31 @@ def test_bad_facts_file_is_one_line_exit_2(
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and needle in err and str(bad) in err
     assert "Traceback" not in err
+
+
+json_leaf = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False),
+                      st.text(max_size=8))
+json_any = st.recursive(json_leaf, lambda kids: st.one_of(
+    st.lists(kids, max_size=3), st.dictionaries(st.text(max_size=6), kids, max_size=3)),
+    max_leaves=12)
+facts_like = st.fixed_dictionaries({}, optional={
+    key: json_any for key in ("schema", "hostname", "arch", "cpus", "memory_gib", "modules",
+                              "slurm", "network")
+} | {"nvidia": st.one_of(json_any, st.fixed_dictionaries(
+    {"driver_version": json_any},
+    optional={"cuda_driver_version": json_any, "gpus": st.lists(st.one_of(
+        json_any, st.fixed_dictionaries({}, optional={
+            "index": json_any, "name": json_any, "compute_capability": json_any,
+            "memory_mib": json_any})), max_size=3)}))})
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(facts_like, json_any))
+def test_fuzz_facts_json_is_facts_or_one_line_bad_input(data: object) -> None:
+    """Any JSON document either loads as facts or is refused as BadInput, in one line."""
+    try:
+        loaded = from_json(data, "fuzz.json")
+    except BadInput as exc:
+        assert str(exc).startswith("fuzz.json") and "\n" not in str(exc)
+    else:
+        assert to_json(loaded)["schema"] == 1

@@ -205,7 +205,10 @@ def from_json(data: Any, where: str = "facts") -> Facts:
     if not isinstance(data, dict):
         raise BadInput(f"{where}: expected a JSON object (the output of 'hpcenv facts --json')")
     r = _Reader(data, where)
-    schema = r.integer("schema") or SCHEMA
+    schema = r.integer("schema")
+    schema = SCHEMA if schema is None else schema
+    if schema < 1:
+        raise BadInput(f"{where}: facts schema {schema} is not a schema version (1 or more)")
     if schema > SCHEMA:
         raise BadInput(f"{where}: facts schema {schema} is newer than this hpcenv reads ({SCHEMA})")
     nvidia = None
