@@ -58,6 +58,29 @@ def _die_with_parent() -> None:
         _prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
 
 
+def _popen(
+    argv: tuple[str, ...],
+    *,
+    env: Mapping[str, str] | None,
+    cwd: str | os.PathLike[str] | None,
+    **streams: Any,
+) -> subprocess.Popen[Any]:
+    """The one ``Popen``: argument list, own process group, dies with hpcenv."""
+    try:
+        return subprocess.Popen(  # noqa: S603 - argument list, never a shell
+            argv,
+            env=dict(env) if env is not None else None,
+            cwd=cwd,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,  # noqa: PLW1509 - only prctl, async-signal-safe
+            **streams,
+        )
+    except FileNotFoundError as exc:
+        raise CommandFailed(
+            f"{argv[0]}: command not found (is it installed and on PATH?)", returncode=127
+        ) from exc
+
+
 def quote(args: Sequence[str | os.PathLike[str]]) -> str:
     """The command as a person would type it (for logs; never executed)."""
     return shlex.join(str(a) for a in args)
@@ -111,20 +134,7 @@ def spawn(
     out = open(stdout, "wb") if stdout is not None else subprocess.DEVNULL  # noqa: SIM115
     err = open(stderr, "wb") if stderr is not None else subprocess.DEVNULL  # noqa: SIM115
     try:
-        return subprocess.Popen(  # noqa: S603 - argument list, never a shell
-            argv,
-            env=dict(env) if env is not None else None,
-            cwd=cwd,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=err,
-            start_new_session=True,
-            preexec_fn=_die_with_parent,  # noqa: PLW1509 - only prctl, async-signal-safe
-        )
-    except FileNotFoundError as exc:
-        raise CommandFailed(
-            f"{argv[0]}: command not found (is it installed and on PATH?)", returncode=127
-        ) from exc
+        return _popen(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=out, stderr=err)
     finally:  # the child holds its own copies of the descriptors
         for f in (out, err):
             if not isinstance(f, int):
@@ -152,22 +162,15 @@ def run(
         log.write(f"$ {quote(argv)}\n")
         log.flush()
     start = time.monotonic()
-    try:
-        proc = subprocess.Popen(  # noqa: S603 - argument list, never a shell
-            argv,
-            env=dict(env) if env is not None else None,
-            cwd=cwd,
-            stdin=subprocess.PIPE if stdin_text is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,
-            preexec_fn=_die_with_parent,  # noqa: PLW1509 - only prctl, async-signal-safe
-        )
-    except FileNotFoundError as exc:
-        raise CommandFailed(
-            f"{argv[0]}: command not found (is it installed and on PATH?)", returncode=127
-        ) from exc
+    proc = _popen(
+        argv,
+        env=env,
+        cwd=cwd,
+        stdin=subprocess.PIPE if stdin_text is not None else subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         stdout, stderr = proc.communicate(input=stdin_text, timeout=timeout)
     except subprocess.TimeoutExpired as exc:
