@@ -1,23 +1,24 @@
 # Bootstraps uv and nox when missing, then wraps the nox sessions.
 # `make demo` is the main job on this machine; `make test` passes the tests.
+#
+# uv and nox come from PATH when there; otherwise they are installed into a private
+# venv .tools/ (never into the system Python: Debian/Ubuntu forbid that, PEP 668).
 
 SHELL := /bin/bash
-export PATH := $(HOME)/.local/bin:$(PATH)
-UV := $(shell command -v uv 2>/dev/null)
-NOX := $(shell command -v nox 2>/dev/null)
+TOOLS := $(CURDIR)/.tools
+export PATH := $(TOOLS)/bin:$(PATH)
 
-.PHONY: bootstrap demo test lint lock bench doctor
+.PHONY: bootstrap demo doctor test lint lock bench
 
 bootstrap:
-ifndef UV
-	python3 -m pip install --user --quiet uv
-endif
-ifndef NOX
-	python3 -m pip install --user --quiet nox
-endif
+	@if ! command -v uv >/dev/null || ! command -v nox >/dev/null; then \
+	  echo "make: installing uv and nox into $(TOOLS)"; \
+	  python3 -m venv "$(TOOLS)" || { echo "make: python3 -m venv failed; install python3-venv (Debian/Ubuntu: apt-get install python3-venv)"; exit 1; }; \
+	  "$(TOOLS)/bin/python" -m pip install --quiet --disable-pip-version-check uv nox; \
+	fi
 	@uv --version && nox --version
 
-demo: bootstrap      ## facts, plan, build and probe this machine's environment
+demo: bootstrap      ## facts, plan, build and probe this machine's environment (hpcenv doctor)
 	nox -s doctor
 
 doctor: demo

@@ -1,5 +1,5 @@
 """Run every benchmark in one go and write ``bench/results.json`` and ``bench/RESULTS.md``
-(the table the README shows). ``nox -s bench`` runs this.
+(the README shows that table). ``nox -s bench`` runs this.
 
 Each figure is a median of several runs with its baseline measured in the same run
 (see each script's docstring). Steps: build ``local`` into a private HPCENV_HOME
@@ -14,13 +14,14 @@ import datetime
 import json
 import os
 import platform
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _timing import time_command
 
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
@@ -34,12 +35,7 @@ def run_json(argv: list[str], env: dict[str, str]) -> dict[str, Any]:
 
 def median_wall(argv: list[str], env: dict[str, str], runs: int) -> dict[str, Any]:
     print(f"bench: {' '.join(argv[1:])} x{runs}", file=sys.stderr, flush=True)
-    samples = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        subprocess.run(argv, env=env, cwd=REPO, check=True, capture_output=True)
-        samples.append(time.perf_counter() - start)
-    return {"median_s": statistics.median(samples), "samples": samples, "runs": runs}
+    return time_command(argv, runs=runs, env=env, warmup=0)
 
 
 def row(what: str, value: str, baseline: str, target: str, met: bool | None) -> str:

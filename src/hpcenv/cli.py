@@ -49,6 +49,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except HpcenvError as exc:
         print(f"hpcenv: error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except OSError as exc:  # a path hpcenv was given cannot be read or written
+        where = f": {exc.filename}" if exc.filename else ""
+        print(f"hpcenv: error: {exc.strerror or exc}{where}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("hpcenv: interrupted", file=sys.stderr)
         return 130

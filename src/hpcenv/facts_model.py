@@ -8,6 +8,7 @@ error) but a key that is present must have the right type.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -282,8 +283,7 @@ def from_json(data: Any, where: str = "facts") -> Facts:
 
 
 def _is_cap(text: str) -> bool:
-    major, _, minor = text.partition(".")
-    return major.isdigit() and minor.isdigit()
+    return re.fullmatch(r"[0-9]+\.[0-9]+", text) is not None  # ASCII digits only ("².0" is not)
 
 
 def load(path: str | Path) -> Facts:
