@@ -16,16 +16,20 @@ from hpcenv import __version__, commands
 from hpcenv.errors import HpcenvError
 
 
-def _command_modules() -> list[ModuleType]:
-    mods = [
-        importlib.import_module(f"{commands.__name__}.{info.name}")
-        for info in pkgutil.iter_modules(commands.__path__)
-        if not info.name.startswith("_")
-    ]
+def _command_names() -> list[str]:
+    """Subcommand module names, found without importing them."""
+    return [i.name for i in pkgutil.iter_modules(commands.__path__) if not i.name.startswith("_")]
+
+
+def _command_modules(only: str | None = None) -> list[ModuleType]:
+    names = [only] if only else _command_names()
+    mods = [importlib.import_module(f"{commands.__name__}.{name}") for name in names]
     return sorted(mods, key=lambda m: (getattr(m, "ORDER", 50), m.NAME))
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser; with ``only`` just that subcommand's module is imported (fast start:
+    ``hpcenv facts --json`` must not pay for importing every other command)."""
     parser = argparse.ArgumentParser(
         prog="hpcenv",
         description="Build and validate ML environments (torch, flash-attn, vLLM, Ray, NCCL) "
@@ -33,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"hpcenv {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for mod in _command_modules():
+    for mod in _command_modules(only):
         p = sub.add_parser(mod.NAME, help=mod.HELP, description=mod.__doc__)
         mod.configure(p)
         p.set_defaults(_run=mod.run)
@@ -41,8 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    only = argv[0] if argv and argv[0] in _command_names() else None
+    args = build_parser(only).parse_args(argv)
     try:
         code: int = args._run(args)
         return code
