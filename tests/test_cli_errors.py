@@ -41,7 +41,7 @@ def test_command_modules_are_named_for_their_command() -> None:
     from hpcenv import cli
 
     for name in cli._command_names():
-        assert importlib.import_module(f"hpcenv.commands.{name}").NAME == name
+        assert name == importlib.import_module(f"hpcenv.commands.{name}").NAME
 
 
 def test_one_command_parser_imports_only_that_command() -> None:
