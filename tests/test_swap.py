@@ -11,7 +11,6 @@ import hashlib
 import json
 import os
 import subprocess
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -21,8 +20,7 @@ from buildkit import (
     CU12_RUNTIME,
     CU13_RUNTIME,
     StandInIndex,
-    build_stand_in_index,
-    require_uv,
+    index_fixture,  # noqa: F401 (provides the 'index' fixture)
     stand_in_plan,
 )
 from conftest import FACTS
@@ -51,16 +49,6 @@ name = "pytorch-cu130"
 url = "{url}/cu130"
 explicit = true
 """
-
-
-@pytest.fixture(scope="module")
-def index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandInIndex]:
-    require_uv()
-    idx = build_stand_in_index(tmp_path_factory.mktemp("index"))
-    try:
-        yield idx
-    finally:
-        idx.stop()
 
 
 @pytest.fixture
