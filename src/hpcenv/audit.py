@@ -24,7 +24,13 @@ from dataclasses import dataclass, field
 from email.parser import HeaderParser
 from pathlib import Path
 
-from packaging.markers import InvalidMarker, Marker, default_environment
+from packaging.markers import (
+    InvalidMarker,
+    Marker,
+    UndefinedComparison,
+    UndefinedEnvironmentName,
+    default_environment,
+)
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
@@ -323,9 +329,18 @@ def marker_environment(
     return env
 
 
+class _MarkerError(Exception):
+    """A marker that parses but cannot be evaluated (named with its file by ``identify``)."""
+
+
 def _applies(marker: str | None, env: dict[str, str] | None) -> bool:
     """Whether ``marker`` holds in ``env`` (no environment: every marker holds)."""
-    return marker is None or env is None or Marker(marker).evaluate(env)
+    if marker is None or env is None:
+        return True
+    try:
+        return Marker(marker).evaluate(env)
+    except (UndefinedComparison, UndefinedEnvironmentName, InvalidVersion) as exc:
+        raise _MarkerError(f"marker {marker!r} cannot be evaluated for this node ({exc})") from exc
 
 
 def _reachable(pkgs: Packages, torch: str, env: dict[str, str] | None) -> set[Node]:
@@ -373,6 +388,15 @@ def identify(
     CPU ``arch`` and Python ``python``: markers of lock edges and requirements lines are
     evaluated for that node (without ``arch``, every marker is taken to hold)."""
     env = marker_environment(arch, python, pkgs.requires_python) if arch else None
+    try:
+        return _identify(pkgs, arch, env)
+    except _MarkerError as exc:
+        raise BadInput(f"{pkgs.source}: {exc}; regenerate it with uv") from exc
+
+
+def _identify(
+    pkgs: Packages, arch: str | None, env: dict[str, str] | None
+) -> tuple[str, str, str | None, str]:
     versions = _applying(pkgs, env)
     torches = _for_arch(pkgs, versions.get("torch", ()), arch)
     if not torches:
