@@ -3,6 +3,8 @@
 - ``local_torch_wheel()``: the CPU torch wheel in a wheelhouse (/opt/wheels or
   $PIP_FIND_LINKS), which the real ``local`` build installs.
 - ``make_wheel()``: writes a small but real wheel (zip with METADATA, WHEEL, RECORD).
+- fixture ``index`` (object ``index_fixture``): the stand-in index below, once per test
+  module that imports ``index_fixture``; the server is stopped when the module is done.
 - ``StandInIndex``: a PEP 503 index on 127.0.0.1 serving stand-in wheels. It stands
   in for download.pytorch.org (``/cu126/``, ``/cu130/`` variant indexes with
   ``torch-2.9.1+cu126`` / ``+cu130`` and their CUDA runtime dependencies
@@ -24,10 +26,12 @@ import subprocess
 import sys
 import threading
 import zipfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+
+import pytest
 
 from conftest import REPO, require
 from hpcenv import uv
@@ -242,3 +246,15 @@ def build_stand_in_index(root: Path) -> StandInIndex:
     )
     idx.add("simple", ext)
     return idx.start()
+
+
+@pytest.fixture(scope="module", name="index")
+def index_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandInIndex]:
+    """The stand-in index for one test module (named ``index_fixture`` so that test
+    parameters called ``index`` do not shadow the import)."""
+    require_uv()
+    idx = build_stand_in_index(tmp_path_factory.mktemp("index"))
+    try:
+        yield idx
+    finally:
+        idx.stop()

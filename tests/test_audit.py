@@ -18,12 +18,13 @@ import pytest
 from conftest import FACTS, require
 from fakenodes import node
 from hpcenv import facts_model
-from hpcenv.audit import audit, identify, read
+from hpcenv.audit import audit, identify, marker_environment, read
 from hpcenv.cli import main
 from hpcenv.errors import BadInput
 
 GH200 = facts_model.load(FACTS / "gh200-isambard.json")
 GH200_FILE = FACTS / "gh200-isambard.json"
+V100 = facts_model.load(FACTS / "v100-supercloud.json")
 OPT_WHEEL = Path("/opt/wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl")
 
 
@@ -115,12 +116,22 @@ def test_missing_sass_is_reported(tmp_path: Path) -> None:
 
 
 def test_uv_lock(tmp_path: Path) -> None:
+    """The shape of a real ``uv lock`` of PyPI's torch 2.13.0: the CUDA runtime comes
+    through ``cuda-toolkit[cudart]``, an extra whose optional dependency names it."""
     lock = tmp_path / "uv.lock"
     lock.write_text(
         'version = 1\nrevision = 3\nrequires-python = ">=3.12"\n\n'
         '[[package]]\nname = "torch"\nversion = "2.13.0"\n'
         'source = { registry = "https://pypi.org/simple" }\n'
-        'dependencies = [{ name = "cuda-toolkit" }, { name = "nvidia-nccl-cu13" }]\n\n'
+        'dependencies = [{ name = "cuda-toolkit", extra = ["cublas", "cudart"] },'
+        ' { name = "nvidia-nccl-cu13" }]\n\n'
+        '[[package]]\nname = "cuda-toolkit"\nversion = "13.0.3.0"\n'
+        'source = { registry = "https://pypi.org/simple" }\n\n'
+        "[package.optional-dependencies]\n"
+        'cublas = [{ name = "nvidia-cublas", marker = "platform_machine == \'aarch64\' or '
+        "platform_machine == 'x86_64'\" }]\n"
+        'cudart = [{ name = "nvidia-cuda-runtime", marker = "platform_machine == \'aarch64\' or '
+        "platform_machine == 'x86_64'\" }]\n\n"
         '[[package]]\nname = "nvidia-cuda-runtime"\nversion = "13.0.96"\n'
         'source = { registry = "https://pypi.org/simple" }\n'
     )
@@ -128,6 +139,111 @@ def test_uv_lock(tmp_path: Path) -> None:
     assert pkgs.kind == "uv.lock"
     result = audit(lock, GH200)
     assert not result.ok and result.cuda == "13.0"
+    assert result.evidence == "pulls nvidia-cuda-runtime 13.0.96"
+    # without the cudart extra the runtime in the lock is not torch's: a CPU build
+    lock.write_text(lock.read_text().replace('"cublas", "cudart"', '"cublas"'))
+    assert identify(read(lock), "aarch64")[1] == "cpu"
+
+
+#: Stands in for ``uv lock`` of a project needing ``torch==2.9.1`` from PyPI (the shape
+#: of the real lock, cut to the edges that matter): torch's CUDA 12.8 runtime is marked
+#: x86_64-only, because PyPI's aarch64 torch 2.9.1 wheel is a CPU build.
+TORCH_2_9_1_LOCK = """\
+version = 1
+revision = 3
+requires-python = ">=3.11"
+
+[[package]]
+name = "filelock"
+version = "3.20.0"
+source = { registry = "https://pypi.org/simple" }
+
+[[package]]
+name = "nvidia-cuda-runtime-cu12"
+version = "12.8.90"
+source = { registry = "https://pypi.org/simple" }
+
+[[package]]
+name = "torch"
+version = "2.9.1"
+source = { registry = "https://pypi.org/simple" }
+dependencies = [
+    { name = "filelock" },
+    { name = "nvidia-cuda-runtime-cu12", marker = "platform_machine == 'x86_64' and \
+sys_platform == 'linux'" },
+]
+"""
+
+
+def test_uv_lock_markers_torch_2_9_1_is_cpu_only_on_aarch64(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lock = tmp_path / "uv.lock"
+    lock.write_text(TORCH_2_9_1_LOCK)
+    on_gh200 = audit(lock, GH200)  # aarch64
+    assert (on_gh200.build, on_gh200.cuda) == ("cpu", None)
+    assert not on_gh200.ok and "CPU-only build" in on_gh200.message
+    assert "nvidia-cuda-runtime-cu12 12.8.90 is listed, but not" in on_gh200.evidence
+    assert main(["audit", str(lock), "--facts", str(GH200_FILE)]) == 3
+    assert "CPU-only" in capsys.readouterr().err
+    on_v100 = audit(lock, V100)  # x86_64: the same lock is a CUDA 12.8 build
+    assert (on_v100.build, on_v100.cuda) == ("cu128", "12.8")
+    assert on_v100.ok and "runs here" in on_v100.message
+    assert main(["audit", str(lock), "--facts", str(FACTS / "v100-supercloud.json")]) == 0
+    assert identify(read(lock))[1] == "cu128"  # no arch: every marker holds
+
+
+def test_uv_lock_runtime_through_a_marked_transitive_dependency(tmp_path: Path) -> None:
+    """torch -> nvidia-cudnn-cu12 (x86_64 only) -> nvidia-cuda-runtime-cu12: the marker on
+    the first edge decides, and the graph is followed from torch, not scanned."""
+    lock = tmp_path / "uv.lock"
+    lock.write_text(
+        TORCH_2_9_1_LOCK.replace(
+            '{ name = "nvidia-cuda-runtime-cu12", marker',
+            '{ name = "nvidia-cudnn-cu12", marker',
+        )
+        + '\n[[package]]\nname = "nvidia-cudnn-cu12"\nversion = "9.10.2.21"\n'
+        'dependencies = [{ name = "nvidia-cuda-runtime-cu12" }]\n'
+    )
+    assert identify(read(lock), "x86_64")[1:3] == ("cu128", "12.8")
+    assert identify(read(lock), "aarch64")[1:3] == ("cpu", None)
+    assert not audit(lock, GH200).ok
+
+
+def test_requirements_markers_are_evaluated_for_the_node(tmp_path: Path) -> None:
+    """A ``uv pip compile --universal`` file: lines carry ``; marker`` for their platform."""
+    req = tmp_path / "requirements.txt"
+    req.write_text(
+        "nvidia-cuda-runtime-cu12==12.8.90 ; platform_machine == 'x86_64' and "
+        "sys_platform == 'linux' \\\n    --hash=sha256:aa\n"
+        "    # via torch\n"
+        "torch==2.9.1 \\\n    --hash=sha256:bb\n"
+    )
+    assert audit(req, GH200).build == "cpu"
+    assert not audit(req, GH200).ok
+    assert audit(req, V100).build == "cu128"
+    forks = tmp_path / "forks.txt"
+    forks.write_text(
+        "torch==2.9.1 ; platform_machine == 'aarch64'\n"
+        "torch==2.9.1+cu126 ; platform_machine == 'x86_64'\n"
+    )
+    assert identify(read(forks), "x86_64")[:2] == ("2.9.1+cu126", "cu126")
+    assert identify(read(forks), "aarch64")[:2] == ("2.9.1", "cpu")
+
+
+def test_marker_environment_of_a_node() -> None:
+    env = marker_environment("aarch64", "3.12.3")
+    assert env["platform_machine"] == "aarch64" and env["sys_platform"] == "linux"
+    assert (env["python_version"], env["python_full_version"]) == ("3.12", "3.12.3")
+    from_lock = marker_environment("x86_64", None, ">=3.11, <3.14")
+    assert (from_lock["python_version"], from_lock["python_full_version"]) == ("3.11", "3.11.0")
+
+
+def test_invalid_marker_in_a_lock_is_bad_input(tmp_path: Path) -> None:
+    lock = tmp_path / "uv.lock"
+    lock.write_text(TORCH_2_9_1_LOCK.replace("platform_machine ==", "platform_machine ~~"))
+    with pytest.raises(BadInput, match="invalid marker"):
+        audit(lock, GH200)
 
 
 def test_uv_lock_with_forks_is_bad_input(tmp_path: Path) -> None:

@@ -7,7 +7,6 @@ PyPI). Real ``uv pip compile``; nothing here contacts the internet.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -16,25 +15,14 @@ import pytest
 from buildkit import (
     CU12_RUNTIME,
     StandInIndex,
-    build_stand_in_index,
     hpcenv,
-    require_uv,
+    index_fixture,  # noqa: F401 (provides the 'index' fixture)
     stand_in_plan,
 )
 from conftest import FACTS
 from hpcenv import lock
 from hpcenv.errors import BuildFailed
 from hpcenv.facts_model import Facts
-
-
-@pytest.fixture(scope="module")
-def index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandInIndex]:
-    require_uv()
-    idx = build_stand_in_index(tmp_path_factory.mktemp("index"))
-    try:
-        yield idx
-    finally:
-        idx.stop()
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import hashlib
 import json
 import os
 import subprocess
-from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -20,13 +20,16 @@ from buildkit import (
     CU12_RUNTIME,
     CU13_RUNTIME,
     StandInIndex,
-    build_stand_in_index,
-    require_uv,
+    index_fixture,  # noqa: F401 (provides the 'index' fixture)
     stand_in_plan,
 )
-from hpcenv import build, swap, uv
-from hpcenv.errors import BadInput
+from conftest import FACTS
+from fakenodes import node
+from hpcenv import build, facts_model, profile, swap, uv
+from hpcenv.errors import BadInput, BuildFailed
 from hpcenv.facts_model import Facts
+from hpcenv.plan import make_plan
+from hpcenv.plan_model import Plan, TorchChoice
 
 PYPROJECT = """\
 [project]
@@ -46,16 +49,6 @@ name = "pytorch-cu130"
 url = "{url}/cu130"
 explicit = true
 """
-
-
-@pytest.fixture(scope="module")
-def index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandInIndex]:
-    require_uv()
-    idx = build_stand_in_index(tmp_path_factory.mktemp("index"))
-    try:
-        yield idx
-    finally:
-        idx.stop()
 
 
 @pytest.fixture
@@ -147,3 +140,57 @@ def test_project_without_lock_is_refused(
         build.build(stand_in_plan(index.url), Facts(arch="x86_64"), project=proj)
     assert sorted(p.name for p in proj.iterdir()) == ["pyproject.toml"]
     assert not (hpcenv_home / "venvs" / "standin").exists()
+
+
+V100 = facts_model.load(FACTS / "v100-supercloud.json")
+
+
+def supercloud_plan(version: str, backend: str = "auto") -> Plan:
+    """The real supercloud profile's plan for the recorded V100 node, torch ``version``."""
+    p = profile.load("supercloud")
+    p = replace(p, torch=replace(p.torch, version=f"=={version}", backend=backend))
+    return make_plan(p, V100, environ={})
+
+
+def test_swap_resolves_the_variant_for_the_projects_torch_version() -> None:
+    """The plan picks cu128 for torch 2.9.1 on a V100 (it still carries sm_70 there); a
+    project locking 2.11 must not get 2.11+cu128, which has no sm_70, but 2.11+cu126."""
+    plan = supercloud_plan("2.9.1")
+    assert (plan.torch.version, plan.torch.backend) == ("2.9.1", "cu128")
+    assert swap.target_requirement(swap.plan_for_version(plan, "2.9.1", V100), "2.9.1") == (
+        "torch==2.9.1+cu128"
+    )
+    for_project = swap.plan_for_version(plan, "2.11.0", V100)
+    assert (for_project.torch.version, for_project.torch.backend) == ("2.11.0", "cu126")
+    assert for_project.torch.index_url == "https://download.pytorch.org/whl/cu126"
+    assert swap.target_requirement(for_project, "2.11.0") == "torch==2.11.0+cu126"
+
+
+def test_swap_keeps_the_profiles_pin_for_the_projects_version() -> None:
+    pinned = swap.plan_for_version(supercloud_plan("2.9.1", "cpu"), "2.11.0", V100)
+    assert swap.target_requirement(pinned, "2.11.0") == "torch==2.11.0+cpu"
+    # torch 2.13 publishes no cu128: a clear build failure, not a guessed requirement
+    with pytest.raises(BuildFailed, match=r"locks torch 2\.13\.0.*publishes no cu128"):
+        swap.plan_for_version(supercloud_plan("2.9.1", "cu128"), "2.13.0", V100)
+
+
+def test_swap_with_another_plan_version_uses_the_variant_for_the_project(
+    index: StandInIndex, project: Path, tmp_path: Path
+) -> None:
+    """Real uv: the project locks 2.9.1+cu130; the plan was made for torch 2.11.0 (cu130
+    there); on a 565-driver node 2.9.1 needs cu126, so the swap installs 2.9.1+cu126 from
+    the stand-in ``/cu126`` index (keeping cu130 would not run on that driver)."""
+    plan = stand_in_plan(
+        index.url,
+        torch=TorchChoice(version="2.11.0", backend="cu130", index_url=f"{index.url}/cu130"),
+    )
+    h100_565 = node("x86_64", "565.57.01", ("9.0",))
+    venv = tmp_path / "venv"
+    uv.venv(venv, "3.11")
+    result = swap.sync_and_swap(project, venv, plan, log=None, facts=h100_565)
+    assert result["torch_before"] == "2.9.1+cu130"
+    assert (result["variant"], result["torch_after"]) == ("cu126", "2.9.1+cu126")
+    assert result["source"] == "torch==2.9.1+cu126"
+    assert result["removed"] == [CU13_RUNTIME[0]]
+    assert "resolved for 2.9.1" in result["warnings"][0]
+    assert run_in(venv, "import torchext; print(torchext.TORCH)") == "2.9.1+cu126"

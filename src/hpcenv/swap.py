@@ -7,9 +7,13 @@ cannot run. ``sync_and_swap``:
 1. ``uv sync --frozen`` of the project into the new build directory
    (``UV_PROJECT_ENVIRONMENT``): the project's lock as it is; its files are never
    written (no ``.venv`` in it, no lock update);
-2. replaces torch by the *same version* from the planned variant
-   (``torch==2.9.1+cu126`` from the variant index, or the wheelhouse file), because
-   packages compiled against torch (vLLM, flash-attn) are built for that version;
+2. replaces torch by the *same version* (``torch==2.9.1+cu126`` from the variant
+   index, or the wheelhouse file), because packages compiled against torch (vLLM,
+   flash-attn) are built for that version. The variant is the plan's when the project
+   locks the plan's torch version; otherwise it is resolved afresh for the project's
+   version on this node (``plan_for_version``): variants differ between releases
+   (cu128 carries sm_70 in torch 2.9.1 but not in 2.11), so the plan's pick for its
+   own version may not run at all with the project's;
 3. uninstalls the CUDA runtime packages the old torch pulled that nothing needs any
    more (``nvidia-*-cu13`` after cu130 -> cu126), so two CUDA majors never mix;
 4. imports every installed package that depends on torch, with the new torch.
@@ -17,6 +21,7 @@ cannot run. ``sync_and_swap``:
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib.metadata
 from pathlib import Path
@@ -26,8 +31,10 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
 from hpcenv import fixes, uv
-from hpcenv.errors import BadInput, BuildFailed
+from hpcenv.errors import BadInput, BuildFailed, NoCompatibleBuild
+from hpcenv.facts_model import Facts
 from hpcenv.plan_model import Plan
+from hpcenv.resolve import DEFAULT_INDEX_URL, resolve_torch
 
 PROJECT_FILES = ("pyproject.toml", "uv.lock", ".python-version")
 
@@ -86,8 +93,53 @@ def removable_runtimes(
         candidates -= keep
 
 
+def _pinned(plan: Plan) -> str:
+    """The profile's backend pin behind ``plan`` ('auto' when the resolver chose).
+
+    The resolver records a pin as the reason "the profile pins the <backend> build".
+    """
+    backend = plan.torch.backend
+    if backend and f"the profile pins the {backend} build" in plan.torch.reasons:
+        return backend
+    return "auto"
+
+
+def _index_base(plan: Plan) -> str:
+    """The index base the plan's variant URL was made from (``<base>/<backend>``)."""
+    url, backend = plan.torch.index_url, plan.torch.backend
+    if url and backend and url.rstrip("/").endswith(f"/{backend}"):
+        return url.rstrip("/").removesuffix(f"/{backend}")
+    return DEFAULT_INDEX_URL
+
+
+def plan_for_version(plan: Plan, version: str, facts: Facts) -> Plan:
+    """``plan`` with its torch choice made for torch ``version`` (the project's) on ``facts``.
+
+    The plan's variant was chosen for the plan's torch version; another release may not
+    publish it or may not carry this node's GPU code, so the variant is resolved again for
+    ``version`` with the profile's pin (if any) and index base. The plan's wheelhouse torch
+    is for the plan's version, so it is dropped. Raises ``BuildFailed`` when hpcenv knows
+    no build of ``version`` that this node can run.
+    """
+    if plan.torch.version == version:
+        return plan
+    if facts.arch is None and plan.arch:
+        facts = dataclasses.replace(facts, arch=plan.arch)
+    try:
+        choice = resolve_torch(
+            facts, f"=={version}", pin=_pinned(plan), index_base=_index_base(plan)
+        )
+    except (BadInput, NoCompatibleBuild) as exc:
+        raise BuildFailed(
+            f"the project locks torch {version}, not the plan's {plan.torch.version}, "
+            f"and no variant of {version} can be chosen for this node: {exc}"
+        ) from exc
+    return dataclasses.replace(plan, torch=choice, torch_wheel=None)
+
+
 def target_requirement(plan: Plan, version: str) -> str:
-    """torch of ``version``'s release from the planned variant."""
+    """torch of ``version``'s release from the planned variant (``plan`` already made for
+    ``version`` by :func:`plan_for_version`)."""
     if plan.torch_wheel and Version(uv.wheel_version(plan.torch_wheel)).public == version:
         return str(plan.torch_wheel)
     if not plan.torch.backend:
@@ -95,7 +147,19 @@ def target_requirement(plan: Plan, version: str) -> str:
     return f"torch=={version}+{plan.torch.backend}"
 
 
-def sync_and_swap(project: Path, venv: Path, plan: Plan, *, log: IO[str] | None) -> dict[str, Any]:
+def sync_and_swap(
+    project: Path,
+    venv: Path,
+    plan: Plan,
+    *,
+    log: IO[str] | None,
+    facts: Facts | None = None,
+) -> dict[str, Any]:
+    """Sync ``project`` into ``venv`` and swap its torch (see the module docstring).
+
+    ``facts`` describe the node the build is for; they are needed only when the project
+    locks another torch version than the plan's, and default to this host's.
+    """
     if not (project / "uv.lock").is_file():
         raise BadInput(
             f"{project}: no uv.lock; run 'uv lock' in the project first "
@@ -112,11 +176,19 @@ def sync_and_swap(project: Path, venv: Path, plan: Plan, *, log: IO[str] | None)
         raise BuildFailed(f"{project}: torch version {old!r} is not a version") from exc
     result: dict[str, Any] = {"project": str(project), "torch_before": old, "warnings": []}
     if plan.torch.version and plan.torch.version != base:
+        if facts is None:
+            from hpcenv.facts import collect
+
+            facts = collect(network=False)
+        planned = f"{plan.torch.version} ({plan.torch.backend})"
+        plan = plan_for_version(plan, base, facts)
         result["warnings"].append(
-            f"the project locks torch {base}, the plan chose {plan.torch.version}: keeping "
-            f"{base} (packages compiled against torch are built for it) from the "
-            f"{plan.torch.backend} variant"
+            f"the project locks torch {base}, the plan chose {planned}: keeping {base} "
+            f"(packages compiled against torch are built for it) from the "
+            f"{plan.torch.backend} variant resolved for {base} on this node"
         )
+        result["warnings"] += list(plan.torch.warnings)
+    result["variant"] = plan.torch.backend
     want = f"{base}+{plan.torch.backend}" if plan.torch.backend else base
     if old == want:
         result.update(torch_after=old, swapped=False, removed=[])
