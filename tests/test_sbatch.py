@@ -13,6 +13,7 @@ import pytest
 
 from conftest import REPO, require
 from hpcenv import profile, sbatch
+from hpcenv.cli import main
 from hpcenv.errors import BadInput
 from slurm_cluster import SlurmCluster, slurm_cluster_fixture  # noqa: F401 - fixture
 
@@ -169,6 +170,61 @@ def test_walltime() -> None:
         sbatch.walltime_s("soon")
 
 
+TOKEN = "hf_sbatchSECRET42"
+
+
+def _secret_profile(tmp_path: Path) -> profile.Profile:
+    path = tmp_path / "secret.toml"
+    path.write_text(
+        (REPO / "envs" / "local.toml").read_text()
+        + f'\n[env.always]\nHF_TOKEN = "{TOKEN}"\nGREETING = "hi"\n'
+    )
+    return profile.load(str(path))
+
+
+def test_secrets_are_read_from_the_job_environment_never_written(tmp_path: Path) -> None:
+    """The script (printed, and kept next to the logs) never holds a secret's value:
+    it takes it from the environment sbatch passes on, and stops if it is missing."""
+    require("bash", shutil.which("bash") is not None, "bash not on PATH")
+    prof = _secret_profile(tmp_path)
+    script = sbatch.render(prof, "imports", workdir=tmp_path).script
+    assert TOKEN not in script
+    line = 'export HF_TOKEN="${HF_TOKEN:?set HF_TOKEN in the submitting environment}"'
+    assert line in script.splitlines()
+    assert "export GREETING=hi" in script  # only secret names are left out
+    assert "--export=ALL" in script  # the comment says where the value comes from
+    assert sbatch.secret_env(prof) == {"HF_TOKEN": TOKEN}
+    exports = "\n".join(ln for ln in script.splitlines() if ln.startswith("export "))
+    exports = exports.replace('"$SLURM_JOB_ID"', "42")
+    base = {"PATH": "/usr/bin:/bin"}
+    given = subprocess.run(
+        ["bash", "-c", f"set -eu\n{exports}\nbash -c 'printf %s \"$HF_TOKEN\"'"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**base, "HF_TOKEN": "from-env"},
+    )
+    assert (given.returncode, given.stdout) == (0, "from-env")
+    missing = subprocess.run(
+        ["bash", "-c", f"set -eu\n{exports}\necho ran"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=base,
+    )
+    assert missing.returncode != 0 and "ran" not in missing.stdout
+    assert "set HF_TOKEN in the submitting environment" in missing.stderr
+
+
+def test_sbatch_command_never_prints_a_secret(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _secret_profile(tmp_path)
+    assert main(["sbatch", str(tmp_path / "secret.toml"), "imports"]) == 0
+    out = capsys.readouterr().out
+    assert TOKEN not in out and "${HF_TOKEN:?" in out
+
+
 @pytest.mark.slurm
 @pytest.mark.slow
 def test_submit_a_rendered_script_on_real_slurm(slurm: SlurmCluster, tmp_path: Path) -> None:
@@ -178,21 +234,26 @@ def test_submit_a_rendered_script_on_real_slurm(slurm: SlurmCluster, tmp_path: P
         .read_text()
         .replace('log_dir = "logs"', f"log_dir = {json.dumps(str(tmp_path / 'job logs'))}")
     )
-    (tmp_path / "local.toml").write_text(text + '\n[env.always]\nGREETING = "hello; world"\n')
+    (tmp_path / "local.toml").write_text(
+        text + f'\n[env.always]\nGREETING = "hello; world"\nHF_TOKEN = "{TOKEN}"\n'
+    )
     prof = profile.load(str(tmp_path / "local.toml"))
     job = sbatch.render(
         prof,
         "imports",
         workdir=tmp_path,
-        run=["bash", "-c", 'echo "$GREETING on $SLURM_JOB_NODELIST"'],
+        run=["bash", "-c", 'echo "$GREETING on $SLURM_JOB_NODELIST with $HF_TOKEN"'],
     )
     script = sbatch.write(job)
+    assert TOKEN not in script.read_text()
     assert (tmp_path / "job logs").is_dir()  # before submission
-    job_id = sbatch.submit(script, env=slurm.env)
+    # As 'hpcenv sbatch --submit' does: the secret travels in sbatch's environment.
+    job_id = sbatch.submit(script, env={**slurm.env, **sbatch.secret_env(prof)})
     state = sbatch.wait(job_id, timeout=120, env=slurm.env)
     out, err = job.log_paths(job_id)
     assert state == "COMPLETED", (
         f"{state}\n{err.read_text() if err.exists() else ''}\n{slurm.log_text()}"
     )
-    assert sbatch.read_report(job, job_id) == f"hello; world on {slurm.node}\n"
-    assert out.read_text() == f"hello; world on {slurm.node}\n"
+    expected = f"hello; world on {slurm.node} with {TOKEN}\n"
+    assert sbatch.read_report(job, job_id) == expected
+    assert out.read_text() == expected

@@ -7,6 +7,13 @@ profile says which, and this module turns it into a script. Every value that
 comes from a profile or the command line is ``shlex.quote``d, and values that
 would end an ``#SBATCH`` comment line (newlines, control characters) are refused,
 so a profile cannot inject commands into a job.
+
+Secret-named variables (``redact.is_secret``: HF_TOKEN, WANDB_API_KEY, ...) are never
+written into the script, which is printed and kept next to the logs: the script
+reads them from the job's environment, which sbatch copies from the submitting
+shell (``--export=ALL`` is its default), and stops with a clear message when one is
+missing. ``hpcenv sbatch --submit`` puts the profile's values into sbatch's
+environment (``secret_env``), so they reach the job without touching the disk.
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from hpcenv import command, paths
+from hpcenv import command, paths, redact
 from hpcenv.errors import BadInput, CommandFailed
 from hpcenv.profile import KNOWN_PROBES, Profile
 
@@ -159,10 +166,21 @@ def render(
         lines.append("set -u")
     env = {**profile.env_for(nodes=nodes), **(extra_env or {})}
     env.setdefault("HPCENV_HOME", str(paths.home()))
+    secrets = [k for k, v in env.items() if redact.is_secret(k) and v]
+    if secrets:
+        lines += [
+            f"# Secrets ({' '.join(secrets)}) are not written here: the job reads them from",
+            "# the environment sbatch copies from the submitting shell (--export=ALL, the",
+            "# default). Export them before 'sbatch'; 'hpcenv sbatch --submit' passes the",
+            "# profile's values that way.",
+        ]
     for key, value in env.items():
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
             raise BadInput(f"environment variable name {key!r} is not a valid name; rename it")
-        lines.append(f"export {key}={shlex.quote(value)}")
+        if key in secrets:
+            lines.append(f'export {key}="${{{key}:?set {key} in the submitting environment}}"')
+        else:
+            lines.append(f"export {key}={shlex.quote(value)}")
     if profile.job.scratch:
         lines += [
             f'export TMPDIR={shlex.quote(profile.job.scratch)}/"$SLURM_JOB_ID"',
@@ -182,6 +200,15 @@ def render(
         "",
     ]
     return Job(name=name, script="\n".join(lines), log_dir=log_dir, output_dir=out_dir, nodes=nodes)
+
+
+def secret_env(
+    profile: Profile, *, nodes: int = 1, extra_env: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """The secret-named variables ``render`` leaves out of the script, with their values:
+    the environment ``submit`` must give sbatch so that the job gets them."""
+    env = {**profile.env_for(nodes=nodes), **(extra_env or {})}
+    return {k: v for k, v in env.items() if redact.is_secret(k) and v}
 
 
 def write(job: Job, path: Path | None = None) -> Path:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -64,7 +65,9 @@ def run(args: argparse.Namespace) -> int:
         return 0
     script = sbatch.write(job)
     started = time.monotonic()
-    job_id = sbatch.submit(script)
+    # Secrets are not in the script: sbatch hands its environment to the job.
+    env = {**os.environ, **sbatch.secret_env(prof, nodes=args.nodes)}
+    job_id = sbatch.submit(script, env=env)
     print(f"submitted job {job_id} ({script})", flush=True)
     if not args.wait:
         return 0
