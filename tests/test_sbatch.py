@@ -75,15 +75,16 @@ def test_common_shape() -> None:
     assert "set -euo pipefail" in lines
     d = _directives(script)
     assert "--job-name=hpcenv-brtx-probe" in d and "--time=00:20:00" in d
-    assert "--output=/home/u/proj/logs/hpcenv-brtx-probe-%j.out" in d
-    assert "--error=/home/u/proj/logs/hpcenv-brtx-probe-%j.err" in d
+    assert '--output="/home/u/proj/logs/hpcenv-brtx-probe-%j.out"' in d
+    assert '--error="/home/u/proj/logs/hpcenv-brtx-probe-%j.err"' in d
+    assert '--chdir="/home/u/proj"' in d
     assert any(" -m hpcenv probe --env brtx --json" in line for line in lines)
     assert any(" -m hpcenv build brtx" in line for line in _render("brtx", "build").splitlines())
     with pytest.raises(BadInput, match="unknown sbatch target"):
         _render("brtx", target="nope")
 
 
-def _evil_profile(tmp_path: Path, partition: str = EVIL) -> profile.Profile:
+def _evil_profile(tmp_path: Path, partition: str = "gpu", account: str = "proj") -> profile.Profile:
     text = f"""
 [profile]
 python = "3.11"
@@ -94,7 +95,7 @@ EVIL = {json.dumps(EVIL)}
 QUOTE = "it's \\"here\\" $HOME `id`"
 [slurm]
 partition = {json.dumps(partition)}
-account = {json.dumps(EVIL)}
+account = {json.dumps(account)}
 [job]
 scratch = "/scratch/$(id)"
 log_dir = {json.dumps(str(tmp_path / "logs; rm -rf ~"))}
@@ -108,7 +109,7 @@ def test_profile_values_are_quoted(tmp_path: Path) -> None:
     require("bash", shutil.which("bash") is not None, "bash not on PATH")
     job = sbatch.render(_evil_profile(tmp_path), "imports", workdir=tmp_path)
     script = job.script
-    assert f"#SBATCH --partition={shlex.quote(EVIL)}" in script
+    assert "#SBATCH --partition=gpu" in script and "#SBATCH --account=proj" in script
     assert f"module load {shlex.quote(EVIL)}" in script
     assert f"export EVIL={shlex.quote(EVIL)}" in script
     path = tmp_path / "job.sh"
@@ -155,6 +156,37 @@ def test_the_whole_rendered_script_runs_values_literally(tmp_path: Path) -> None
     assert (tmp_path / "modules.log").read_text() == f"load|{EVIL}|\nload|cuda/12.6|\n"
     assert sbatch.read_report(job, "42") == EVIL
     assert done.stdout == EVIL
+
+
+@pytest.mark.parametrize("key", ["partition", "account"])
+@pytest.mark.parametrize("value", [EVIL, "'gpu'", '"gpu"', "gpu#1", "a\\b", "a b"])
+def test_sbatch_values_sbatch_would_misread_are_refused(
+    tmp_path: Path, key: str, value: str
+) -> None:
+    """sbatch reads '#SBATCH --partition=x; rm -rf ~' as partition 'x;' plus a stray
+    argument, and strips quotes itself: shell quoting cannot protect these lines."""
+    with pytest.raises(BadInput) as info:
+        sbatch.render(_evil_profile(tmp_path, **{key: value}), "imports", workdir=tmp_path)
+    msg = str(info.value)
+    assert "\n" not in msg and f"[slurm] {key} = {value!r}" in msg
+    assert "evil.toml" in msg and "plain value" in msg
+
+
+def test_gres_type_with_a_space_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "g.toml"
+    path.write_text((REPO / "envs" / "supercloud.toml").read_text().replace('"volta"', '"volta 2"'))
+    with pytest.raises(BadInput, match=r"g\.toml: \[slurm\] gres_type = 'volta 2'"):
+        sbatch.render(profile.load(str(path)), "imports", workdir=tmp_path)
+
+
+def test_paths_are_written_the_way_sbatch_reads_them(tmp_path: Path) -> None:
+    """Log paths may hold spaces: double-quoted, with quotes, backslash and '#' escaped
+    (sbatch strips both quote kinds and the escapes; '#' would end the line)."""
+    job = sbatch.render(_evil_profile(tmp_path), "imports", workdir=tmp_path / "my proj #2 'x'")
+    d = _directives(job.script)
+    log = tmp_path / "logs; rm -rf ~" / "hpcenv-evil-imports-%j.out"
+    assert f'--output="{log}"' in d
+    assert f"--chdir=\"{tmp_path}/my proj \\#2 \\'x\\'\"" in d
 
 
 def test_a_line_break_in_a_value_is_refused(tmp_path: Path) -> None:
@@ -228,11 +260,14 @@ def test_sbatch_command_never_prints_a_secret(
 @pytest.mark.slurm
 @pytest.mark.slow
 def test_submit_a_rendered_script_on_real_slurm(slurm: SlurmCluster, tmp_path: Path) -> None:
-    """A rendered script runs under sbatch: logs dir made first, env exported, output kept."""
+    """A rendered script runs under sbatch: logs dir made first, env exported, output kept.
+    The log directory's name holds a space, '#' and quotes: real sbatch must read the
+    #SBATCH --output line back to exactly that path."""
+    logs = tmp_path / "job logs #1 'q' \"d\""
     text = (
         (REPO / "envs" / "local.toml")
         .read_text()
-        .replace('log_dir = "logs"', f"log_dir = {json.dumps(str(tmp_path / 'job logs'))}")
+        .replace('log_dir = "logs"', f"log_dir = {json.dumps(str(logs))}")
     )
     (tmp_path / "local.toml").write_text(
         text + f'\n[env.always]\nGREETING = "hello; world"\nHF_TOKEN = "{TOKEN}"\n'
@@ -246,7 +281,7 @@ def test_submit_a_rendered_script_on_real_slurm(slurm: SlurmCluster, tmp_path: P
     )
     script = sbatch.write(job)
     assert TOKEN not in script.read_text()
-    assert (tmp_path / "job logs").is_dir()  # before submission
+    assert logs.is_dir()  # before submission
     # As 'hpcenv sbatch --submit' does: the secret travels in sbatch's environment.
     job_id = sbatch.submit(script, env={**slurm.env, **sbatch.secret_env(prof)})
     state = sbatch.wait(job_id, timeout=120, env=slurm.env)

@@ -4,9 +4,19 @@ Each cluster asks for GPUs its own way (``--gres=gpu:volta:2`` on SuperCloud,
 ``--gpus=N`` on BRTX, ``--gpus-per-node=4`` on Isambard), loads its own modules
 and needs its own environment (NCCL_NET only when the job spans nodes); the
 profile says which, and this module turns it into a script. Every value that
-comes from a profile or the command line is ``shlex.quote``d, and values that
-would end an ``#SBATCH`` comment line (newlines, control characters) are refused,
-so a profile cannot inject commands into a job.
+comes from a profile or the command line is ``shlex.quote``d on shell lines
+(``export``, ``module load``, the command), and values that would end an
+``#SBATCH`` comment line (newlines, control characters) are refused, so a profile
+cannot inject commands into a job.
+
+``#SBATCH`` lines are not shell: sbatch splits them at whitespace, ends them at an
+unquoted ``#``, and strips quotes and backslashes itself (``_get_argument`` in
+sbatch's opt.c; older releases knew only double quotes and ended the line at a
+``#`` even inside them, so shlex's single quotes are not portable). So a profile
+value (partition, account, time, GRES type) holding whitespace, a quote, a
+backslash or ``#`` is refused with the key to fix; paths (log files, working
+directory), which may well hold a space, are written as ``"..."`` with ``\\``,
+``"``, ``'`` and ``#`` backslash-escaped, which every version reads back unchanged.
 
 Secret-named variables (``redact.is_secret``: HF_TOKEN, WANDB_API_KEY, ...) are never
 written into the script, which is printed and kept next to the logs: the script
@@ -57,6 +67,10 @@ class Job:
         )
 
 
+#: Characters sbatch's directive parser gives a meaning to (splits, quotes, escapes, ends).
+_SBATCH_SPECIAL = re.compile(r"""[\s"'\\#]""")
+
+
 def _plain(value: str, what: str) -> str:
     """A value for an ``#SBATCH`` line: no line breaks (they would end the comment)."""
     if _CONTROL.search(value):
@@ -65,7 +79,22 @@ def _plain(value: str, what: str) -> str:
 
 
 def _directive(option: str, value: str | int, what: str) -> str:
-    return f"#SBATCH --{option}={shlex.quote(_plain(str(value), what))}"
+    """``#SBATCH --option=value`` for a plain value (a name, a number, a time)."""
+    text = _plain(str(value), what)
+    if _SBATCH_SPECIAL.search(text):
+        raise BadInput(
+            f"{what} = {text!r} cannot go on an #SBATCH line (sbatch splits it at spaces, "
+            f"ends it at '#' and strips quotes and backslashes); write a plain value "
+            f"without spaces, quotes, backslashes or '#'"
+        )
+    return f"#SBATCH --{option}={text}"
+
+
+def _path_directive(option: str, value: Path, what: str) -> str:
+    """``#SBATCH --option="path"``: quoted and escaped the way sbatch reads it back."""
+    text = _plain(str(value), what)
+    escaped = re.sub(r"""(["'\\#])""", r"\\\1", text)
+    return f'#SBATCH --{option}="{escaped}"'
 
 
 def gpu_directives(profile: Profile, nodes: int) -> list[str]:
@@ -74,17 +103,19 @@ def gpu_directives(profile: Profile, nodes: int) -> list[str]:
     if how == "none":
         return []
     per_node = profile.platform.gpus_per_node
+    where = profile.path or profile.name
     if not per_node:
         raise BadInput(
             f"{profile.path or profile.name}: [platform] gpus_per_node is not set but "
             f"[slurm] gpu_request = {how!r} needs it; set gpus_per_node"
         )
     if how == "gpus-per-node":
-        return [_directive("gpus-per-node", per_node, "platform.gpus_per_node")]
+        return [_directive("gpus-per-node", per_node, f"{where}: [platform] gpus_per_node")]
     if how == "gpus":
-        return [_directive("gpus", per_node * nodes, "platform.gpus_per_node")]
+        return [_directive("gpus", per_node * nodes, f"{where}: [platform] gpus_per_node")]
+    _directive("gres", profile.slurm.gres_type, f"{where}: [slurm] gres_type")  # checks it
     gres = f"gpu:{profile.slurm.gres_type}:{per_node}"
-    return [_directive("gres", gres, "slurm.gres_type")]
+    return [_directive("gres", gres, f"{where}: [slurm] gres_type")]
 
 
 #: Targets that run a multi-rank probe: two gloo ranks on a CPU node, like local runs.
@@ -138,6 +169,7 @@ def render(
     out_dir = (output_dir or log_dir).absolute()
     name = f"hpcenv-{profile.name}-{target}"
     s = profile.slurm
+    where = profile.path or profile.name
     lines = [
         "#!/bin/bash",
         f"# Rendered by 'hpcenv sbatch {shlex.quote(profile.name)} {shlex.quote(target)}'.",
@@ -146,16 +178,16 @@ def render(
         _directive("ntasks-per-node", tasks_per_node(profile, ntasks_per_node, target), "ntasks"),
     ]
     if s.partition:
-        lines.append(_directive("partition", s.partition, "slurm.partition"))
+        lines.append(_directive("partition", s.partition, f"{where}: [slurm] partition"))
     if s.account:
-        lines.append(_directive("account", s.account, "slurm.account"))
+        lines.append(_directive("account", s.account, f"{where}: [slurm] account"))
     if s.time:
-        lines.append(_directive("time", s.time, "slurm.time"))
+        lines.append(_directive("time", s.time, f"{where}: [slurm] time"))
     lines += gpu_directives(profile, nodes)
     lines += [
-        _directive("output", str(log_dir / f"{name}-%j.out"), "job.log_dir"),
-        _directive("error", str(log_dir / f"{name}-%j.err"), "job.log_dir"),
-        _directive("chdir", str(cwd), "working directory"),
+        _path_directive("output", log_dir / f"{name}-%j.out", f"{where}: [job] log_dir"),
+        _path_directive("error", log_dir / f"{name}-%j.err", f"{where}: [job] log_dir"),
+        _path_directive("chdir", cwd, "working directory"),
         "",
         "set -euo pipefail",
     ]
