@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import shlex
 import shutil
 import subprocess
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -14,7 +17,7 @@ import pytest
 from conftest import REPO, require
 from hpcenv import profile, sbatch
 from hpcenv.cli import main
-from hpcenv.errors import BadInput
+from hpcenv.errors import BadInput, CommandFailed
 from slurm_cluster import SlurmCluster, slurm_cluster_fixture  # noqa: F401 - fixture
 
 EVIL = "x; rm -rf ~"
@@ -194,12 +197,41 @@ def test_a_line_break_in_a_value_is_refused(tmp_path: Path) -> None:
         sbatch.render(_evil_profile(tmp_path, partition="p\nrm -rf ~"), "imports", workdir=tmp_path)
 
 
-def test_walltime() -> None:
-    assert sbatch.walltime_s("00:20:00") == 1200
-    assert sbatch.walltime_s("1-02:00:00") == 93600
-    assert sbatch.walltime_s("30") == 1800
-    with pytest.raises(BadInput, match=r"slurm\.time"):
-        sbatch.walltime_s("soon")
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [
+        ("30", 1800),  # MM
+        ("30:15", 1815),  # MM:SS
+        ("00:20:00", 1200),  # HH:MM:SS
+        ("1-02", 93600),  # D-HH
+        ("1-02:30", 95400),  # D-HH:MM
+        ("1-02:00:00", 93600),  # D-HH:MM:SS
+        ("2-0", 172800),
+    ],
+)
+def test_walltime_reads_every_slurm_form(value: str, seconds: float) -> None:
+    assert sbatch.walltime_s(value) == seconds
+
+
+def test_walltime_without_limit_and_bad_forms() -> None:
+    assert sbatch.walltime_s("UNLIMITED") == sbatch.walltime_s("0") == math.inf
+    for bad in ("soon", "1h", "1-", "-5", "1:2:3:4", "1-2:3:4:5", ""):
+        with pytest.raises(BadInput, match=r"slurm\.time"):
+            sbatch.walltime_s(bad)
+
+
+def test_slurm_time_is_checked_when_the_profile_loads(tmp_path: Path) -> None:
+    path = tmp_path / "t.toml"
+    path.write_text('[profile]\npython = "3.11"\n[slurm]\ntime = "2h"\n')
+    with pytest.raises(BadInput) as info:
+        profile.load(str(path))
+    msg = str(info.value)
+    assert msg.startswith(f"{path} (line 4): [slurm] time = '2h' is not a SLURM time")
+    assert "D-HH:MM:SS" in msg and "\n" not in msg
+    path.write_text('[profile]\npython = "3.11"\n[slurm]\ntime = "1-12"\n')
+    assert profile.load(str(path)).slurm.time == "1-12"
+    path.write_text('[profile]\npython = "3.11"\n[slurm]\ntime = ""\n')  # partition default
+    assert "--time" not in sbatch.render(profile.load(str(path)), "imports").script
 
 
 TOKEN = "hf_sbatchSECRET42"
@@ -292,3 +324,60 @@ def test_submit_a_rendered_script_on_real_slurm(slurm: SlurmCluster, tmp_path: P
     expected = f"hello; world on {slurm.node} with {TOKEN}\n"
     assert sbatch.read_report(job, job_id) == expected
     assert out.read_text() == expected
+
+
+def _held_job(slurm: SlurmCluster, tmp_path: Path, run: list[str]) -> str:
+    """Submit a job held in the queue (PENDING, reason JobHeldUser) until released."""
+    prof = profile.load(str(REPO / "envs" / "local.toml"))
+    job = sbatch.render(prof, "imports", workdir=tmp_path, run=run)
+    script = job.script.replace("#!/bin/bash\n", "#!/bin/bash\n#SBATCH --hold\n", 1)
+    path = sbatch.write(dataclasses.replace(job, script=script), tmp_path / "held.sh")
+    return sbatch.submit(path, env=slurm.env)
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_wait_does_not_count_time_spent_pending(slurm: SlurmCluster, tmp_path: Path) -> None:
+    """A job held in the queue for longer than the bound still completes under --wait:
+    the bound is its running time, as SLURM's own time limit is."""
+    job_id = _held_job(slurm, tmp_path, ["true"])
+    result: dict[str, object] = {}
+
+    def waiter() -> None:
+        try:
+            result["state"] = sbatch.wait(job_id, timeout=4, env=slurm.env)
+        except Exception as exc:  # reported by the assertion below
+            result["error"] = exc
+
+    thread = threading.Thread(target=waiter)
+    thread.start()
+    try:
+        time.sleep(7)  # held longer than the 4 s bound
+        assert sbatch.job_state(job_id, env=slurm.env) == "PENDING"
+        slurm.run("scontrol", "release", job_id)
+    finally:
+        thread.join(120)
+        slurm.run("scancel", job_id, check=False)
+    assert result == {"state": "COMPLETED"}, f"{result}\n{slurm.log_text()}"
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_wait_bounds_running_time_and_optionally_queue_time(
+    slurm: SlurmCluster, tmp_path: Path
+) -> None:
+    held = _held_job(slurm, tmp_path, ["true"])
+    try:
+        with pytest.raises(CommandFailed, match=r"still PENDING after \d+ s in the queue"):
+            sbatch.wait(held, timeout=60, pending_timeout=2, env=slurm.env)
+    finally:
+        slurm.run("scancel", held, check=False)
+    prof = profile.load(str(REPO / "envs" / "local.toml"))
+    job = sbatch.render(prof, "imports", workdir=tmp_path, run=["sleep", "60"])
+    running = sbatch.submit(sbatch.write(job, tmp_path / "long.sh"), env=slurm.env)
+    try:
+        with pytest.raises(CommandFailed, match=r"still RUNNING after \d+ s running") as info:
+            sbatch.wait(running, timeout=2, env=slurm.env)
+        assert info.value.returncode == 124
+    finally:
+        slurm.run("scancel", running, check=False)

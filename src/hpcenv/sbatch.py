@@ -39,7 +39,7 @@ from pathlib import Path
 
 from hpcenv import command, paths, redact
 from hpcenv.errors import BadInput, CommandFailed
-from hpcenv.profile import KNOWN_PROBES, Profile
+from hpcenv.profile import KNOWN_PROBES, Profile, slurm_time_s
 
 TARGETS = ("probe", "build", *KNOWN_PROBES)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -290,24 +290,61 @@ def job_state(job_id: str, *, env: Mapping[str, str] | None = None) -> str | Non
 FINAL = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED")
 
 
-def wait(job_id: str, *, timeout: float, env: Mapping[str, str] | None = None) -> str:
-    """Poll until the job has ended; its final state. Raises on timeout."""
-    deadline = time.monotonic() + timeout
+#: States of a job that has not started (or is stopped): its time limit is not running.
+NOT_STARTED = (
+    "PENDING",
+    "REQUEUED",
+    "REQUEUE_HOLD",
+    "REQUEUE_FED",
+    "RESV_DEL_HOLD",
+    "SUSPENDED",
+)
+
+
+def wait(
+    job_id: str,
+    *,
+    timeout: float,
+    env: Mapping[str, str] | None = None,
+    pending_timeout: float | None = None,
+) -> str:
+    """Poll until the job has ended; its final state.
+
+    ``timeout`` bounds the time the job is seen started, like SLURM's own time limit:
+    the hours a busy cluster keeps it PENDING do not count (``pending_timeout``, None
+    for no bound, caps those). Raises ``CommandFailed`` (124) when a bound is passed;
+    the job keeps running.
+    """
+    begun = last = time.monotonic()
+    ran = 0.0  # seconds seen in a started state
     state: str | None = None
-    while time.monotonic() < deadline:
+    while True:
         state = job_state(job_id, env=env)
-        if state is not None and state.split()[0] in FINAL:
+        now = time.monotonic()
+        base = state.split()[0] if state else None
+        if state is not None and base in FINAL:
             return state
         if state is None:
             q = command.run(["squeue", "-h", "-j", job_id], env=env, timeout=30, check=False)
             if q.returncode == 0 and not q.stdout.strip():
                 return "UNKNOWN"
+        queued = base is None or base in NOT_STARTED
+        if not queued:
+            ran += now - last
+        last = now
+        if ran > timeout:
+            raise CommandFailed(
+                f"job {job_id} still {state} after {ran:.0f} s running (bound {timeout:g} s); "
+                f"check 'squeue -j {job_id}' (it keeps running)",
+                returncode=124,
+            )
+        if queued and pending_timeout is not None and now - begun - ran > pending_timeout:
+            raise CommandFailed(
+                f"job {job_id} still {state or 'queued'} after {now - begun - ran:.0f} s in the "
+                f"queue; check 'squeue -j {job_id}' (it stays queued)",
+                returncode=124,
+            )
         time.sleep(POLL_S)
-    raise CommandFailed(
-        f"job {job_id} still {state or 'queued'} after {timeout:g} s; "
-        f"check 'squeue -j {job_id}' (it keeps running)",
-        returncode=124,
-    )
 
 
 def read_report(job: Job, job_id: str) -> dict[str, object] | str | None:
@@ -325,25 +362,12 @@ def read_report(job: Job, job_id: str) -> dict[str, object] | str | None:
 
 
 def walltime_s(value: str) -> float:
-    """SLURM time ``[D-]HH:MM:SS`` / ``MM:SS`` / ``MM`` in seconds (for --wait's bound)."""
+    """SLURM time (MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS) in seconds, for
+    --wait's bound; ``inf`` for no limit."""
     try:
-        return _walltime_s(value)
+        return slurm_time_s(value)
     except ValueError as exc:
         raise BadInput(
-            f"slurm.time = {value!r} is not a SLURM time; write e.g. '00:20:00'"
+            f"slurm.time = {value!r} is not a SLURM time; write MM, MM:SS, HH:MM:SS, D-HH, "
+            f"D-HH:MM or D-HH:MM:SS (e.g. '00:20:00')"
         ) from exc
-
-
-def _walltime_s(value: str) -> float:
-    days = 0
-    if "-" in value:
-        d, value = value.split("-", 1)
-        days = int(d)
-    parts = [int(p) for p in value.split(":") if p]
-    if len(parts) == 1:
-        secs = parts[0] * 60
-    elif len(parts) == 2:
-        secs = parts[0] * 60 + parts[1]
-    else:
-        secs = parts[0] * 3600 + parts[1] * 60 + parts[2]
-    return float(days * 86400 + secs)
