@@ -62,4 +62,3 @@ def run(args: argparse.Namespace) -> int:
     for w in plan.warnings:
         report.console.print(Text(f"warning: {w}", style="yellow"))
     return 0
-
