@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
-from conftest import FACTS, require
+from conftest import FACTS, REPO, require
 from fakenodes import node
 from hpcenv import facts_model, profile
+from hpcenv.cli import main
 from hpcenv.errors import BadInput
 from hpcenv.plan import find_links, find_torch_wheel, make_plan, plan_for, vllm_warning
 
@@ -169,3 +171,44 @@ def test_vllm_on_volta_is_warned() -> None:
     assert vllm_warning(("vllm==0.10.1",), v100) is None  # docs up to 0.14: >= 7.0
     assert vllm_warning(("vllm",), facts_model.load(GH200_FILE)) is None
     assert vllm_warning(("vllm",), node("x86_64", None)) is None
+
+
+TOKEN = "hf_planSECRETvalue123"
+INDEX_PASSWORD = "idxTOKENpassword99"
+
+
+def _secret_profile(tmp_path: Path) -> Path:
+    text = (REPO / "envs" / "supercloud.toml").read_text() + (
+        f'\n[env.always]\nHF_TOKEN = "{TOKEN}"\nNCCL_DEBUG = "WARN"\n'
+        f'[env.multi_node]\nWANDB_API_KEY = "{TOKEN}"\n'
+    )
+    path = tmp_path / "secret.toml"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("as_json", [True, False])
+def test_plan_output_masks_secret_env_values_and_index_credentials(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    as_json: bool,
+) -> None:
+    """Neither the table nor --json (steps[].what included) shows a secret-named
+    variable's value or the password of an index URL."""
+    url = f"https://alice:{INDEX_PASSWORD}@mirror.example/pytorch/"
+    monkeypatch.setenv("HPCENV_TORCH_INDEX_URL", url)
+    path = _secret_profile(tmp_path)
+    argv = ["plan", str(path), "--declared", *(["--json"] if as_json else [])]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert TOKEN not in out and INDEX_PASSWORD not in out and "alice" not in out
+    assert "HF_TOKEN=REDACTED" in out.replace("\n", "") or '"HF_TOKEN": "REDACTED"' in out
+    if as_json:
+        data = json.loads(out)
+        env_steps = [s["what"] for s in data["steps"] if s["kind"] == "env"]
+        assert env_steps == ["HF_TOKEN=REDACTED NCCL_DEBUG=WARN", "WANDB_API_KEY=REDACTED"]
+        assert data["torch"]["index_url"] == "https://REDACTED@mirror.example/pytorch/cu126"
+    # The plan itself keeps the real values: the build needs them.
+    plan = plan_for(str(path), None, declared=True)
+    assert plan.env["HF_TOKEN"] == TOKEN and INDEX_PASSWORD in plan.torch.index_url

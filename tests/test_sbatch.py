@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import shlex
 import shutil
 import subprocess
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
 from conftest import REPO, require
 from hpcenv import profile, sbatch
-from hpcenv.errors import BadInput
+from hpcenv.cli import main
+from hpcenv.errors import BadInput, CommandFailed
 from slurm_cluster import SlurmCluster, slurm_cluster_fixture  # noqa: F401 - fixture
 
 EVIL = "x; rm -rf ~"
@@ -74,15 +78,16 @@ def test_common_shape() -> None:
     assert "set -euo pipefail" in lines
     d = _directives(script)
     assert "--job-name=hpcenv-brtx-probe" in d and "--time=00:20:00" in d
-    assert "--output=/home/u/proj/logs/hpcenv-brtx-probe-%j.out" in d
-    assert "--error=/home/u/proj/logs/hpcenv-brtx-probe-%j.err" in d
+    assert '--output="/home/u/proj/logs/hpcenv-brtx-probe-%j.out"' in d
+    assert '--error="/home/u/proj/logs/hpcenv-brtx-probe-%j.err"' in d
+    assert '--chdir="/home/u/proj"' in d
     assert any(" -m hpcenv probe --env brtx --json" in line for line in lines)
     assert any(" -m hpcenv build brtx" in line for line in _render("brtx", "build").splitlines())
     with pytest.raises(BadInput, match="unknown sbatch target"):
         _render("brtx", target="nope")
 
 
-def _evil_profile(tmp_path: Path, partition: str = EVIL) -> profile.Profile:
+def _evil_profile(tmp_path: Path, partition: str = "gpu", account: str = "proj") -> profile.Profile:
     text = f"""
 [profile]
 python = "3.11"
@@ -93,7 +98,7 @@ EVIL = {json.dumps(EVIL)}
 QUOTE = "it's \\"here\\" $HOME `id`"
 [slurm]
 partition = {json.dumps(partition)}
-account = {json.dumps(EVIL)}
+account = {json.dumps(account)}
 [job]
 scratch = "/scratch/$(id)"
 log_dir = {json.dumps(str(tmp_path / "logs; rm -rf ~"))}
@@ -107,7 +112,7 @@ def test_profile_values_are_quoted(tmp_path: Path) -> None:
     require("bash", shutil.which("bash") is not None, "bash not on PATH")
     job = sbatch.render(_evil_profile(tmp_path), "imports", workdir=tmp_path)
     script = job.script
-    assert f"#SBATCH --partition={shlex.quote(EVIL)}" in script
+    assert "#SBATCH --partition=gpu" in script and "#SBATCH --account=proj" in script
     assert f"module load {shlex.quote(EVIL)}" in script
     assert f"export EVIL={shlex.quote(EVIL)}" in script
     path = tmp_path / "job.sh"
@@ -156,43 +161,223 @@ def test_the_whole_rendered_script_runs_values_literally(tmp_path: Path) -> None
     assert done.stdout == EVIL
 
 
+@pytest.mark.parametrize("key", ["partition", "account"])
+@pytest.mark.parametrize("value", [EVIL, "'gpu'", '"gpu"', "gpu#1", "a\\b", "a b"])
+def test_sbatch_values_sbatch_would_misread_are_refused(
+    tmp_path: Path, key: str, value: str
+) -> None:
+    """sbatch reads '#SBATCH --partition=x; rm -rf ~' as partition 'x;' plus a stray
+    argument, and strips quotes itself: shell quoting cannot protect these lines."""
+    with pytest.raises(BadInput) as info:
+        sbatch.render(_evil_profile(tmp_path, **{key: value}), "imports", workdir=tmp_path)
+    msg = str(info.value)
+    assert "\n" not in msg and f"[slurm] {key} = {value!r}" in msg
+    assert "evil.toml" in msg and "plain value" in msg
+
+
+def test_gres_type_with_a_space_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "g.toml"
+    path.write_text((REPO / "envs" / "supercloud.toml").read_text().replace('"volta"', '"volta 2"'))
+    with pytest.raises(BadInput, match=r"g\.toml: \[slurm\] gres_type = 'volta 2'"):
+        sbatch.render(profile.load(str(path)), "imports", workdir=tmp_path)
+
+
+def test_paths_are_written_the_way_sbatch_reads_them(tmp_path: Path) -> None:
+    """Log paths may hold spaces: double-quoted, with quotes, backslash and '#' escaped
+    (sbatch strips both quote kinds and the escapes; '#' would end the line)."""
+    job = sbatch.render(_evil_profile(tmp_path), "imports", workdir=tmp_path / "my proj #2 'x'")
+    d = _directives(job.script)
+    log = tmp_path / "logs; rm -rf ~" / "hpcenv-evil-imports-%j.out"
+    assert f'--output="{log}"' in d
+    assert f"--chdir=\"{tmp_path}/my proj \\#2 \\'x\\'\"" in d
+
+
 def test_a_line_break_in_a_value_is_refused(tmp_path: Path) -> None:
     with pytest.raises(BadInput, match="line break"):
         sbatch.render(_evil_profile(tmp_path, partition="p\nrm -rf ~"), "imports", workdir=tmp_path)
 
 
-def test_walltime() -> None:
-    assert sbatch.walltime_s("00:20:00") == 1200
-    assert sbatch.walltime_s("1-02:00:00") == 93600
-    assert sbatch.walltime_s("30") == 1800
-    with pytest.raises(BadInput, match=r"slurm\.time"):
-        sbatch.walltime_s("soon")
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [
+        ("30", 1800),  # MM
+        ("30:15", 1815),  # MM:SS
+        ("00:20:00", 1200),  # HH:MM:SS
+        ("1-02", 93600),  # D-HH
+        ("1-02:30", 95400),  # D-HH:MM
+        ("1-02:00:00", 93600),  # D-HH:MM:SS
+        ("2-0", 172800),
+    ],
+)
+def test_walltime_reads_every_slurm_form(value: str, seconds: float) -> None:
+    assert sbatch.walltime_s(value) == seconds
+
+
+def test_walltime_without_limit_and_bad_forms() -> None:
+    assert sbatch.walltime_s("UNLIMITED") == sbatch.walltime_s("0") == math.inf
+    for bad in ("soon", "1h", "1-", "-5", "1:2:3:4", "1-2:3:4:5", ""):
+        with pytest.raises(BadInput, match=r"slurm\.time"):
+            sbatch.walltime_s(bad)
+
+
+def test_slurm_time_is_checked_when_the_profile_loads(tmp_path: Path) -> None:
+    path = tmp_path / "t.toml"
+    path.write_text('[profile]\npython = "3.11"\n[slurm]\ntime = "2h"\n')
+    with pytest.raises(BadInput) as info:
+        profile.load(str(path))
+    msg = str(info.value)
+    assert msg.startswith(f"{path} (line 4): [slurm] time = '2h' is not a SLURM time")
+    assert "D-HH:MM:SS" in msg and "\n" not in msg
+    path.write_text('[profile]\npython = "3.11"\n[slurm]\ntime = "1-12"\n')
+    assert profile.load(str(path)).slurm.time == "1-12"
+    path.write_text('[profile]\npython = "3.11"\n[slurm]\ntime = ""\n')  # partition default
+    assert "--time" not in sbatch.render(profile.load(str(path)), "imports").script
+
+
+TOKEN = "hf_sbatchSECRET42"
+
+
+def _secret_profile(tmp_path: Path) -> profile.Profile:
+    path = tmp_path / "secret.toml"
+    path.write_text(
+        (REPO / "envs" / "local.toml").read_text()
+        + f'\n[env.always]\nHF_TOKEN = "{TOKEN}"\nGREETING = "hi"\n'
+    )
+    return profile.load(str(path))
+
+
+def test_secrets_are_read_from_the_job_environment_never_written(tmp_path: Path) -> None:
+    """The script (printed, and kept next to the logs) never holds a secret's value:
+    it takes it from the environment sbatch passes on, and stops if it is missing."""
+    require("bash", shutil.which("bash") is not None, "bash not on PATH")
+    prof = _secret_profile(tmp_path)
+    script = sbatch.render(prof, "imports", workdir=tmp_path).script
+    assert TOKEN not in script
+    line = 'export HF_TOKEN="${HF_TOKEN:?set HF_TOKEN in the submitting environment}"'
+    assert line in script.splitlines()
+    assert "export GREETING=hi" in script  # only secret names are left out
+    assert "--export=ALL" in script  # the comment says where the value comes from
+    assert sbatch.secret_env(prof) == {"HF_TOKEN": TOKEN}
+    exports = "\n".join(ln for ln in script.splitlines() if ln.startswith("export "))
+    exports = exports.replace('"$SLURM_JOB_ID"', "42")
+    base = {"PATH": "/usr/bin:/bin"}
+    given = subprocess.run(
+        ["bash", "-c", f"set -eu\n{exports}\nbash -c 'printf %s \"$HF_TOKEN\"'"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**base, "HF_TOKEN": "from-env"},
+    )
+    assert (given.returncode, given.stdout) == (0, "from-env")
+    missing = subprocess.run(
+        ["bash", "-c", f"set -eu\n{exports}\necho ran"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=base,
+    )
+    assert missing.returncode != 0 and "ran" not in missing.stdout
+    assert "set HF_TOKEN in the submitting environment" in missing.stderr
+
+
+def test_sbatch_command_never_prints_a_secret(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _secret_profile(tmp_path)
+    assert main(["sbatch", str(tmp_path / "secret.toml"), "imports"]) == 0
+    out = capsys.readouterr().out
+    assert TOKEN not in out and "${HF_TOKEN:?" in out
 
 
 @pytest.mark.slurm
 @pytest.mark.slow
 def test_submit_a_rendered_script_on_real_slurm(slurm: SlurmCluster, tmp_path: Path) -> None:
-    """A rendered script runs under sbatch: logs dir made first, env exported, output kept."""
+    """A rendered script runs under sbatch: logs dir made first, env exported, output kept.
+    The log directory's name holds a space, '#' and quotes: real sbatch must read the
+    #SBATCH --output line back to exactly that path."""
+    logs = tmp_path / "job logs #1 'q' \"d\""
     text = (
         (REPO / "envs" / "local.toml")
         .read_text()
-        .replace('log_dir = "logs"', f"log_dir = {json.dumps(str(tmp_path / 'job logs'))}")
+        .replace('log_dir = "logs"', f"log_dir = {json.dumps(str(logs))}")
     )
-    (tmp_path / "local.toml").write_text(text + '\n[env.always]\nGREETING = "hello; world"\n')
+    (tmp_path / "local.toml").write_text(
+        text + f'\n[env.always]\nGREETING = "hello; world"\nHF_TOKEN = "{TOKEN}"\n'
+    )
     prof = profile.load(str(tmp_path / "local.toml"))
     job = sbatch.render(
         prof,
         "imports",
         workdir=tmp_path,
-        run=["bash", "-c", 'echo "$GREETING on $SLURM_JOB_NODELIST"'],
+        run=["bash", "-c", 'echo "$GREETING on $SLURM_JOB_NODELIST with $HF_TOKEN"'],
     )
     script = sbatch.write(job)
-    assert (tmp_path / "job logs").is_dir()  # before submission
-    job_id = sbatch.submit(script, env=slurm.env)
+    assert TOKEN not in script.read_text()
+    assert logs.is_dir()  # before submission
+    # As 'hpcenv sbatch --submit' does: the secret travels in sbatch's environment.
+    job_id = sbatch.submit(script, env={**slurm.env, **sbatch.secret_env(prof)})
     state = sbatch.wait(job_id, timeout=120, env=slurm.env)
     out, err = job.log_paths(job_id)
     assert state == "COMPLETED", (
         f"{state}\n{err.read_text() if err.exists() else ''}\n{slurm.log_text()}"
     )
-    assert sbatch.read_report(job, job_id) == f"hello; world on {slurm.node}\n"
-    assert out.read_text() == f"hello; world on {slurm.node}\n"
+    expected = f"hello; world on {slurm.node} with {TOKEN}\n"
+    assert sbatch.read_report(job, job_id) == expected
+    assert out.read_text() == expected
+
+
+def _held_job(slurm: SlurmCluster, tmp_path: Path, run: list[str]) -> str:
+    """Submit a job held in the queue (PENDING, reason JobHeldUser) until released."""
+    prof = profile.load(str(REPO / "envs" / "local.toml"))
+    job = sbatch.render(prof, "imports", workdir=tmp_path, run=run)
+    script = job.script.replace("#!/bin/bash\n", "#!/bin/bash\n#SBATCH --hold\n", 1)
+    path = sbatch.write(dataclasses.replace(job, script=script), tmp_path / "held.sh")
+    return sbatch.submit(path, env=slurm.env)
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_wait_does_not_count_time_spent_pending(slurm: SlurmCluster, tmp_path: Path) -> None:
+    """A job held in the queue for longer than the bound still completes under --wait:
+    the bound is its running time, as SLURM's own time limit is."""
+    job_id = _held_job(slurm, tmp_path, ["true"])
+    result: dict[str, object] = {}
+
+    def waiter() -> None:
+        try:
+            result["state"] = sbatch.wait(job_id, timeout=4, env=slurm.env)
+        except Exception as exc:  # reported by the assertion below
+            result["error"] = exc
+
+    thread = threading.Thread(target=waiter)
+    thread.start()
+    try:
+        time.sleep(7)  # held longer than the 4 s bound
+        assert sbatch.job_state(job_id, env=slurm.env) == "PENDING"
+        slurm.run("scontrol", "release", job_id)
+    finally:
+        thread.join(120)
+        slurm.run("scancel", job_id, check=False)
+    assert result == {"state": "COMPLETED"}, f"{result}\n{slurm.log_text()}"
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_wait_bounds_running_time_and_optionally_queue_time(
+    slurm: SlurmCluster, tmp_path: Path
+) -> None:
+    held = _held_job(slurm, tmp_path, ["true"])
+    try:
+        with pytest.raises(CommandFailed, match=r"still PENDING after \d+ s in the queue"):
+            sbatch.wait(held, timeout=60, pending_timeout=2, env=slurm.env)
+    finally:
+        slurm.run("scancel", held, check=False)
+    prof = profile.load(str(REPO / "envs" / "local.toml"))
+    job = sbatch.render(prof, "imports", workdir=tmp_path, run=["sleep", "60"])
+    running = sbatch.submit(sbatch.write(job, tmp_path / "long.sh"), env=slurm.env)
+    try:
+        with pytest.raises(CommandFailed, match=r"still RUNNING after \d+ s running") as info:
+            sbatch.wait(running, timeout=2, env=slurm.env)
+        assert info.value.returncode == 124
+    finally:
+        slurm.run("scancel", running, check=False)

@@ -376,9 +376,10 @@ def _build_locked(
         "torch": {
             "version": plan.torch.version,
             "backend": plan.torch.backend,
-            "from": plan.torch_wheel or plan.torch.index_url,
+            "from": redact.userinfo(plan.torch_wheel or plan.torch.index_url or ""),
         },
-        "sources": uv.source_args(plan),
+        # Index URLs may carry credentials (https://user:token@mirror/...): masked.
+        "sources": redact.deep(uv.source_args(plan)),
         "leftovers_removed": leftovers,
         "steps": [],
         "log": str(log_path),
@@ -445,7 +446,7 @@ def _build_locked(
         )
         report["installed"] = uv.freeze(target_dir, log=log)
         report["seconds"] = round(time.monotonic() - start, 3)
-        (new_dir / MARKER).write_text(json.dumps(report, indent=2, default=str))
+        (new_dir / MARKER).write_text(json.dumps(redact.deep(report), indent=2, default=str))
         previous = current_target(profile)
         switch(profile, new_dir)
         keep = {new_dir} | ({previous} if previous else set())
@@ -482,7 +483,7 @@ def _build_locked(
 
 
 def _write_report(path: Path, report: dict[str, Any]) -> None:
-    path.write_text(json.dumps(report, indent=2, default=str))
+    path.write_text(json.dumps(redact.deep(report), indent=2, default=str))
 
 
 def _flash_attn(venv: Path, plan: Plan, *, log: IO[str]) -> dict[str, Any]:
@@ -490,7 +491,7 @@ def _flash_attn(venv: Path, plan: Plan, *, log: IO[str]) -> dict[str, Any]:
     out: dict[str, Any] = {"action": fa.action, "reason": fa.reason, "version": fa.version}
     if fa.action == "wheel" and fa.wheel_url:
         uv.install(venv, [fa.wheel_url], plan=plan, log=log)
-        out["from"] = fa.wheel_url
+        out["from"] = redact.userinfo(fa.wheel_url)
     elif fa.action == "build":
         from hpcenv import flashattn_build
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from hpcenv import __version__, uv
+from hpcenv import __version__, redact, uv
 from hpcenv.command import quote
 from hpcenv.errors import BadInput, BuildFailed, CommandFailed
 from hpcenv.facts_model import Facts
@@ -138,10 +138,11 @@ def render_header(plan: Plan, facts: Facts) -> str:
         f"python-version: {plan.python}",
         f"python-platform: {data['python_platform']}",
         f"torch: {plan.torch.version}+{plan.torch.backend} "
-        f"from {plan.torch_wheel or plan.torch.index_url}",
+        f"from {redact.userinfo(plan.torch_wheel or plan.torch.index_url or '')}",
         f"requirements: {json.dumps(data['requirements'])}",
         f"facts: {json.dumps(facts_summary(facts), sort_keys=True)}",
-        f"command: {quote(argv)}",
+        # An index given as https://user:token@mirror/... must not be committed.
+        f"command: {redact.userinfo(quote(argv))}",
     ]
     return "".join(f"# {line}\n" if i else f"{line}\n" for i, line in enumerate(lines))
 
@@ -172,7 +173,7 @@ def compile_lock(
                 log=log,
             )
         except CommandFailed as exc:
-            detail = uv.error_summary(exc.output) or str(exc)
+            detail = redact.text(uv.error_summary(exc.output) or str(exc), os.environ)
             raise BuildFailed(
                 f"locking {plan.profile} failed: {detail} (is the index reachable? "
                 f"set [packages] find_links / offline, or HPCENV_TORCH_INDEX_URL for a mirror)"

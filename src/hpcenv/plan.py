@@ -18,7 +18,7 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from packaging.version import Version
 
 from hpcenv import facts as facts_mod
-from hpcenv import flashattn, knowledge, profile
+from hpcenv import flashattn, knowledge, profile, redact
 from hpcenv.errors import BadInput
 from hpcenv.facts_model import Facts
 from hpcenv.knowledge import cap_key
@@ -273,7 +273,7 @@ def make_plan(p: Profile, facts: Facts, *, environ: Mapping[str, str] | None = N
         steps.append(
             Step(
                 kind="env",
-                what=" ".join(f"{k}={v}" for k, v in p.env.always.items()),
+                what=_env_words(p.env.always),
                 why="[env.always]: set in every job and probe",
             )
         )
@@ -281,7 +281,7 @@ def make_plan(p: Profile, facts: Facts, *, environ: Mapping[str, str] | None = N
         steps.append(
             Step(
                 kind="env",
-                what=" ".join(f"{k}={v}" for k, v in p.env.multi_node.items()),
+                what=_env_words(p.env.multi_node),
                 why="[env.multi_node]: only when a job spans several nodes",
             )
         )
@@ -301,9 +301,19 @@ def make_plan(p: Profile, facts: Facts, *, environ: Mapping[str, str] | None = N
         find_links=links,
         torch_wheel=wheel,
         offline=p.packages.offline,
-        steps=tuple(steps),
-        warnings=tuple(warnings),
+        # Steps and warnings are prose for people and logs: URL credentials masked.
+        steps=tuple(
+            Step(kind=s.kind, what=redact.userinfo(s.what), why=redact.userinfo(s.why))
+            for s in steps
+        ),
+        warnings=tuple(redact.userinfo(w) for w in warnings),
     )
+
+
+def _env_words(env: Mapping[str, str]) -> str:
+    """``NAME=value ...`` for a plan step, secret-named values masked (steps are printed
+    by 'hpcenv plan', also as JSON, and written into reports)."""
+    return " ".join(f"{k}={v}" for k, v in redact.env(env).items())
 
 
 def plan_for(

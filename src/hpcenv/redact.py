@@ -4,17 +4,26 @@ Any environment variable whose name contains TOKEN, SECRET, PASSWORD, PASSWD, KE
 CREDENTIAL (HF_TOKEN, WANDB_API_KEY, AWS_SECRET_ACCESS_KEY, ...) has its value
 replaced by ``REDACTED`` wherever hpcenv prints or writes an environment, and its
 value is scrubbed from free text (command output captured into build logs).
+Credentials written into a URL (``https://user:token@mirror/simple``, the way
+private package indexes are often given) are masked in free text too:
+``https://REDACTED@mirror/simple``.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from typing import Any
 
 SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSW(OR)?D|KEY|CREDENTIAL|AUTH", re.IGNORECASE)
 MASK = "REDACTED"
 #: Names matching SECRET_NAME that are known not to hold secrets.
 NOT_SECRET = frozenset({"KEYTIMEOUT", "SSH_AUTH_SOCK"})
+#: ``scheme://userinfo@``: the userinfo runs to the last '@' before the host's end
+#: (a '/', '?', '#' or whitespace), so an unencoded '@' in a password is masked whole
+#: rather than leaving its tail behind (quotes are allowed: shlex.quote turns a "'"
+#: in a password into '"'"').
+URL_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)[^\s/?#]*@")
 
 
 def is_secret(name: str) -> bool:
@@ -26,9 +35,27 @@ def env(mapping: Mapping[str, str]) -> dict[str, str]:
     return {k: (MASK if is_secret(k) and v else v) for k, v in mapping.items()}
 
 
-def text(value: str, environ: Mapping[str, str]) -> str:
-    """``value`` with every secret value from ``environ`` (4+ characters) masked."""
-    for name, secret in environ.items():
+def userinfo(value: str) -> str:
+    """``value`` with the credentials of every URL in it masked."""
+    return URL_USERINFO.sub(rf"\g<scheme>{MASK}@", value)
+
+
+def text(value: str, environ: Mapping[str, str] | None = None) -> str:
+    """``value`` with every secret value from ``environ`` (4+ characters) and every
+    URL's credentials masked."""
+    for name, secret in (environ or {}).items():
         if is_secret(name) and len(secret) >= 4:
             value = value.replace(secret, MASK)
-    return value
+    return userinfo(value)
+
+
+def deep(data: Any) -> Any:
+    """JSON-like ``data`` (dicts, lists, strings) with URL credentials masked in every
+    string, for reports that carry index URLs and command lines."""
+    if isinstance(data, str):
+        return userinfo(data)
+    if isinstance(data, dict):
+        return {k: deep(v) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [deep(v) for v in data]
+    return data

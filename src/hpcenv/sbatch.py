@@ -4,9 +4,26 @@ Each cluster asks for GPUs its own way (``--gres=gpu:volta:2`` on SuperCloud,
 ``--gpus=N`` on BRTX, ``--gpus-per-node=4`` on Isambard), loads its own modules
 and needs its own environment (NCCL_NET only when the job spans nodes); the
 profile says which, and this module turns it into a script. Every value that
-comes from a profile or the command line is ``shlex.quote``d, and values that
-would end an ``#SBATCH`` comment line (newlines, control characters) are refused,
-so a profile cannot inject commands into a job.
+comes from a profile or the command line is ``shlex.quote``d on shell lines
+(``export``, ``module load``, the command), and values that would end an
+``#SBATCH`` comment line (newlines, control characters) are refused, so a profile
+cannot inject commands into a job.
+
+``#SBATCH`` lines are not shell: sbatch splits them at whitespace, ends them at an
+unquoted ``#``, and strips quotes and backslashes itself (``_get_argument`` in
+sbatch's opt.c; older releases knew only double quotes and ended the line at a
+``#`` even inside them, so shlex's single quotes are not portable). So a profile
+value (partition, account, time, GRES type) holding whitespace, a quote, a
+backslash or ``#`` is refused with the key to fix; paths (log files, working
+directory), which may well hold a space, are written as ``"..."`` with ``\\``,
+``"``, ``'`` and ``#`` backslash-escaped, which every version reads back unchanged.
+
+Secret-named variables (``redact.is_secret``: HF_TOKEN, WANDB_API_KEY, ...) are never
+written into the script, which is printed and kept next to the logs: the script
+reads them from the job's environment, which sbatch copies from the submitting
+shell (``--export=ALL`` is its default), and stops with a clear message when one is
+missing. ``hpcenv sbatch --submit`` puts the profile's values into sbatch's
+environment (``secret_env``), so they reach the job without touching the disk.
 """
 
 from __future__ import annotations
@@ -20,9 +37,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from hpcenv import command, paths
+from hpcenv import command, paths, redact
 from hpcenv.errors import BadInput, CommandFailed
-from hpcenv.profile import KNOWN_PROBES, Profile
+from hpcenv.profile import KNOWN_PROBES, Profile, slurm_time_s
 
 TARGETS = ("probe", "build", *KNOWN_PROBES)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -50,6 +67,10 @@ class Job:
         )
 
 
+#: Characters sbatch's directive parser gives a meaning to (splits, quotes, escapes, ends).
+_SBATCH_SPECIAL = re.compile(r"""[\s"'\\#]""")
+
+
 def _plain(value: str, what: str) -> str:
     """A value for an ``#SBATCH`` line: no line breaks (they would end the comment)."""
     if _CONTROL.search(value):
@@ -58,7 +79,22 @@ def _plain(value: str, what: str) -> str:
 
 
 def _directive(option: str, value: str | int, what: str) -> str:
-    return f"#SBATCH --{option}={shlex.quote(_plain(str(value), what))}"
+    """``#SBATCH --option=value`` for a plain value (a name, a number, a time)."""
+    text = _plain(str(value), what)
+    if _SBATCH_SPECIAL.search(text):
+        raise BadInput(
+            f"{what} = {text!r} cannot go on an #SBATCH line (sbatch splits it at spaces, "
+            f"ends it at '#' and strips quotes and backslashes); write a plain value "
+            f"without spaces, quotes, backslashes or '#'"
+        )
+    return f"#SBATCH --{option}={text}"
+
+
+def _path_directive(option: str, value: Path, what: str) -> str:
+    """``#SBATCH --option="path"``: quoted and escaped the way sbatch reads it back."""
+    text = _plain(str(value), what)
+    escaped = re.sub(r"""(["'\\#])""", r"\\\1", text)
+    return f'#SBATCH --{option}="{escaped}"'
 
 
 def gpu_directives(profile: Profile, nodes: int) -> list[str]:
@@ -67,17 +103,19 @@ def gpu_directives(profile: Profile, nodes: int) -> list[str]:
     if how == "none":
         return []
     per_node = profile.platform.gpus_per_node
+    where = profile.path or profile.name
     if not per_node:
         raise BadInput(
             f"{profile.path or profile.name}: [platform] gpus_per_node is not set but "
             f"[slurm] gpu_request = {how!r} needs it; set gpus_per_node"
         )
     if how == "gpus-per-node":
-        return [_directive("gpus-per-node", per_node, "platform.gpus_per_node")]
+        return [_directive("gpus-per-node", per_node, f"{where}: [platform] gpus_per_node")]
     if how == "gpus":
-        return [_directive("gpus", per_node * nodes, "platform.gpus_per_node")]
+        return [_directive("gpus", per_node * nodes, f"{where}: [platform] gpus_per_node")]
+    _directive("gres", profile.slurm.gres_type, f"{where}: [slurm] gres_type")  # checks it
     gres = f"gpu:{profile.slurm.gres_type}:{per_node}"
-    return [_directive("gres", gres, "slurm.gres_type")]
+    return [_directive("gres", gres, f"{where}: [slurm] gres_type")]
 
 
 #: Targets that run a multi-rank probe: two gloo ranks on a CPU node, like local runs.
@@ -131,6 +169,7 @@ def render(
     out_dir = (output_dir or log_dir).absolute()
     name = f"hpcenv-{profile.name}-{target}"
     s = profile.slurm
+    where = profile.path or profile.name
     lines = [
         "#!/bin/bash",
         f"# Rendered by 'hpcenv sbatch {shlex.quote(profile.name)} {shlex.quote(target)}'.",
@@ -139,16 +178,16 @@ def render(
         _directive("ntasks-per-node", tasks_per_node(profile, ntasks_per_node, target), "ntasks"),
     ]
     if s.partition:
-        lines.append(_directive("partition", s.partition, "slurm.partition"))
+        lines.append(_directive("partition", s.partition, f"{where}: [slurm] partition"))
     if s.account:
-        lines.append(_directive("account", s.account, "slurm.account"))
+        lines.append(_directive("account", s.account, f"{where}: [slurm] account"))
     if s.time:
-        lines.append(_directive("time", s.time, "slurm.time"))
+        lines.append(_directive("time", s.time, f"{where}: [slurm] time"))
     lines += gpu_directives(profile, nodes)
     lines += [
-        _directive("output", str(log_dir / f"{name}-%j.out"), "job.log_dir"),
-        _directive("error", str(log_dir / f"{name}-%j.err"), "job.log_dir"),
-        _directive("chdir", str(cwd), "working directory"),
+        _path_directive("output", log_dir / f"{name}-%j.out", f"{where}: [job] log_dir"),
+        _path_directive("error", log_dir / f"{name}-%j.err", f"{where}: [job] log_dir"),
+        _path_directive("chdir", cwd, "working directory"),
         "",
         "set -euo pipefail",
     ]
@@ -159,10 +198,21 @@ def render(
         lines.append("set -u")
     env = {**profile.env_for(nodes=nodes), **(extra_env or {})}
     env.setdefault("HPCENV_HOME", str(paths.home()))
+    secrets = [k for k, v in env.items() if redact.is_secret(k) and v]
+    if secrets:
+        lines += [
+            f"# Secrets ({' '.join(secrets)}) are not written here: the job reads them from",
+            "# the environment sbatch copies from the submitting shell (--export=ALL, the",
+            "# default). Export them before 'sbatch'; 'hpcenv sbatch --submit' passes the",
+            "# profile's values that way.",
+        ]
     for key, value in env.items():
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
             raise BadInput(f"environment variable name {key!r} is not a valid name; rename it")
-        lines.append(f"export {key}={shlex.quote(value)}")
+        if key in secrets:
+            lines.append(f'export {key}="${{{key}:?set {key} in the submitting environment}}"')
+        else:
+            lines.append(f"export {key}={shlex.quote(value)}")
     if profile.job.scratch:
         lines += [
             f'export TMPDIR={shlex.quote(profile.job.scratch)}/"$SLURM_JOB_ID"',
@@ -182,6 +232,15 @@ def render(
         "",
     ]
     return Job(name=name, script="\n".join(lines), log_dir=log_dir, output_dir=out_dir, nodes=nodes)
+
+
+def secret_env(
+    profile: Profile, *, nodes: int = 1, extra_env: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """The secret-named variables ``render`` leaves out of the script, with their values:
+    the environment ``submit`` must give sbatch so that the job gets them."""
+    env = {**profile.env_for(nodes=nodes), **(extra_env or {})}
+    return {k: v for k, v in env.items() if redact.is_secret(k) and v}
 
 
 def write(job: Job, path: Path | None = None) -> Path:
@@ -231,24 +290,61 @@ def job_state(job_id: str, *, env: Mapping[str, str] | None = None) -> str | Non
 FINAL = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED")
 
 
-def wait(job_id: str, *, timeout: float, env: Mapping[str, str] | None = None) -> str:
-    """Poll until the job has ended; its final state. Raises on timeout."""
-    deadline = time.monotonic() + timeout
+#: States of a job that has not started (or is stopped): its time limit is not running.
+NOT_STARTED = (
+    "PENDING",
+    "REQUEUED",
+    "REQUEUE_HOLD",
+    "REQUEUE_FED",
+    "RESV_DEL_HOLD",
+    "SUSPENDED",
+)
+
+
+def wait(
+    job_id: str,
+    *,
+    timeout: float,
+    env: Mapping[str, str] | None = None,
+    pending_timeout: float | None = None,
+) -> str:
+    """Poll until the job has ended; its final state.
+
+    ``timeout`` bounds the time the job is seen started, like SLURM's own time limit:
+    the hours a busy cluster keeps it PENDING do not count (``pending_timeout``, None
+    for no bound, caps those). Raises ``CommandFailed`` (124) when a bound is passed;
+    the job keeps running.
+    """
+    begun = last = time.monotonic()
+    ran = 0.0  # seconds seen in a started state
     state: str | None = None
-    while time.monotonic() < deadline:
+    while True:
         state = job_state(job_id, env=env)
-        if state is not None and state.split()[0] in FINAL:
+        now = time.monotonic()
+        base = state.split()[0] if state else None
+        if state is not None and base in FINAL:
             return state
         if state is None:
             q = command.run(["squeue", "-h", "-j", job_id], env=env, timeout=30, check=False)
             if q.returncode == 0 and not q.stdout.strip():
                 return "UNKNOWN"
+        queued = base is None or base in NOT_STARTED
+        if not queued:
+            ran += now - last
+        last = now
+        if ran > timeout:
+            raise CommandFailed(
+                f"job {job_id} still {state} after {ran:.0f} s running (bound {timeout:g} s); "
+                f"check 'squeue -j {job_id}' (it keeps running)",
+                returncode=124,
+            )
+        if queued and pending_timeout is not None and now - begun - ran > pending_timeout:
+            raise CommandFailed(
+                f"job {job_id} still {state or 'queued'} after {now - begun - ran:.0f} s in the "
+                f"queue; check 'squeue -j {job_id}' (it stays queued)",
+                returncode=124,
+            )
         time.sleep(POLL_S)
-    raise CommandFailed(
-        f"job {job_id} still {state or 'queued'} after {timeout:g} s; "
-        f"check 'squeue -j {job_id}' (it keeps running)",
-        returncode=124,
-    )
 
 
 def read_report(job: Job, job_id: str) -> dict[str, object] | str | None:
@@ -266,25 +362,12 @@ def read_report(job: Job, job_id: str) -> dict[str, object] | str | None:
 
 
 def walltime_s(value: str) -> float:
-    """SLURM time ``[D-]HH:MM:SS`` / ``MM:SS`` / ``MM`` in seconds (for --wait's bound)."""
+    """SLURM time (MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS) in seconds, for
+    --wait's bound; ``inf`` for no limit."""
     try:
-        return _walltime_s(value)
+        return slurm_time_s(value)
     except ValueError as exc:
         raise BadInput(
-            f"slurm.time = {value!r} is not a SLURM time; write e.g. '00:20:00'"
+            f"slurm.time = {value!r} is not a SLURM time; write MM, MM:SS, HH:MM:SS, D-HH, "
+            f"D-HH:MM or D-HH:MM:SS (e.g. '00:20:00')"
         ) from exc
-
-
-def _walltime_s(value: str) -> float:
-    days = 0
-    if "-" in value:
-        d, value = value.split("-", 1)
-        days = int(d)
-    parts = [int(p) for p in value.split(":") if p]
-    if len(parts) == 1:
-        secs = parts[0] * 60
-    elif len(parts) == 2:
-        secs = parts[0] * 60 + parts[1]
-    else:
-        secs = parts[0] * 3600 + parts[1] * 60 + parts[2]
-    return float(days * 86400 + secs)

@@ -33,10 +33,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def plan_json(plan: Plan) -> dict[str, Any]:
-    """``Plan.to_json()`` plus the digest, with secret-looking env values masked."""
+    """``Plan.to_json()`` plus the digest, with secret-named env values and URL
+    credentials (an index given as ``https://user:token@mirror/...``) masked."""
     data = plan.to_json()
     data["env"] = redact.env(plan.env)
     data["multi_node_env"] = redact.env(plan.multi_node_env)
+    data = dict(redact.deep(data))
     data["digest"] = plan.digest()
     return data
 
@@ -54,19 +56,9 @@ def run(args: argparse.Namespace) -> int:
     table.add_column("step", style="bold")
     table.add_column("what", overflow="fold")
     table.add_column("why", overflow="fold")
-    for step in plan.steps:
-        what = step.what if step.kind != "env" else _masked(step.what, plan)
-        table.add_row(step.kind, Text(what), Text(step.why))
+    for step in plan.steps:  # masked when the plan was made (plan._env_words)
+        table.add_row(step.kind, Text(step.what), Text(step.why))
     report.console.print(table)
     for w in plan.warnings:
         report.console.print(Text(f"warning: {w}", style="yellow"))
     return 0
-
-
-def _masked(text: str, plan: Plan) -> str:
-    for env in (plan.env, plan.multi_node_env):
-        for name, value in env.items():
-            masked = redact.env({name: value})[name]
-            if masked != value:
-                text = text.replace(f"{name}={value}", f"{name}={masked}")
-    return text

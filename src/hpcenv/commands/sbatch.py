@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -45,7 +46,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--submit", action="store_true", help="submit with sbatch")
     parser.add_argument(
-        "--wait", action="store_true", help="submit, wait for the job and print its report"
+        "--wait",
+        action="store_true",
+        help="submit, wait for the job and print its report (time queued is not bounded; "
+        "time running is, by [slurm] time + 10 min)",
     )
 
 
@@ -64,10 +68,14 @@ def run(args: argparse.Namespace) -> int:
         return 0
     script = sbatch.write(job)
     started = time.monotonic()
-    job_id = sbatch.submit(script)
+    # Secrets are not in the script: sbatch hands its environment to the job.
+    env = {**os.environ, **sbatch.secret_env(prof, nodes=args.nodes)}
+    job_id = sbatch.submit(script, env=env)
     print(f"submitted job {job_id} ({script})", flush=True)
     if not args.wait:
         return 0
+    # The bound is the job's own time limit (plus slack), counted only while it runs:
+    # a busy queue may hold it PENDING for hours, which is not a reason to give up.
     state = sbatch.wait(job_id, timeout=sbatch.walltime_s(prof.slurm.time or "24:00:00") + 600)
     report = sbatch.read_report(job, job_id)
     out, err = job.log_paths(job_id)
