@@ -34,7 +34,8 @@ def test_isambard_plan_on_recorded_gh200_facts() -> None:
     assert plan.env["FI_PROVIDER"] == "cxi"
     assert plan.env["NCCL_SOCKET_IFNAME"] == "hsn"
     assert "NCCL_NET" not in plan.env
-    assert plan.multi_node_env == {"NCCL_NET": "AWS Libfabric"}
+    # NCCL_PROTO=^LL128: the GH200 + Slingshot + OFI corruption workaround (KNOWLEDGE 4)
+    assert plan.multi_node_env == {"NCCL_NET": "AWS Libfabric", "NCCL_PROTO": "^LL128"}
     assert plan.modules == ("PrgEnv-cray", "cuda/12.6", "brics/aws-ofi-nccl/1.8.1")
     kinds = [s.kind for s in plan.steps]
     for kind in ("python", "torch", "packages", "flash-attn", "fix", "module", "env"):

@@ -10,9 +10,13 @@ import pytest
 from hpcenv import redact
 from hpcenv.cli import main
 
-SECRETS = {"HF_TOKEN": "hf_abcdefSECRET123", "WANDB_API_KEY": "0123456789abcdef",
-           "AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI/K7MDENG", "DB_PASSWORD": "hunter2hunter2",
-           "GITHUB_AUTH": "ghp_zzzzzzzz"}
+SECRETS = {
+    "HF_TOKEN": "hf_abcdefSECRET123",
+    "WANDB_API_KEY": "0123456789abcdef",
+    "AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI/K7MDENG",
+    "DB_PASSWORD": "hunter2hunter2",
+    "GITHUB_AUTH": "ghp_zzzzzzzz",
+}
 PLAIN = {"NCCL_DEBUG": "INFO", "FI_PROVIDER": "cxi", "PATH": "/usr/bin"}
 
 
@@ -35,3 +39,13 @@ def test_profile_env_is_masked_in_show(tmp_path: Path, capsys: pytest.CaptureFix
     assert main(["show", str(path)]) == 0
     out = capsys.readouterr().out
     assert "hf_abcdefSECRET123" not in out and redact.MASK in out and "WARN" in out
+
+
+def test_show_masks_index_url_credentials(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "p.toml"
+    path.write_text('[torch]\nindex_url = "https://alice:s3cr3tpw@mirror.example/whl"\n')
+    assert main(["show", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "s3cr3tpw" not in out and "REDACTED@mirror.example" in out

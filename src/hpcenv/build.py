@@ -429,7 +429,7 @@ def _build_locked(
             report["project"] = steps(
                 "project",
                 f"syncing project {proj.name} and swapping torch",
-                lambda: swap.sync_and_swap(proj, target_dir, plan, log=log),
+                lambda: swap.sync_and_swap(proj, target_dir, plan, log=log, facts=facts),
             )
         report["flash_attn"] = steps(
             "flash-attn",

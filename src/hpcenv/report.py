@@ -119,7 +119,8 @@ def print_profile(p: Any, out: Console | None = None) -> None:
         "probes",
     ):
         for k, v in vars(getattr(p, section)).items():
-            table.add_row(f"{section}.{k}", _fmt(v) if v not in ("", ()) else "[dim]-[/dim]")
+            shown = redact.deep(v) if isinstance(v, (str, tuple)) else v  # URL credentials
+            table.add_row(f"{section}.{k}", _fmt(shown) if v not in ("", ()) else "[dim]-[/dim]")
     for scope in ("always", "multi_node"):
         for k, v in redact.env(getattr(p.env, scope)).items():
             table.add_row(f"env.{scope}.{k}", v)

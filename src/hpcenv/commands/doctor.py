@@ -36,6 +36,7 @@ def run(args: argparse.Namespace) -> int:
 
     from hpcenv import build, facts, junit, paths, profile, report, runner
     from hpcenv.commands import probe
+    from hpcenv.commands.plan import plan_json
     from hpcenv.errors import NoCompatibleBuild, ProbeFailed
     from hpcenv.facts_model import to_json
     from hpcenv.plan import make_plan
@@ -103,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
                 "status": status.value,
                 "seconds": total,
                 "facts": to_json(node),
-                "plan": plan.to_json(),
+                "plan": plan_json(plan),
                 "stages": stages,
                 "results_dir": str(result_dir),
                 "probes": [r.serialize() for r in results],
