@@ -43,7 +43,7 @@ def test_build_imports_torch_from_the_wheelhouse(built: dict[str, object]) -> No
     )
     assert out.stdout.strip() == "2.13.0+cpu"
     assert report["imports"]["torch"] == "2.13.0+cpu"
-    assert set(report["imports"]["imports"]) == {"numpy", "ray"}
+    assert set(report["imports"]["imports"]) == {"torch", "numpy", "ray"}  # torch checked too
     assert report["installed"]["torch"] == "2.13.0+cpu"
     assert report["torch"]["from"].startswith("/")  # the wheelhouse file, not the index
     assert "--find-links" in report["sources"]

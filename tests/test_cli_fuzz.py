@@ -10,21 +10,46 @@ from hypothesis import strategies as st
 from hpcenv.cli import build_parser, main
 
 COMMANDS = sorted(build_parser()._subparsers._group_actions[0].choices)  # type: ignore[union-attr]
-SAFE = [c for c in COMMANDS if c in {"facts", "profiles", "show", "resolve", "plan", "audit",
-                                     "preflight", "sbatch"}]
+SAFE = [
+    c
+    for c in COMMANDS
+    if c in {"facts", "profiles", "show", "resolve", "plan", "audit", "preflight", "sbatch"}
+]
 words = st.one_of(
-    st.sampled_from(["--json", "--facts", "--torch", "--schema", "isambard", "local", "nope",
-                     "==2.9.1", ">=banana", "/nonexistent.json", "--backend", "cu999", "-x",
-                     "--nodes", "0", "-1", "nccl"]),
+    st.sampled_from(
+        [
+            "--json",
+            "--facts",
+            "--torch",
+            "--schema",
+            "isambard",
+            "local",
+            "nope",
+            "==2.9.1",
+            ">=banana",
+            "/nonexistent.json",
+            "--backend",
+            "cu999",
+            "-x",
+            "--nodes",
+            "0",
+            "-1",
+            "nccl",
+        ]
+    ),
     st.text(max_size=12),
 )
 
 
-@settings(max_examples=100, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=100,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 @given(command=st.sampled_from(SAFE), args=st.lists(words, max_size=5))
-def test_fuzz_argv_never_traceback(command: str, args: list[str],
-                                   capsys: pytest.CaptureFixture[str]) -> None:
+def test_fuzz_argv_never_traceback(
+    command: str, args: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
     if "--submit" in args or "--wait" in args:
         return
     try:

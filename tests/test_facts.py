@@ -271,20 +271,58 @@ def test_bad_facts_file_is_one_line_exit_2(
     assert "Traceback" not in err
 
 
-json_leaf = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False),
-                      st.text(max_size=8))
-json_any = st.recursive(json_leaf, lambda kids: st.one_of(
-    st.lists(kids, max_size=3), st.dictionaries(st.text(max_size=6), kids, max_size=3)),
-    max_leaves=12)
-facts_like = st.fixed_dictionaries({}, optional={
-    key: json_any for key in ("schema", "hostname", "arch", "cpus", "memory_gib", "modules",
-                              "slurm", "network")
-} | {"nvidia": st.one_of(json_any, st.fixed_dictionaries(
-    {"driver_version": json_any},
-    optional={"cuda_driver_version": json_any, "gpus": st.lists(st.one_of(
-        json_any, st.fixed_dictionaries({}, optional={
-            "index": json_any, "name": json_any, "compute_capability": json_any,
-            "memory_mib": json_any})), max_size=3)}))})
+json_leaf = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=8)
+)
+json_any = st.recursive(
+    json_leaf,
+    lambda kids: st.one_of(
+        st.lists(kids, max_size=3), st.dictionaries(st.text(max_size=6), kids, max_size=3)
+    ),
+    max_leaves=12,
+)
+facts_like = st.fixed_dictionaries(
+    {},
+    optional={
+        key: json_any
+        for key in (
+            "schema",
+            "hostname",
+            "arch",
+            "cpus",
+            "memory_gib",
+            "modules",
+            "slurm",
+            "network",
+        )
+    }
+    | {
+        "nvidia": st.one_of(
+            json_any,
+            st.fixed_dictionaries(
+                {"driver_version": json_any},
+                optional={
+                    "cuda_driver_version": json_any,
+                    "gpus": st.lists(
+                        st.one_of(
+                            json_any,
+                            st.fixed_dictionaries(
+                                {},
+                                optional={
+                                    "index": json_any,
+                                    "name": json_any,
+                                    "compute_capability": json_any,
+                                    "memory_mib": json_any,
+                                },
+                            ),
+                        ),
+                        max_size=3,
+                    ),
+                },
+            ),
+        )
+    },
+)
 
 
 @settings(max_examples=300, deadline=None)

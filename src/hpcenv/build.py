@@ -81,11 +81,8 @@ for name in names:
             result["imports"][name] = mod
         except Exception as exc:
             result["failed"][name] = f"import {mod}: {type(exc).__name__}: {exc}"
-try:
-    import torch
-    result["torch"] = torch.__version__
-except Exception as exc:
-    result["failed"]["torch"] = f"{type(exc).__name__}: {exc}"
+if "torch" in sys.modules:
+    result["torch"] = sys.modules["torch"].__version__
 print(json.dumps(result))
 """
 
@@ -212,22 +209,34 @@ def package_names(plan: Plan) -> list[str]:
 
 
 def import_probe(venv: Path, names: list[str], *, log: IO[str] | None) -> dict[str, Any]:
-    # Bytecode is written on purpose (even under PYTHONDONTWRITEBYTECODE): the probe's
-    # imports then compile torch's modules once, and every later start is faster.
+    """Import torch and every planned package in the new environment.
+
+    torch (the slowest import by far) runs in one process and the other packages in
+    another, at the same time. Bytecode is written on purpose (even under
+    PYTHONDONTWRITEBYTECODE): the imports then compile the modules once, and every
+    later start is faster.
+    """
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    done = command.run(
-        [str(paths.venv_python(venv)), "-c", IMPORT_PROBE, json.dumps(names)],
+    python = str(paths.venv_python(venv))
+    groups = [["torch"]] + ([others] if (others := [n for n in names if n != "torch"]) else [])
+    runs = command.run_parallel(
+        [[python, "-c", IMPORT_PROBE, json.dumps(group)] for group in groups],
         env=env,
         log=log,
         timeout=600,
-        check=False,
     )
-    try:
-        result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError) as exc:
-        raise BuildFailed(
-            f"import probe of {venv} did not run: {(done.stderr or done.stdout).strip()[-300:]}"
-        ) from exc
+    result: dict[str, Any] = {"python": None, "torch": None, "imports": {}, "failed": {}}
+    for done in runs:
+        try:
+            part: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+        except (ValueError, IndexError) as exc:
+            raise BuildFailed(
+                f"import probe of {venv} did not run: {(done.stderr or done.stdout).strip()[-300:]}"
+            ) from exc
+        result["python"] = part["python"]
+        result["torch"] = result["torch"] or part["torch"]
+        result["imports"].update(part["imports"])
+        result["failed"].update(part["failed"])
     if result["failed"]:
         first = next(iter(result["failed"].items()))
         raise BuildFailed(f"import probe failed in the new environment: {first[0]}: {first[1]}")

@@ -13,6 +13,7 @@ import os
 import shlex
 import signal
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -200,4 +201,60 @@ def run(
             returncode=proc.returncode,
             output=stdout + stderr,
         )
+    return done
+
+
+def run_parallel(
+    commands: Sequence[Sequence[str | os.PathLike[str]]],
+    *,
+    env: Mapping[str, str] | None = None,
+    timeout: float | None = None,
+    log: IO[str] | None = None,
+) -> list[Completed]:
+    """Run ``commands`` at the same time and wait for all (like ``run(check=False)``).
+
+    Output goes to temporary files, not pipes, so no child blocks on a full pipe while
+    we wait on another. One deadline for all: past it every process group is stopped
+    and ``CommandFailed`` (124) raised; Ctrl-C stops them and raises ``Interrupted``.
+    """
+    argvs = [tuple(str(a) for a in c) for c in commands]
+    start = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="hpcenv-run-") as tmp:
+        outs = [(Path(tmp) / f"{i}.out", Path(tmp) / f"{i}.err") for i in range(len(argvs))]
+        procs: list[subprocess.Popen[Any]] = []
+        try:
+            for argv, (out, err) in zip(argvs, outs, strict=True):
+                if log is not None:
+                    log.write(f"$ {quote(argv)} &\n")
+                procs.append(spawn(argv, env=env, stdout=out, stderr=err))
+            for p in procs:
+                left = None if timeout is None else max(0.0, start + timeout - time.monotonic())
+                p.wait(timeout=left)
+        except subprocess.TimeoutExpired as exc:
+            shutdown_all(procs)
+            raise CommandFailed(
+                f"{len(argvs)} commands did not finish within {timeout:g} s and were stopped",
+                returncode=124,
+            ) from exc
+        except BaseException:
+            shutdown_all(procs)
+            raise
+        seconds = time.monotonic() - start
+        done = []
+        for argv, p, (out, err) in zip(argvs, procs, outs, strict=True):
+            stdout = out.read_text(errors="replace")
+            stderr = err.read_text(errors="replace")
+            if log is not None:
+                log.write(stdout + stderr + f"# exit {p.returncode} ({argv[0]} ...)\n")
+            done.append(
+                Completed(
+                    args=argv,
+                    returncode=int(p.returncode),
+                    stdout=stdout,
+                    stderr=stderr,
+                    seconds=seconds,
+                )
+            )
+    if log is not None:
+        log.flush()
     return done
