@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from hpcenv import slurm
+from hpcenv import runner, slurm
 from hpcenv.errors import BadInput
 from hpcenv.facts import slurm_from_env
 
@@ -88,7 +88,7 @@ def test_failed_tasks_names_the_rank_and_host() -> None:
 def test_free_port_is_bindable() -> None:
     import socket
 
-    port = slurm.free_port()
+    port = runner.free_port()
     with socket.socket() as s:
         s.bind(("", port))
 

@@ -120,10 +120,15 @@ class ProbeSpec:
     config: Mapping[str, Any] = field(default_factory=dict)
 
 
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 now (for MASTER_PORT)."""
+def free_port(host: str = "") -> int:
+    """A TCP port free on ``host`` now (for MASTER_PORT and other rendezvous ports).
+
+    The default, every interface, is the stricter test: a port free there is free on
+    127.0.0.1 too, and other nodes of a job can reach it. hpcenv's one copy (probes
+    keep theirs in ``probes/_common.py``: they cannot import hpcenv).
+    """
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind((host, 0))
         return int(s.getsockname()[1])
 
 

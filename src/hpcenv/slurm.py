@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -25,6 +24,7 @@ from hpcenv import command, hostlist
 from hpcenv.errors import BadInput, CommandFailed
 from hpcenv.facts import slurm_from_env
 from hpcenv.facts_model import SlurmFacts
+from hpcenv.runner import free_port
 
 #: Variables a torchrun-style launcher sets; under srun the probe maps SLURM_* instead,
 #: so stale values inherited from the job script must not leak into the ranks.
@@ -55,13 +55,6 @@ def hostnames(nodelist: str, *, env: Mapping[str, str] | None = None) -> list[st
             if hosts:
                 return hosts
     return hostlist.expand(nodelist)
-
-
-def free_port(host: str = "") -> int:
-    """A TCP port free on this host now (the rendezvous port for MASTER_PORT)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass(frozen=True, kw_only=True)
