@@ -22,7 +22,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import sysconfig
@@ -315,46 +314,35 @@ def check_nccl_init(ctx: _common.Context, expect: str) -> None:
         return
     world = min(2, torch.cuda.device_count())
     env = dict(os.environ)
-    with socket.socket() as s:  # a free rendezvous port on this host
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     env.update(
         NCCL_DEBUG="INFO",
         NCCL_DEBUG_SUBSYS="INIT,NET",
         MASTER_ADDR="127.0.0.1",
-        MASTER_PORT=str(port),
+        MASTER_PORT=str(_common.free_port()),
         WORLD_SIZE=str(world),
     )
-    procs = []
-    for k in range(world):
-        e = dict(env, RANK=str(k), LOCAL_RANK=str(k))
-        procs.append(
-            subprocess.Popen(
-                [sys.executable, str(Path(__file__).resolve()), "--nccl-init-worker"],
-                env=e,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-                start_new_session=True,
-            )
-        )
-    logs = []
-    for p in procs:
-        try:
-            out, _ = p.communicate(timeout=120)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            out, _ = p.communicate()
-        logs.append(out)
-    text = "\n".join(logs)
+    worker = [sys.executable, str(Path(__file__).resolve()), "--nccl-init-worker"]
+    # one deadline for all ranks, well before the runner's timeout; the workers stay in
+    # the probe's process group and die with it, so a timeout leaves no GPU held
+    children = _common.run_children(
+        [(worker, dict(env, RANK=str(k), LOCAL_RANK=str(k))) for k in range(world)],
+        _common.deadline(ctx.config),
+    )
+    text = "\n".join(c.output for c in children)
     parsed = _nccl_log.parse(text)
     ctx.details["nccl_init"] = {
         **parsed,
         "ranks": world,
-        "exit_codes": [p.returncode for p in procs],
+        "exit_codes": [c.returncode for c in children],
+        "timed_out": [c.timed_out for c in children],
     }
     status, summary, remedy = _nccl_log.judge(parsed, expect)
-    if status == _common.PASS and any(p.returncode != 0 for p in procs):
+    hung = [k for k, c in enumerate(children) if c.timed_out]
+    if hung:
+        status = _common.FAIL
+        summary = f"NCCL init of rank(s) {hung} did not finish before the probe's deadline"
+        remedy = "read details.nccl_init, rerun with NCCL_DEBUG=INFO, or raise --timeout"
+    elif status == _common.PASS and any(c.returncode != 0 for c in children):
         tail = text.strip().splitlines()[-1:] or [""]
         status, summary = _common.FAIL, f"{summary}, but the init failed: {tail[0]}"
         remedy = "read details.nccl_init and rerun with NCCL_DEBUG=INFO"

@@ -171,7 +171,8 @@ def probe_env(
     env.update(
         HPCENV_RESULT_DIR=str(result_dir),
         HPCENV_PROBE_NAME=spec.name,
-        HPCENV_PROBE_CONFIG=json.dumps(dict(spec.config)),
+        # timeout_s: the probe's helpers (ofi's NCCL workers) end well before it
+        HPCENV_PROBE_CONFIG=json.dumps({**spec.config, "timeout_s": spec.timeout_s}),
         PYTHONUNBUFFERED="1",
     )
     # a fresh rendezvous, never one inherited from a surrounding job (torchrun, a
