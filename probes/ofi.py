@@ -1,8 +1,8 @@
 """The NCCL network plugin (aws-ofi-nccl) and libfabric: present, compatible, really used.
 
-1. finds the plugin NCCL would open (NCCL_NET_PLUGIN, else libnccl-net.so on the
-   loader path) and reads its exported ``ncclNetPlugin_vN`` symbols from the ELF
-   dynamic symbol table (``_elf.py``);
+1. finds the plugin NCCL would open (``_common.find_net_plugin``: NCCL_NET_PLUGIN,
+   else libnccl-net.so on the loader path) and reads its exported
+   ``ncclNetPlugin_vN`` symbols from the ELF dynamic symbol table (``_elf.py``);
 2. reads NCCL's version (the environment's libnccl.so.2 via ncclGetVersion, else
    torch's) and fails when NCCL tries no plugin API version the plugin exports
    (``_ofi_api.json``, KNOWLEDGE.md section 5);
@@ -33,13 +33,6 @@ import _elf
 import _nccl_log
 
 HERE = Path(__file__).resolve().parent
-SYSTEM_LIB_DIRS = (
-    "/usr/lib64",
-    "/usr/lib",
-    "/usr/local/lib",
-    "/usr/lib/aarch64-linux-gnu",
-    "/usr/lib/x86_64-linux-gnu",
-)
 
 
 def load_table() -> dict[str, Any]:
@@ -79,19 +72,6 @@ def decode_nccl_version(code: int) -> str:
     if code >= 10000:
         return f"{code // 10000}.{code % 10000 // 100}.{code % 100}"
     return f"{code // 1000}.{code % 1000 // 100}.{code % 100}"
-
-
-def find_plugin(env: dict[str, str] | os._Environ[str]) -> str | None:
-    wanted = env.get("NCCL_NET_PLUGIN", "")
-    if "/" in wanted:
-        return wanted if Path(wanted).is_file() else None
-    names = [wanted, f"libnccl-net-{wanted}.so"] if wanted else ["libnccl-net.so"]
-    dirs = [d for d in env.get("LD_LIBRARY_PATH", "").split(":") if d] + list(SYSTEM_LIB_DIRS)
-    for d in dirs:
-        for n in names:
-            if (Path(d) / n).is_file():
-                return str(Path(d) / n)
-    return None
 
 
 def libnccl_candidates(env: dict[str, str] | os._Environ[str]) -> list[str]:
@@ -153,7 +133,7 @@ def add_args(p: argparse.ArgumentParser) -> None:
 
 
 def check_plugin(ctx: _common.Context, expect: str) -> None:
-    plugin = find_plugin(os.environ)
+    plugin = _common.find_net_plugin(os.environ)
     version, where = nccl_version(os.environ)
     ctx.details.update(plugin=plugin, nccl_version=version, nccl_version_from=where)
     if version:
