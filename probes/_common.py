@@ -10,7 +10,9 @@ Protocol with the runner (``hpcenv.runner``):
 - rank environment is torchrun-style (RANK, WORLD_SIZE, LOCAL_RANK,
   LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT); under ``srun`` with RANK unset,
   SLURM_PROCID / SLURM_NTASKS / SLURM_LOCALID / SLURM_NTASKS_PER_NODE are mapped;
-- profile settings arrive as JSON in ``HPCENV_PROBE_CONFIG``;
+- profile settings arrive as JSON in ``HPCENV_PROBE_CONFIG``, with ``timeout_s``:
+  the runner stops the probe's process group after that many seconds, so helper
+  processes (``run_children``) get a deadline well before it (``deadline``);
 - each rank writes ``$HPCENV_RESULT_DIR/<probe>.rank<k>.started`` when it starts
   and ``<probe>.rank<k>.json`` at the end, and prints that JSON as its last stdout
   line. Exit 0 for pass/fail/skip; a crash (non-zero exit) becomes an ``error``
@@ -20,13 +22,18 @@ Protocol with the runner (``hpcenv.runner``):
 from __future__ import annotations
 
 import argparse
+import contextlib
+import ctypes
 import importlib.abc
 import importlib.machinery
 import json
 import os
 import re
+import signal
 import socket
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -141,6 +148,166 @@ def config() -> dict[str, Any]:
     except ValueError:
         return {}
     return data if isinstance(data, dict) else {}
+
+
+#: A probe run by hand (no runner, no ``timeout_s`` in the config) gets this long.
+DEFAULT_TIMEOUT_S = 300.0
+#: Roughly when the probe started (this module is imported first thing).
+_STARTED = time.monotonic()
+
+
+def probe_timeout(cfg: Mapping[str, Any]) -> float:
+    """The runner's timeout for this probe (``timeout_s`` in the config), else the default."""
+    value = cfg.get("timeout_s")
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+        return float(value)
+    return DEFAULT_TIMEOUT_S
+
+
+def deadline(
+    cfg: Mapping[str, Any], *, margin_fraction: float = 0.25, min_margin_s: float = 5.0
+) -> float:
+    """``time.monotonic()`` by which the probe's helpers must be done.
+
+    The runner's timeout less a margin (a quarter of it, at least ``min_margin_s``):
+    the probe then still has time to write its own result, which names what hung,
+    before the runner stops it and can only say "did not finish".
+    """
+    timeout = probe_timeout(cfg)
+    margin = max(min_margin_s, timeout * margin_fraction)
+    return _STARTED + max(1.0, timeout - margin)
+
+
+def free_port() -> int:
+    """A TCP port free on this host now (a rendezvous port for helper processes)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("", 0))
+        return int(s.getsockname()[1])
+
+
+# --- helper processes -------------------------------------------------------------------
+
+_PR_SET_PDEATHSIG = 1
+try:  # resolved here, before any fork: the child must not run the dynamic loader
+    _prctl: Any = ctypes.CDLL(None, use_errno=True).prctl
+except (OSError, AttributeError):  # not Linux
+    _prctl = None
+
+
+def _die_with(parent: int) -> Callable[[], None]:
+    """A ``preexec_fn``: SIGKILL the child when the probe dies (PR_SET_PDEATHSIG).
+
+    Covers a probe killed on its own (not its group, e.g. by the OOM killer); if the
+    probe died between fork and prctl, the child is already orphaned and exits.
+    """
+
+    def preexec() -> None:
+        if _prctl is not None:
+            _prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return preexec
+
+
+@dataclass(frozen=True)
+class Child:
+    """How one helper process ended: exit code (negative: killed by that signal)."""
+
+    argv: list[str]
+    pid: int
+    returncode: int
+    output: str
+    timed_out: bool
+
+
+def run_children(
+    commands: Sequence[tuple[Sequence[str], Mapping[str, str]]],
+    until: float,
+    *,
+    term_grace_s: float = 5.0,
+) -> list[Child]:
+    """Run helper processes side by side until all exit or ``until`` (monotonic) passes.
+
+    Those still running then get SIGTERM, and SIGKILL ``term_grace_s`` later. They stay
+    in the probe's process group, so the runner's timeout (which stops the group) stops
+    them too, and they die with the probe (PDEATHSIG): none is left holding a GPU.
+    stdout and stderr go to one temporary file each (no pipe to fill up and block).
+    """
+    procs: list[subprocess.Popen[bytes]] = []
+    late: list[bool] = []
+    with contextlib.ExitStack() as stack:
+        files = []
+        try:
+            for argv, env in commands:
+                out = stack.enter_context(tempfile.TemporaryFile())
+                files.append(out)
+                procs.append(
+                    subprocess.Popen(
+                        [str(a) for a in argv],
+                        env=dict(env),
+                        stdin=subprocess.DEVNULL,
+                        stdout=out,
+                        stderr=subprocess.STDOUT,
+                        preexec_fn=_die_with(os.getpid()),  # noqa: PLW1509 - prctl only
+                    )
+                )
+            while time.monotonic() < until and any(p.poll() is None for p in procs):
+                time.sleep(0.05)
+        finally:
+            late = [p.poll() is None for p in procs]
+            for p in procs:
+                if p.poll() is None:
+                    p.terminate()
+            grace = time.monotonic() + term_grace_s
+            while time.monotonic() < grace and any(p.poll() is None for p in procs):
+                time.sleep(0.05)
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+                p.wait()
+        children = []
+        for (argv, _), p, was_late, out in zip(commands, procs, late, files, strict=True):
+            out.seek(0)
+            children.append(
+                Child(
+                    argv=[str(a) for a in argv],
+                    pid=p.pid,
+                    returncode=p.returncode,
+                    output=out.read().decode(errors="replace"),
+                    timed_out=was_late,
+                )
+            )
+    return children
+
+
+# --- the NCCL net plugin -------------------------------------------------------------
+
+#: Where the loader finds libraries without LD_LIBRARY_PATH (Debian and RHEL layouts);
+#: the same list as ``hpcenv.facts.SYSTEM_LIB_DIRS`` (tests/test_probe_plugin_search.py).
+SYSTEM_LIB_DIRS = (
+    "/usr/lib64",
+    "/usr/lib",
+    "/usr/local/lib",
+    "/usr/lib/x86_64-linux-gnu",
+    "/usr/lib/aarch64-linux-gnu",
+)
+
+
+def find_net_plugin(env: Mapping[str, str]) -> str | None:
+    """The net plugin NCCL would open: NCCL_NET_PLUGIN (a path, a file name, or a short
+    name as in ``libnccl-net-<name>.so``), else ``libnccl-net.so``, on LD_LIBRARY_PATH
+    and then the system library directories. None when there is none."""
+    wanted = env.get("NCCL_NET_PLUGIN", "")
+    if "/" in wanted:
+        return wanted if Path(wanted).is_file() else None
+    names = [wanted, f"libnccl-net-{wanted}.so"] if wanted else ["libnccl-net.so"]
+    dirs = [d for d in env.get("LD_LIBRARY_PATH", "").split(":") if d] + list(SYSTEM_LIB_DIRS)
+    for d in dirs:
+        for n in names:
+            if (Path(d) / n).is_file():
+                return str(Path(d) / n)
+    return None
 
 
 # --- facts each rank reports (compared across ranks by the runner) ----------------------

@@ -20,7 +20,6 @@ import platform
 import re
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import _common
@@ -110,21 +109,6 @@ def gh200_risk(
     )
 
 
-def find_plugin(env: dict[str, str] | os._Environ[str]) -> str | None:
-    """The net plugin NCCL would load (NCCL_NET_PLUGIN, else libnccl-net.so on the path)."""
-    wanted = env.get("NCCL_NET_PLUGIN", "")
-    if "/" in wanted:
-        return wanted if Path(wanted).is_file() else None
-    names = [wanted, f"libnccl-net-{wanted}.so"] if wanted else ["libnccl-net.so"]
-    dirs = [d for d in env.get("LD_LIBRARY_PATH", "").split(":") if d]
-    dirs += ["/usr/lib64", "/usr/lib", "/usr/local/lib", "/usr/lib/aarch64-linux-gnu"]
-    for d in dirs:
-        for n in names:
-            if (Path(d) / n).is_file():
-                return str(Path(d) / n)
-    return None
-
-
 def corrupt_target(rank: int) -> int | None:
     """The element index the test hook corrupts on this rank, if any."""
     spec = os.environ.get("HPCENV_PROBE_CORRUPT", "")
@@ -183,7 +167,7 @@ def body(ctx: _common.Context) -> None:
         arch=platform.machine(),
         capabilities=caps,
         nccl_version=nccl_version,
-        plugin=find_plugin(os.environ),
+        plugin=_common.find_net_plugin(os.environ),
         env=os.environ,
     )
     multi_node = ctx.rank.local_world_size < ctx.rank.world_size

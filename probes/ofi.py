@@ -1,8 +1,8 @@
 """The NCCL network plugin (aws-ofi-nccl) and libfabric: present, compatible, really used.
 
-1. finds the plugin NCCL would open (NCCL_NET_PLUGIN, else libnccl-net.so on the
-   loader path) and reads its exported ``ncclNetPlugin_vN`` symbols from the ELF
-   dynamic symbol table (``_elf.py``);
+1. finds the plugin NCCL would open (``_common.find_net_plugin``: NCCL_NET_PLUGIN,
+   else libnccl-net.so on the loader path) and reads its exported
+   ``ncclNetPlugin_vN`` symbols from the ELF dynamic symbol table (``_elf.py``);
 2. reads NCCL's version (the environment's libnccl.so.2 via ncclGetVersion, else
    torch's) and fails when NCCL tries no plugin API version the plugin exports
    (``_ofi_api.json``, KNOWLEDGE.md section 5);
@@ -22,7 +22,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import sysconfig
@@ -34,13 +33,6 @@ import _elf
 import _nccl_log
 
 HERE = Path(__file__).resolve().parent
-SYSTEM_LIB_DIRS = (
-    "/usr/lib64",
-    "/usr/lib",
-    "/usr/local/lib",
-    "/usr/lib/aarch64-linux-gnu",
-    "/usr/lib/x86_64-linux-gnu",
-)
 
 
 def load_table() -> dict[str, Any]:
@@ -80,19 +72,6 @@ def decode_nccl_version(code: int) -> str:
     if code >= 10000:
         return f"{code // 10000}.{code % 10000 // 100}.{code % 100}"
     return f"{code // 1000}.{code % 1000 // 100}.{code % 100}"
-
-
-def find_plugin(env: dict[str, str] | os._Environ[str]) -> str | None:
-    wanted = env.get("NCCL_NET_PLUGIN", "")
-    if "/" in wanted:
-        return wanted if Path(wanted).is_file() else None
-    names = [wanted, f"libnccl-net-{wanted}.so"] if wanted else ["libnccl-net.so"]
-    dirs = [d for d in env.get("LD_LIBRARY_PATH", "").split(":") if d] + list(SYSTEM_LIB_DIRS)
-    for d in dirs:
-        for n in names:
-            if (Path(d) / n).is_file():
-                return str(Path(d) / n)
-    return None
 
 
 def libnccl_candidates(env: dict[str, str] | os._Environ[str]) -> list[str]:
@@ -154,7 +133,7 @@ def add_args(p: argparse.ArgumentParser) -> None:
 
 
 def check_plugin(ctx: _common.Context, expect: str) -> None:
-    plugin = find_plugin(os.environ)
+    plugin = _common.find_net_plugin(os.environ)
     version, where = nccl_version(os.environ)
     ctx.details.update(plugin=plugin, nccl_version=version, nccl_version_from=where)
     if version:
@@ -315,46 +294,35 @@ def check_nccl_init(ctx: _common.Context, expect: str) -> None:
         return
     world = min(2, torch.cuda.device_count())
     env = dict(os.environ)
-    with socket.socket() as s:  # a free rendezvous port on this host
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     env.update(
         NCCL_DEBUG="INFO",
         NCCL_DEBUG_SUBSYS="INIT,NET",
         MASTER_ADDR="127.0.0.1",
-        MASTER_PORT=str(port),
+        MASTER_PORT=str(_common.free_port()),
         WORLD_SIZE=str(world),
     )
-    procs = []
-    for k in range(world):
-        e = dict(env, RANK=str(k), LOCAL_RANK=str(k))
-        procs.append(
-            subprocess.Popen(
-                [sys.executable, str(Path(__file__).resolve()), "--nccl-init-worker"],
-                env=e,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-                start_new_session=True,
-            )
-        )
-    logs = []
-    for p in procs:
-        try:
-            out, _ = p.communicate(timeout=120)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            out, _ = p.communicate()
-        logs.append(out)
-    text = "\n".join(logs)
+    worker = [sys.executable, str(Path(__file__).resolve()), "--nccl-init-worker"]
+    # one deadline for all ranks, well before the runner's timeout; the workers stay in
+    # the probe's process group and die with it, so a timeout leaves no GPU held
+    children = _common.run_children(
+        [(worker, dict(env, RANK=str(k), LOCAL_RANK=str(k))) for k in range(world)],
+        _common.deadline(ctx.config),
+    )
+    text = "\n".join(c.output for c in children)
     parsed = _nccl_log.parse(text)
     ctx.details["nccl_init"] = {
         **parsed,
         "ranks": world,
-        "exit_codes": [p.returncode for p in procs],
+        "exit_codes": [c.returncode for c in children],
+        "timed_out": [c.timed_out for c in children],
     }
     status, summary, remedy = _nccl_log.judge(parsed, expect)
-    if status == _common.PASS and any(p.returncode != 0 for p in procs):
+    hung = [k for k, c in enumerate(children) if c.timed_out]
+    if hung:
+        status = _common.FAIL
+        summary = f"NCCL init of rank(s) {hung} did not finish before the probe's deadline"
+        remedy = "read details.nccl_init, rerun with NCCL_DEBUG=INFO, or raise --timeout"
+    elif status == _common.PASS and any(c.returncode != 0 for c in children):
         tail = text.strip().splitlines()[-1:] or [""]
         status, summary = _common.FAIL, f"{summary}, but the init failed: {tail[0]}"
         remedy = "read details.nccl_init and rerun with NCCL_DEBUG=INFO"

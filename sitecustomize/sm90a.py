@@ -4,13 +4,17 @@
 
 At interpreter start this only registers an import hook (torch is *not* imported:
 starting Python stays as fast as before). When ``torch.utils.cpp_extension`` is
-imported, and only if a visible GPU has compute capability 9.0:
+imported it wraps ``_get_cuda_arch_flags`` and touches nothing else (no CUDA: a
+CUDA context made at import breaks every fork that uses CUDA later). When torch
+calls ``_get_cuda_arch_flags`` (an extension build), and only if a visible GPU has
+compute capability 9.0, the wrapper:
 
-1. if ``TORCH_CUDA_ARCH_LIST`` is unset or empty, set it from the node's real GPUs
+1. if ``TORCH_CUDA_ARCH_LIST`` is unset or empty, sets it from the node's real GPUs
    (``"9.0"``, or e.g. ``"8.0;9.0"`` on a mixed node), so extensions are built for
    the GPUs that are there;
-2. make ``_get_cuda_arch_flags`` tolerate arch names with a suffix (``sm_90a``) in
-   ``torch.cuda.get_arch_list()`` by stripping the suffix letters while it parses.
+2. tolerates arch names with a suffix (``sm_90a``) in ``torch.cuda.get_arch_list()``
+   (read with ``TORCH_CUDA_ARCH_LIST=native``) by stripping the suffix letters while
+   torch parses them.
 
 On other GPUs, without CUDA, or when anything unexpected happens, it does nothing.
 """
@@ -50,22 +54,46 @@ def strip_suffixes(arches: list[str]) -> list[str]:
     return list(dict.fromkeys(_SUFFIX.sub(r"\1", a) for a in arches))
 
 
-def apply(cpp_extension: ModuleType) -> bool:
-    """Apply the fix to an imported ``torch.utils.cpp_extension``; True when applied."""
-    torch = sys.modules.get("torch")
-    if torch is None:
-        return False
+def fix_arch_list(torch: Any) -> bool:
+    """On a node with a 9.0 GPU, set an unset/empty ``TORCH_CUDA_ARCH_LIST`` from its GPUs.
+
+    True when the node has a 9.0 GPU (the suffix handling is then needed too). Reads
+    the GPUs, which initialises CUDA: call it only when torch is about to do that
+    itself (``_get_cuda_arch_flags`` does), never at import.
+    """
     caps = gpu_capabilities(torch)
     if HOPPER not in caps:
         return False
     if not os.environ.get("TORCH_CUDA_ARCH_LIST"):
         os.environ["TORCH_CUDA_ARCH_LIST"] = ";".join(f"{a}.{b}" for a, b in caps)
+    return True
+
+
+def apply(cpp_extension: ModuleType) -> bool:
+    """Wrap ``_get_cuda_arch_flags`` of an imported ``torch.utils.cpp_extension``.
+
+    Nothing touches CUDA here: DeepSpeed and inductor import cpp_extension in
+    processes that fork workers afterwards, and a CUDA context made at import
+    would make every CUDA call in those workers fail ("Cannot re-initialize CUDA
+    in forked subprocess"). The GPUs are read when torch reads
+    ``TORCH_CUDA_ARCH_LIST``, inside the wrapped call (torch is using CUDA then).
+    True when wrapped (now or before).
+    """
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return False
     original = cpp_extension._get_cuda_arch_flags
     if getattr(original, "_hpcenv_sm90a", False):
         return True
 
     @functools.wraps(original)
     def _get_cuda_arch_flags(cflags: Any = None) -> Any:
+        try:
+            hopper = fix_arch_list(torch)
+        except Exception:  # a fix must never break a build
+            hopper = False
+        if not hopper:
+            return original(cflags)
         real = torch.cuda.get_arch_list
         torch.cuda.get_arch_list = lambda: strip_suffixes(list(real()))
         try:

@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 
 from conftest import require
+from hpcenv.runner import free_port
 
 DAEMONS = ("slurmctld", "slurmd", "munged")
 CLIENTS = ("sinfo", "sbatch", "srun", "squeue", "scontrol", "scancel", "munge", "unmunge")
@@ -53,12 +54,6 @@ def port_free(port: int) -> bool:
         except OSError:
             return False
     return True
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def munge_works(env: dict[str, str] | None = None) -> bool:

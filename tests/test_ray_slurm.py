@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from conftest import require
 from hpcenv import ray_slurm
+from probe_env import has_ray
 from slurm_cluster import SlurmCluster, slurm_cluster_fixture  # noqa: F401 - fixture
 from torch_venv import torch_venv_fixture  # noqa: F401 - fixture
 
@@ -46,6 +48,7 @@ def test_a_worker_that_cannot_start_ends_it_at_once(
 ) -> None:
     """A second host the allocation does not have: its srun step fails, the wrapper says so
     and exits 5 quickly (no waiting for the join timeout), and the head is torn down."""
+    require("ray", has_ray(torch_python), "ray could not be installed from PyPI")
     done = subprocess.run(
         ["salloc", "-n1", "--", sys.executable, "-m", "hpcenv.ray_slurm",
          "--hosts", f"{slurm.node},ghost-node", "--python", str(torch_python),

@@ -109,7 +109,8 @@ def test_all_ranks_pass_with_torchrun_environment(
     assert len({e["MASTER_PORT"] for e in envs}) == 1
     assert envs[0]["MASTER_PORT"] != "1"
     assert {e["FROM_PROFILE"] for e in envs} == {"yes"}
-    assert result.ranks[0].details["config"] == {"nccl_net": "ofi"}
+    # the profile's settings and the runner's timeout (for the probe's own deadlines)
+    assert result.ranks[0].details["config"] == {"nccl_net": "ofi", "timeout_s": 60}
     assert "3 ranks on 1 host" in result.summary
     assert list(result.by_host()) == [socket.gethostname()]
 

@@ -38,12 +38,23 @@ else:
     os.environ["TORCH_CUDA_ARCH_LIST"] = case["preset"]
 import torch
 cap = tuple(case["cap"]) if case["cap"] else None
-torch.cuda.is_available = lambda: cap is not None
-torch.cuda.device_count = lambda: 1 if cap else 0
-torch.cuda.get_device_capability = lambda i=0: cap
+calls = {"is_available": 0, "device_count": 0, "get_device_capability": 0, "_lazy_init": 0}
+
+def counted(name, fn):
+    def wrapper(*args, **kwargs):
+        calls[name] += 1
+        return fn(*args, **kwargs)
+    return wrapper
+
+torch.cuda.is_available = counted("is_available", lambda: cap is not None)
+torch.cuda.device_count = counted("device_count", lambda: 1 if cap else 0)
+torch.cuda.get_device_capability = counted("get_device_capability", lambda i=0: cap)
+torch.cuda._lazy_init = counted("_lazy_init", torch.cuda._lazy_init)
 torch.cuda.get_arch_list = lambda: case["arches"]
 out = {"torch_at_start": case.get("torch_at_start")}
 import torch.utils.cpp_extension as ce
+out["calls_at_import"] = dict(calls)
+out["cuda_initialized_at_import"] = torch.cuda.is_initialized()
 out["wrapped"] = bool(getattr(ce._get_cuda_arch_flags, "_hpcenv_sm90a", False))
 out["arch_list_env"] = os.environ.get("TORCH_CUDA_ARCH_LIST")
 if case.get("clear_after_import"):
@@ -52,6 +63,8 @@ try:
     out["flags"] = ce._get_cuda_arch_flags()
 except Exception as exc:
     out["error"] = f"{type(exc).__name__}: {exc}"
+out["arch_list_env_after"] = os.environ.get("TORCH_CUDA_ARCH_LIST")
+out["calls_after"] = dict(calls)
 print(json.dumps(out))
 """
 
@@ -104,38 +117,68 @@ def test_gh200_with_the_fix_builds_for_sm90(venv: Path) -> None:
     out = probe(venv, cap=[9, 0], arches=GH200_ARCHES)
     assert "error" not in out, out
     assert out["wrapped"] is True
-    assert out["arch_list_env"] == "9.0"  # from the node's GPU, not a hard-coded guess
+    assert out["arch_list_env"] is None  # nothing set at import ...
+    assert out["arch_list_env_after"] == "9.0"  # ... but from the node's GPU when built
     flags = out["flags"]
     assert isinstance(flags, list)
     assert "-gencode=arch=compute_90,code=sm_90" in flags
     assert not [f for f in flags if "sm_80" in f or "90a" in f]
 
 
-def test_gh200_suffix_parsing_tolerated_when_list_is_empty(venv: Path) -> None:
-    """With TORCH_CUDA_ARCH_LIST empty torch reads get_arch_list(): no crash either."""
+def test_importing_cpp_extension_does_not_touch_cuda(venv: Path) -> None:
+    """DeepSpeed and inductor import cpp_extension in processes that fork later: the fix
+    must not read the GPUs (which initialises CUDA) at that import, only when torch
+    builds an extension."""
+    out = probe(venv, cap=[9, 0], arches=GH200_ARCHES)
+    assert out["wrapped"] is True
+    assert out["calls_at_import"] == {
+        "is_available": 0,
+        "device_count": 0,
+        "get_device_capability": 0,
+        "_lazy_init": 0,
+    }
+    assert out["cuda_initialized_at_import"] is False
+    after = out["calls_after"]
+    assert isinstance(after, dict) and after["get_device_capability"] > 0  # read when building
+
+
+def test_gh200_list_emptied_after_import_is_set_when_building(venv: Path) -> None:
     out = probe(venv, cap=[9, 0], arches=GH200_ARCHES, clear_after_import=True)
     assert "error" not in out, out
+    assert out["arch_list_env_after"] == "9.0"
+    assert "-gencode=arch=compute_90,code=sm_90" in out["flags"]  # type: ignore[operator]
+
+
+def test_gh200_suffix_tolerated_with_native(venv: Path) -> None:
+    """TORCH_CUDA_ARCH_LIST=native makes torch parse get_arch_list() (with sm_90a)."""
+    without = probe(venv, fixes_on=False, cap=[9, 0], arches=GH200_ARCHES, preset="native")
+    assert without["error"] == "ValueError: invalid literal for int() with base 10: '90a'"
+    out = probe(venv, cap=[9, 0], arches=GH200_ARCHES, preset="native")
+    assert "error" not in out, out
+    assert out["arch_list_env_after"] == "native"  # the user's setting is kept
     assert "-gencode=arch=compute_90,code=sm_90" in out["flags"]  # type: ignore[operator]
 
 
 def test_user_setting_is_kept(venv: Path) -> None:
     out = probe(venv, cap=[9, 0], arches=GH200_ARCHES, preset="9.0a")
-    assert out["arch_list_env"] == "9.0a"
+    assert out["arch_list_env_after"] == "9.0a"
     assert out["flags"] == ["-gencode=arch=compute_90a,code=sm_90a"]
 
 
 def test_other_gpu_is_left_alone(venv: Path) -> None:
     with_fix = probe(venv, cap=[8, 0], arches=A100_ARCHES)
     without = probe(venv, fixes_on=False, cap=[8, 0], arches=A100_ARCHES)
-    assert with_fix["wrapped"] is False
-    assert with_fix["arch_list_env"] is None
+    assert with_fix["arch_list_env_after"] is None
     assert with_fix["flags"] == without["flags"]
     assert "-gencode=arch=compute_80,code=sm_80" in with_fix["flags"]  # type: ignore[operator]
 
 
 def test_no_cuda_is_left_alone(venv: Path) -> None:
-    out = probe(venv, cap=None, arches=[])
-    assert out["wrapped"] is False and out["arch_list_env"] is None
+    with_fix = probe(venv, cap=None, arches=[])
+    without = probe(venv, fixes_on=False, cap=None, arches=[])
+    assert with_fix["arch_list_env_after"] is None
+    assert with_fix.get("error") == without.get("error")
+    assert with_fix.get("flags") == without.get("flags")
 
 
 def test_startup_does_not_import_torch(venv: Path) -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from hpcenv import slurm
+from hpcenv import runner, slurm
 from hpcenv.errors import BadInput
 from hpcenv.facts import slurm_from_env
 
@@ -45,6 +45,29 @@ def test_one_rank_per_task_on_cpu() -> None:
     assert alloc is not None
     lay = slurm.layout(alloc)
     assert (lay.ranks, lay.per_node, lay.gpus) == (2, 2, False)
+
+
+def test_fewer_tasks_than_gpus_per_node_give_one_rank_per_task() -> None:
+    """sbatch --ntasks-per-node 1 on a 4-GPU profile: one rank per node, or srun refuses."""
+    one_task = {**GPU_JOB, "SLURM_NTASKS": "2", "SLURM_NTASKS_PER_NODE": "1"}
+    one_task["SLURM_TASKS_PER_NODE"] = "1(x2)"
+    alloc = slurm_from_env(one_task)
+    assert alloc is not None
+    lay = slurm.layout(alloc)
+    assert (lay.ranks, lay.per_node, lay.gpus) == (2, 1, True)
+    argv = slurm.srun_argv(lay, ["x"])
+    assert "--ntasks=2" in argv and "--ntasks-per-node=1" in argv and "--nodes=2" in argv
+    # no --ntasks-per-node, only a total (SLURM_TASKS_PER_NODE "3,2"): within it
+    uneven = {k: v for k, v in GPU_JOB.items() if k != "SLURM_NTASKS_PER_NODE"}
+    uneven.update(SLURM_NTASKS="5", SLURM_TASKS_PER_NODE="3,2")
+    alloc = slurm_from_env(uneven)
+    assert alloc is not None
+    lay = slurm.layout(alloc)
+    assert lay.per_node == 2 and lay.ranks <= 5
+    # more tasks than GPUs: still one rank per GPU
+    alloc = slurm_from_env({**GPU_JOB, "SLURM_NTASKS": "16", "SLURM_NTASKS_PER_NODE": "8"})
+    assert alloc is not None
+    assert slurm.layout(alloc).per_node == 4
 
 
 def test_srun_argv_is_an_argument_list_that_ends_the_step_on_a_bad_rank() -> None:
@@ -88,7 +111,7 @@ def test_failed_tasks_names_the_rank_and_host() -> None:
 def test_free_port_is_bindable() -> None:
     import socket
 
-    port = slurm.free_port()
+    port = runner.free_port()
     with socket.socket() as s:
         s.bind(("", port))
 

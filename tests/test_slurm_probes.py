@@ -19,6 +19,7 @@ import pytest
 
 from conftest import DATA, REPO, require
 from hpcenv import profile, sbatch
+from probe_env import has_ray
 from slurm_cluster import SlurmCluster, slurm_cluster_fixture  # noqa: F401 - fixture
 from torch_venv import torch_venv_fixture  # noqa: F401 - fixture
 
@@ -188,6 +189,7 @@ def test_ray_probe_on_a_ray_cluster_started_over_the_allocation(
     """The ray probe joins a head started by srun (workers too on >1 node); the cluster is
     gone afterwards (no raylet of ours left)."""
     require("probe-ray", (REPO / "probes" / "ray.py").is_file(), "probes/ray.py not here")
+    require("ray", has_ray(torch_python), "ray could not be installed from PyPI")
     report, state, _ = run_in_sbatch(
         slurm, tmp_path, "ray", torch_python, timeout_s=300, extra_env={"HPCENV_RAY_ON_SLURM": "1"}
     )

@@ -40,6 +40,7 @@ from typing import Any
 
 from hpcenv import command
 from hpcenv.errors import CommandFailed, ProbeFailed
+from hpcenv.runner import free_port
 
 #: How long every node gets to join the cluster.
 JOIN_TIMEOUT_S = 120.0
@@ -89,16 +90,10 @@ def plan(
     return RayPlan(
         hosts=tuple(hosts),
         head_ip=head_ip or socket.gethostbyname(hosts[0]),
-        port=port or _free_port(),
+        port=port or free_port(),
         num_cpus=int(cpus) if cpus.isdigit() else None,
         num_gpus=int(gpus) if gpus.isdigit() else None,
     )
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("", 0))
-        return int(s.getsockname()[1])
 
 
 def _resources(p: RayPlan) -> list[str]:

@@ -120,10 +120,15 @@ class ProbeSpec:
     config: Mapping[str, Any] = field(default_factory=dict)
 
 
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 now (for MASTER_PORT)."""
+def free_port(host: str = "") -> int:
+    """A TCP port free on ``host`` now (for MASTER_PORT and other rendezvous ports).
+
+    The default, every interface, is the stricter test: a port free there is free on
+    127.0.0.1 too, and other nodes of a job can reach it. hpcenv's one copy (probes
+    keep theirs in ``probes/_common.py``: they cannot import hpcenv).
+    """
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind((host, 0))
         return int(s.getsockname()[1])
 
 
@@ -166,7 +171,8 @@ def probe_env(
     env.update(
         HPCENV_RESULT_DIR=str(result_dir),
         HPCENV_PROBE_NAME=spec.name,
-        HPCENV_PROBE_CONFIG=json.dumps(dict(spec.config)),
+        # timeout_s: the probe's helpers (ofi's NCCL workers) end well before it
+        HPCENV_PROBE_CONFIG=json.dumps({**spec.config, "timeout_s": spec.timeout_s}),
         PYTHONUNBUFFERED="1",
     )
     # a fresh rendezvous, never one inherited from a surrounding job (torchrun, a

@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -25,6 +24,7 @@ from hpcenv import command, hostlist
 from hpcenv.errors import BadInput, CommandFailed
 from hpcenv.facts import slurm_from_env
 from hpcenv.facts_model import SlurmFacts
+from hpcenv.runner import free_port
 
 #: Variables a torchrun-style launcher sets; under srun the probe maps SLURM_* instead,
 #: so stale values inherited from the job script must not leak into the ranks.
@@ -57,13 +57,6 @@ def hostnames(nodelist: str, *, env: Mapping[str, str] | None = None) -> list[st
     return hostlist.expand(nodelist)
 
 
-def free_port(host: str = "") -> int:
-    """A TCP port free on this host now (the rendezvous port for MASTER_PORT)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
-
-
 @dataclass(frozen=True, kw_only=True)
 class Layout:
     """How many ranks run where: ``per_node`` ranks on each of ``hosts``."""
@@ -82,22 +75,26 @@ class Layout:
 
 
 def layout(alloc: SlurmFacts, hosts: Sequence[str] | None = None) -> Layout:
-    """One rank per GPU (SLURM_GPUS_ON_NODE on every node), else one per task."""
+    """One rank per GPU (SLURM_GPUS_ON_NODE on every node), else one per task, never
+    more ranks per node than the job has tasks per node.
+
+    ``sbatch --ntasks-per-node 1`` on a 4-GPU node gives one task per node: srun
+    refuses a step of 4 there, so the job's task count wins over its GPU count.
+    """
     names = tuple(hosts if hosts is not None else alloc.hosts)
     if not names:
         raise BadInput(
             f"SLURM job {alloc.job_id}: node list {alloc.nodelist!r} gives no hosts; "
             "run inside 'sbatch' or 'salloc'"
         )
-    if alloc.gpus_on_node:
-        return Layout(hosts=names, per_node=alloc.gpus_on_node, gpus=True)
+    tasks = []  # what the job's tasks allow per node
     if alloc.ntasks_per_node:
-        per_node = alloc.ntasks_per_node
-    elif alloc.ntasks:
-        per_node = max(1, alloc.ntasks // len(names))
-    else:
-        per_node = 1
-    return Layout(hosts=names, per_node=per_node, gpus=False)
+        tasks.append(alloc.ntasks_per_node)
+    if alloc.ntasks:  # SLURM_TASKS_PER_NODE "3,2" reads as 3: the total bounds it too
+        tasks.append(max(1, alloc.ntasks // len(names)))
+    if alloc.gpus_on_node:
+        return Layout(hosts=names, per_node=min([alloc.gpus_on_node, *tasks]), gpus=True)
+    return Layout(hosts=names, per_node=min(tasks) if tasks else 1, gpus=False)
 
 
 def srun_argv(
