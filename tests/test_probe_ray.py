@@ -1,9 +1,21 @@
 """The ray probe run for real: a local Ray on 127.0.0.1 (2 CPUs), one task per node,
-GPU resources equal to the allocation (none here), shut down afterwards."""
+GPU resources equal to the allocation (none here), shut down afterwards.
+
+Ray 2.60's gcs_server and raylet listen on every interface even when told
+``--node-ip-address=127.0.0.1``, so where it can (root, ``unshare`` and ``ip``) the test
+runs the probe in a new network namespace that has only the loopback interface: then
+nothing Ray opens is reachable from outside this machine's loopback.
+"""
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from conftest import require
 from hpcenv import runner
@@ -12,13 +24,58 @@ from probe_env import has_ray, load_probe, probe_python  # noqa: F401 - fixture
 
 ray_probe = load_probe("ray")
 
+#: ``sh -c`` script: bring up lo in the new namespace, then exec the probe's argv
+#: (passed as arguments, never spliced into the script).
+LOOPBACK_ONLY = 'ip link set lo up && exec "$0" "$@"'
+
+
+def can_unshare_net() -> bool:
+    if os.geteuid() != 0 or not (shutil.which("unshare") and shutil.which("ip")):
+        return False
+    probe = subprocess.run(["unshare", "--net", "true"], capture_output=True)
+    return probe.returncode == 0
+
+
+@dataclass(frozen=True)
+class LoopbackOnlyLauncher:
+    """LocalLauncher whose ranks run in a network namespace with only ``lo``."""
+
+    inner: runner.LocalLauncher
+
+    def start(self, argv: Sequence[str], env: Mapping[str, str], ranks: int) -> list[Any]:
+        wrapped = ["unshare", "--net", "--", "sh", "-c", LOOPBACK_ONLY, *argv]
+        return self.inner.start(wrapped, env, ranks)
+
+    def hosts_for(self, ranks: int) -> list[str]:
+        return self.inner.hosts_for(ranks)
+
 
 def test_local_ray_runs_tasks_on_every_node(probe_python: Path, tmp_path: Path) -> None:  # noqa: F811
     require("ray", has_ray(probe_python), "ray could not be installed from PyPI")
     spec = runner.ProbeSpec(
         name="ray", python=probe_python, timeout_s=240, env={"CUDA_VISIBLE_DEVICES": ""}
     )
-    result = runner.run_probe(spec, launcher=runner.LocalLauncher(), result_dir=tmp_path)
+    launcher: Any = runner.LocalLauncher()
+    if can_unshare_net():
+        launcher = LoopbackOnlyLauncher(launcher)
+        interfaces = subprocess.run(
+            [
+                "unshare",
+                "--net",
+                "--",
+                "sh",
+                "-c",
+                LOOPBACK_ONLY,
+                str(probe_python),
+                "-c",
+                "import socket; print(sorted(n for _, n in socket.if_nameindex()))",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        assert interfaces == "['lo']"  # what Ray can bind to in there
+    result = runner.run_probe(spec, launcher=launcher, result_dir=tmp_path)
     assert result.status is Status.PASS, result.summary + result.ranks[0].stderr_tail
     assert result.metrics["nodes"] == 1
     assert result.metrics["gpus"] == 0
