@@ -34,8 +34,13 @@ def body(ctx: _common.Context) -> None:
             "installed",
             _common.SKIP,
             f"flash-attn is not installed (profile flash_attn.mode = {mode})",
-            remedy="nothing to do unless the project needs it; on GPUs >= sm 8.0 set "
-            "[flash_attn] mode = 'auto' and rebuild",
+            remedy=(
+                "nothing to do unless the project needs it: with mode 'auto' hpcenv installs "
+                "it on a node with GPUs of sm >= 8.0 (here: none); `hpcenv plan` says why"
+                if mode == "auto"
+                else "set [flash_attn] mode = 'auto' and rebuild on a node with GPUs of "
+                "sm >= 8.0 (PyTorch SDPA is the fallback elsewhere)"
+            ),
         )
         return
     ctx.details["flash_attn"] = version
