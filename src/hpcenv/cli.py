@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import pkgutil
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from types import ModuleType
 
 from hpcenv import __version__, commands
@@ -18,7 +18,8 @@ from hpcenv.errors import HpcenvError
 
 def _command_names() -> list[str]:
     """Subcommand module names, found without importing them."""
-    return [i.name for i in pkgutil.iter_modules(commands.__path__) if not i.name.startswith("_")]
+    here = Path(commands.__file__).parent
+    return sorted(p.stem for p in here.glob("*.py") if not p.stem.startswith("_"))
 
 
 def _command_modules(only: str | None = None) -> list[ModuleType]:

@@ -13,7 +13,6 @@ import os
 import shlex
 import signal
 import subprocess
-import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -217,6 +216,8 @@ def run_parallel(
     we wait on another. One deadline for all: past it every process group is stopped
     and ``CommandFailed`` (124) raised; Ctrl-C stops them and raises ``Interrupted``.
     """
+    import tempfile  # only here: `hpcenv facts` should not pay for it
+
     argvs = [tuple(str(a) for a in c) for c in commands]
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="hpcenv-run-") as tmp:
