@@ -53,6 +53,7 @@ def main() -> int:
     if args.render:
         results = json.loads((BENCH / "results.json").read_text())
         (BENCH / "RESULTS.md").write_text(render(results))
+        update_readme(render(results))
         print((BENCH / "RESULTS.md").read_text())
         return 0
     py = sys.executable
@@ -81,8 +82,19 @@ def main() -> int:
                                      str(args.runs)], env)
     (BENCH / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     (BENCH / "RESULTS.md").write_text(render(results))
+    update_readme(render(results))
     print((BENCH / "RESULTS.md").read_text())
     return 0
+
+
+def update_readme(table: str) -> None:
+    """Put the table between the README's bench markers (it is generated, not edited)."""
+    readme = REPO / "README.md"
+    text = readme.read_text()
+    start, end = "<!-- bench:start -->", "<!-- bench:end -->"
+    if start in text and end in text:
+        head, rest = text.split(start, 1)
+        readme.write_text(f"{head}{start}\n{table}{end}{rest.split(end, 1)[1]}")
 
 
 def render(r: dict[str, Any]) -> str:
