@@ -8,8 +8,9 @@ import time
 from collections.abc import Mapping, Sequence
 
 
-def time_command(argv: Sequence[str], *, runs: int, env: Mapping[str, str] | None = None,
-                 warmup: int = 1) -> dict[str, float]:
+def time_command(
+    argv: Sequence[str], *, runs: int, env: Mapping[str, str] | None = None, warmup: int = 1
+) -> dict[str, float]:
     """Median, min and max wall seconds of ``argv`` over ``runs`` runs (after warmups)."""
     for _ in range(warmup):
         subprocess.run(argv, env=env, check=True, capture_output=True)
@@ -18,5 +19,9 @@ def time_command(argv: Sequence[str], *, runs: int, env: Mapping[str, str] | Non
         start = time.perf_counter()
         subprocess.run(argv, env=env, check=True, capture_output=True)
         samples.append(time.perf_counter() - start)
-    return {"median_s": statistics.median(samples), "min_s": min(samples),
-            "max_s": max(samples), "runs": runs}
+    return {
+        "median_s": statistics.median(samples),
+        "min_s": min(samples),
+        "max_s": max(samples),
+        "runs": runs,
+    }

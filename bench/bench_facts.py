@@ -27,9 +27,13 @@ def main() -> None:
     # The same without fi_info on PATH: hpcenv's own cost, without libfabric's ~0.2-0.3 s
     # provider scan (libfabric pays it even for `fi_info --version`).
     no_fabric_path = os.pathsep.join(
-        d for d in os.environ["PATH"].split(os.pathsep) if not (Path(d) / "fi_info").exists())
-    no_fabric = time_command([py, "-m", "hpcenv", "facts", "--json"], runs=args.runs,
-                             env={**os.environ, "PATH": no_fabric_path})
+        d for d in os.environ["PATH"].split(os.pathsep) if not (Path(d) / "fi_info").exists()
+    )
+    no_fabric = time_command(
+        [py, "-m", "hpcenv", "facts", "--json"],
+        runs=args.runs,
+        env={**os.environ, "PATH": no_fabric_path},
+    )
     out: dict[str, object] = {
         "bare_python": bare,
         "facts_json": facts,
@@ -38,8 +42,9 @@ def main() -> None:
         "facts_without_fi_info_over_bare_python": no_fabric["median_s"] / bare["median_s"],
     }
     if args.torch_python:
-        collect = time_command([args.torch_python, "-m", "torch.utils.collect_env"],
-                               runs=max(3, args.runs // 5))
+        collect = time_command(
+            [args.torch_python, "-m", "torch.utils.collect_env"], runs=max(3, args.runs // 5)
+        )
         out["torch_collect_env"] = collect
         out["collect_env_over_facts"] = collect["median_s"] / facts["median_s"]
     json.dump(out, sys.stdout, indent=2)

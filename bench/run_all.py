@@ -47,8 +47,11 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--runs", type=int, default=3, help="runs per figure (facts: 5x this)")
     ap.add_argument("--slurm", action="store_true", help="also time probe-nccl on local SLURM")
-    ap.add_argument("--render", action="store_true",
-                    help="only rewrite RESULTS.md from results.json (no measuring)")
+    ap.add_argument(
+        "--render",
+        action="store_true",
+        help="only rewrite RESULTS.md from results.json (no measuring)",
+    )
     args = ap.parse_args()
     if args.render:
         results = json.loads((BENCH / "results.json").read_text())
@@ -60,8 +63,7 @@ def main() -> int:
     home = Path(tempfile.mkdtemp(prefix="hpcenv-bench-"))
     env = {**os.environ, "HPCENV_HOME": str(home)}
     hpcenv = [py, "-m", "hpcenv"]
-    subprocess.run([*hpcenv, "build", "local"], env=env, cwd=REPO, check=True,
-                   capture_output=True)
+    subprocess.run([*hpcenv, "build", "local"], env=env, cwd=REPO, check=True, capture_output=True)
     venv_py = str(home / "venvs" / "local" / "bin" / "python")
 
     results: dict[str, Any] = {
@@ -69,17 +71,35 @@ def main() -> int:
         "machine": f"{platform.machine()}, {os.cpu_count()} cpus, "
         f"{platform.python_implementation()} {platform.python_version()}, no GPU",
     }
-    results["facts"] = run_json([py, str(BENCH / "bench_facts.py"), "--runs",
-                                 str(5 * args.runs), "--torch-python", venv_py], env)
-    results["build"] = run_json([py, str(BENCH / "bench_build.py"), "--runs", str(args.runs)],
-                                env)
-    results["allreduce"] = run_json([py, str(BENCH / "bench_allreduce.py"), "--python", venv_py,
-                                     "--runs", str(max(args.runs, 5))], env)
+    results["facts"] = run_json(
+        [
+            py,
+            str(BENCH / "bench_facts.py"),
+            "--runs",
+            str(5 * args.runs),
+            "--torch-python",
+            venv_py,
+        ],
+        env,
+    )
+    results["build"] = run_json([py, str(BENCH / "bench_build.py"), "--runs", str(args.runs)], env)
+    results["allreduce"] = run_json(
+        [
+            py,
+            str(BENCH / "bench_allreduce.py"),
+            "--python",
+            venv_py,
+            "--runs",
+            str(max(args.runs, 5)),
+        ],
+        env,
+    )
     results["probe_suite"] = median_wall([*hpcenv, "probe", "--env", "local"], env, args.runs)
     results["doctor"] = median_wall([*hpcenv, "doctor", "local"], env, args.runs)
     if args.slurm:
-        results["slurm"] = run_json([py, str(BENCH / "bench_slurm.py"), "--runs",
-                                     str(args.runs)], env)
+        results["slurm"] = run_json(
+            [py, str(BENCH / "bench_slurm.py"), "--runs", str(args.runs)], env
+        )
     (BENCH / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     (BENCH / "RESULTS.md").write_text(render(results))
     update_readme(render(results))
@@ -108,45 +128,93 @@ def render(r: dict[str, Any]) -> str:
         "",
         "| figure | hpcenv | baseline | target | |",
         "|---|---|---|---|---|",
-        row("`hpcenv facts --json`", f"{f['facts_json']['median_s']:.3f} s",
+        row(
+            "`hpcenv facts --json`",
+            f"{f['facts_json']['median_s']:.3f} s",
             f"collect_env {collect:.2f} s ({ratio:.1f}x slower)" if collect else "-",
-            ">= 20x faster than collect_env", ratio >= 20 if ratio else None),
-        row("`hpcenv facts --json` without `fi_info` on PATH (libfabric's own start-up, "
-            "~0.3 s, left out)", f"{f['facts_json_without_fi_info']['median_s']:.3f} s",
+            ">= 20x faster than collect_env",
+            ratio >= 20 if ratio else None,
+        ),
+        row(
+            "`hpcenv facts --json` without `fi_info` on PATH (libfabric's own start-up, "
+            "~0.3 s, left out)",
+            f"{f['facts_json_without_fi_info']['median_s']:.3f} s",
             f"collect_env {collect:.2f} s ({collect / no_fi:.1f}x slower)" if collect else "-",
-            ">= 20x faster than collect_env", collect / no_fi >= 20 if collect else None),
-        row("`hpcenv facts --json` vs Python start", f"{f['facts_json']['median_s']:.3f} s",
-            f"`python -c pass` {f['bare_python']['median_s']:.3f} s", "-", None),
-        row("warm-cache build of `local`", f"{b['hpcenv_build_s']:.2f} s",
-            f"`uv venv && uv pip sync` {b['uv_bare_s']:.2f} s "
-            f"({b['ratio_build_vs_uv_bare']:.2f}x)", "< 1.15x",
-            b["ratio_build_vs_uv_bare"] < 1.15),
-        row("... same, baseline also imports the packages (the build's check)",
+            ">= 20x faster than collect_env",
+            collect / no_fi >= 20 if collect else None,
+        ),
+        row(
+            "`hpcenv facts --json` vs Python start",
+            f"{f['facts_json']['median_s']:.3f} s",
+            f"`python -c pass` {f['bare_python']['median_s']:.3f} s",
+            "-",
+            None,
+        ),
+        row(
+            "warm-cache build of `local`",
+            f"{b['hpcenv_build_s']:.2f} s",
+            f"`uv venv && uv pip sync` {b['uv_bare_s']:.2f} s ({b['ratio_build_vs_uv_bare']:.2f}x)",
+            "< 1.15x",
+            b["ratio_build_vs_uv_bare"] < 1.15,
+        ),
+        row(
+            "... same, baseline also imports the packages (the build's check)",
             f"{b['hpcenv_build_s']:.2f} s",
             f"sync + import {b['uv_bare_plus_import_s']:.2f} s "
-            f"({b['ratio_build_vs_uv_bare_plus_import']:.2f}x)", "-", None),
-        row("warm-cache build vs pip", f"{b['hpcenv_build_s']:.2f} s",
+            f"({b['ratio_build_vs_uv_bare_plus_import']:.2f}x)",
+            "-",
+            None,
+        ),
+        row(
+            "warm-cache build vs pip",
+            f"{b['hpcenv_build_s']:.2f} s",
             f"`python -m venv && pip install -r` {b['venv_pip_s']:.1f} s "
-            f"({b['speedup_vs_venv_pip']:.1f}x faster)", ">= 5x faster",
-            b["speedup_vs_venv_pip"] >= 5),
+            f"({b['speedup_vs_venv_pip']:.1f}x faster)",
+            ">= 5x faster",
+            b["speedup_vs_venv_pip"] >= 5,
+        ),
         row("no-op rebuild (whole CLI)", f"{b['noop_s']:.2f} s", "-", "< 1 s", b["noop_s"] < 1),
-        row("cached wheel (stand-in C extension for flash-attn)",
+        row(
+            "cached wheel (stand-in C extension for flash-attn)",
             f"hit {b['wheel_cache']['hit_s'] * 1000:.1f} ms",
-            f"miss (build) {b['wheel_cache']['miss_s']:.2f} s", "-", None),
-        row("allreduce probe, 2 ranks gloo, 1K..64M", f"{a['probe']['wall_s']:.2f} s, "
-            f"busbw {a['probe']['busbw_gbps']:.2f} GB/s",
+            f"miss (build) {b['wheel_cache']['miss_s']:.2f} s",
+            "-",
+            None,
+        ),
+        row(
+            "allreduce probe, 2 ranks gloo, 1K..64M",
+            f"{a['probe']['wall_s']:.2f} s, busbw {a['probe']['busbw_gbps']:.2f} GB/s",
             f"bare torch.distributed loop {a['bare']['wall_s']:.2f} s "
-            f"({a['overhead_wall_pct']:+.1f}%)", "< 10% overhead", a["overhead_wall_pct"] < 10),
-        row("local probe suite (`hpcenv probe --env local`)",
-            f"{r['probe_suite']['median_s']:.1f} s", "-", "-", None),
-        row("`hpcenv doctor` (no-op build + probes)", f"{r['doctor']['median_s']:.1f} s", "-",
-            "-", None),
+            f"({a['overhead_wall_pct']:+.1f}%)",
+            "< 10% overhead",
+            a["overhead_wall_pct"] < 10,
+        ),
+        row(
+            "local probe suite (`hpcenv probe --env local`)",
+            f"{r['probe_suite']['median_s']:.1f} s",
+            "-",
+            "-",
+            None,
+        ),
+        row(
+            "`hpcenv doctor` (no-op build + probes)",
+            f"{r['doctor']['median_s']:.1f} s",
+            "-",
+            "-",
+            None,
+        ),
     ]
     if "slurm" in r and "probe_nccl_median_s" in r["slurm"]:
         s = r["slurm"]
-        lines.append(row("probe-nccl job on local SLURM, submit to report",
-                         f"{s['probe_nccl_median_s']:.1f} s",
-                         f"trivial job {s['baseline_trivial_job_median_s']:.1f} s", "-", None))
+        lines.append(
+            row(
+                "probe-nccl job on local SLURM, submit to report",
+                f"{s['probe_nccl_median_s']:.1f} s",
+                f"trivial job {s['baseline_trivial_job_median_s']:.1f} s",
+                "-",
+                None,
+            )
+        )
     return "\n".join(lines) + "\n"
 
 

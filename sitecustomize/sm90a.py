@@ -88,6 +88,13 @@ def apply(cpp_extension: ModuleType) -> bool:
 
     @functools.wraps(original)
     def _get_cuda_arch_flags(cflags: Any = None) -> Any:
+        # Torch reads the GPUs only when the list is unset, empty or "native" and the
+        # flags name no arch; otherwise neither may we (it would start CUDA early).
+        given = os.environ.get("TORCH_CUDA_ARCH_LIST", "").strip()
+        if (given and given != "native") or any(
+            "-arch" in str(f) or "-gencode" in str(f) for f in cflags or ()
+        ):
+            return original(cflags)
         try:
             hopper = fix_arch_list(torch)
         except Exception:  # a fix must never break a build

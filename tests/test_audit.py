@@ -308,3 +308,12 @@ def test_multi_platform_uv_lock_picks_the_torch_for_this_arch(tmp_path: Path) ->
     result = audit(lock, GH200)
     assert (result.torch_version, result.build) == ("2.9.1+cu126", "cu126")
     assert result.ok
+
+
+def test_requires_python_with_a_wildcard_is_read() -> None:
+    """uv.lock's requires-python may be "==3.11.*": a valid specifier, no version."""
+    from hpcenv.audit import _lowest_python
+
+    assert _lowest_python("==3.11.*") == "3.11"
+    assert _lowest_python(">=3.10,<3.13") == "3.10"
+    assert _lowest_python("not a specifier") is None

@@ -192,6 +192,7 @@ def test_slurm_allocation_from_env() -> None:
         "SLURM_NTASKS": "8",
         "SLURM_JOB_NUM_NODES": "2",
         "SLURM_TASKS_PER_NODE": "4(x2)",
+        "SLURM_NTASKS_PER_NODE": "4",
         "SLURM_GPUS_ON_NODE": "4",
         "CUDA_VISIBLE_DEVICES": "0,1,2,3",
     }
@@ -201,6 +202,11 @@ def test_slurm_allocation_from_env() -> None:
     assert (s.ntasks, s.nnodes, s.ntasks_per_node, s.gpus_on_node) == (8, 2, 4, 4)
     assert s.cuda_visible_devices == "0,1,2,3"
     assert facts.slurm_from_env({}) is None
+    # SLURM_TASKS_PER_NODE is always set ("1(x2)" without a task count): not a request
+    implicit = {k: v for k, v in env.items() if k != "SLURM_NTASKS_PER_NODE"}
+    implicit["SLURM_TASKS_PER_NODE"] = "1(x2)"
+    s2 = facts.slurm_from_env(implicit)
+    assert s2 is not None and s2.ntasks_per_node is None
 
 
 def test_libfabric_providers_real_fi_info() -> None:

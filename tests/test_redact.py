@@ -49,3 +49,29 @@ def test_show_masks_index_url_credentials(
     assert main(["show", str(path)]) == 0
     out = capsys.readouterr().out
     assert "s3cr3tpw" not in out and "REDACTED@mirror.example" in out
+
+
+def test_show_json_masks_secrets_and_url_credentials(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "p.toml"
+    path.write_text(
+        '[torch]\nindex_url = "https://u:tok123@mirror.example/whl"\n'
+        '[env.always]\nHF_TOKEN = "hf_secretvalue"\n'
+        'PIP_INDEX_URL = "https://bob:pw999@pypi.example/simple"\n'
+    )
+    assert main(["show", str(path), "--json"]) == 0
+    out = capsys.readouterr().out
+    for secret in ("tok123", "hf_secretvalue", "pw999"):
+        assert secret not in out
+    assert main(["show", str(path)]) == 0
+    table = capsys.readouterr().out
+    assert "pw999" not in table and "hf_secretvalue" not in table
+
+
+def test_url_credentials_in_any_variable_are_secret() -> None:
+    assert redact.holds_secret("PIP_INDEX_URL", "https://bob:pw999@pypi.example/simple")
+    assert not redact.holds_secret("PIP_INDEX_URL", "https://pypi.example/simple")
+    assert redact.env({"UV_INDEX_URL": "https://a:b@x/simple"}) == {
+        "UV_INDEX_URL": f"https://{redact.MASK}@x/simple"
+    }

@@ -345,14 +345,14 @@ def test_wait_does_not_count_time_spent_pending(slurm: SlurmCluster, tmp_path: P
 
     def waiter() -> None:
         try:
-            result["state"] = sbatch.wait(job_id, timeout=4, env=slurm.env)
+            result["state"] = sbatch.wait(job_id, timeout=15, env=slurm.env)
         except Exception as exc:  # reported by the assertion below
             result["error"] = exc
 
     thread = threading.Thread(target=waiter)
     thread.start()
     try:
-        time.sleep(7)  # held longer than the 4 s bound
+        time.sleep(20)  # held longer than the 15 s bound (15 s: room for a loaded CI box)
         assert sbatch.job_state(job_id, env=slurm.env) == "PENDING"
         slurm.run("scontrol", "release", job_id)
     finally:
@@ -381,3 +381,17 @@ def test_wait_bounds_running_time_and_optionally_queue_time(
         assert info.value.returncode == 124
     finally:
         slurm.run("scancel", running, check=False)
+
+
+def test_url_credentials_in_a_plain_variable_stay_out_of_the_script(tmp_path: Path) -> None:
+    """PIP_INDEX_URL is no secret name, but a token in its URL is a secret."""
+    path = tmp_path / "mirror.toml"
+    path.write_text(
+        (REPO / "envs" / "local.toml").read_text()
+        + '\n[env.always]\nPIP_INDEX_URL = "https://bob:pw999@pypi.example/simple"\n'
+    )
+    prof = profile.load(str(path))
+    script = sbatch.render(prof, "imports", workdir=tmp_path).script
+    assert "pw999" not in script
+    assert 'export PIP_INDEX_URL="${PIP_INDEX_URL:?' in script
+    assert sbatch.secret_env(prof) == {"PIP_INDEX_URL": "https://bob:pw999@pypi.example/simple"}

@@ -163,6 +163,9 @@ def test_user_setting_is_kept(venv: Path) -> None:
     out = probe(venv, cap=[9, 0], arches=GH200_ARCHES, preset="9.0a")
     assert out["arch_list_env_after"] == "9.0a"
     assert out["flags"] == ["-gencode=arch=compute_90a,code=sm_90a"]
+    # torch itself reads no GPU when the list is given: neither may the fix (CUDA init)
+    after = out["calls_after"]
+    assert isinstance(after, dict) and after["get_device_capability"] == 0
 
 
 def test_other_gpu_is_left_alone(venv: Path) -> None:

@@ -47,6 +47,17 @@ def test_one_rank_per_task_on_cpu() -> None:
     assert (lay.ranks, lay.per_node, lay.gpus) == (2, 2, False)
 
 
+def test_salloc_without_a_task_count_still_gets_one_rank_per_gpu() -> None:
+    """salloc -N2 --gpus-per-node=4: SLURM sets SLURM_TASKS_PER_NODE=1(x2) anyway."""
+    implicit = {
+        k: v for k, v in GPU_JOB.items() if k not in ("SLURM_NTASKS", "SLURM_NTASKS_PER_NODE")
+    }
+    implicit["SLURM_TASKS_PER_NODE"] = "1(x2)"
+    alloc = slurm_from_env(implicit)
+    assert alloc is not None
+    assert slurm.layout(alloc).per_node == 4
+
+
 def test_fewer_tasks_than_gpus_per_node_give_one_rank_per_task() -> None:
     """sbatch --ntasks-per-node 1 on a 4-GPU profile: one rank per node, or srun refuses."""
     one_task = {**GPU_JOB, "SLURM_NTASKS": "2", "SLURM_NTASKS_PER_NODE": "1"}

@@ -288,7 +288,14 @@ def _lowest_python(requires_python: str | None) -> str | None:
         specs = SpecifierSet(requires_python)
     except InvalidSpecifier:
         return None
-    bounds = [Version(s.version) for s in specs if s.operator in (">=", "~=", "==", "===")]
+    bounds = []
+    for s in specs:
+        if s.operator not in (">=", "~=", "==", "==="):
+            continue
+        try:  # "==3.11.*" is a valid specifier but "3.11.*" is no version: use "3.11"
+            bounds.append(Version(s.version.removesuffix(".*")))
+        except InvalidVersion:
+            continue
     bounds = [b for b in bounds if not b.is_prerelease]
     return str(max(bounds)) if bounds else None
 

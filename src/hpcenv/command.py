@@ -237,6 +237,9 @@ def run_parallel(
                 f"{len(argvs)} commands did not finish within {timeout:g} s and were stopped",
                 returncode=124,
             ) from exc
+        except KeyboardInterrupt as exc:
+            shutdown_all(procs)
+            raise Interrupted("interrupted; the commands were stopped") from exc
         except BaseException:
             shutdown_all(procs)
             raise

@@ -66,7 +66,9 @@ def slurm_from_env(env: Mapping[str, str]) -> SlurmFacts | None:
         hosts=hosts,
         nnodes=_int(env, "SLURM_JOB_NUM_NODES") or _int(env, "SLURM_NNODES"),
         ntasks=_int(env, "SLURM_NTASKS"),
-        ntasks_per_node=_int(env, "SLURM_NTASKS_PER_NODE") or _int(env, "SLURM_TASKS_PER_NODE"),
+        # only an explicit --ntasks-per-node: SLURM_TASKS_PER_NODE is always set ("1(x2)"
+        # when no task count was asked for) and would cap ranks below the GPUs
+        ntasks_per_node=_int(env, "SLURM_NTASKS_PER_NODE"),
         procid=_int(env, "SLURM_PROCID"),
         localid=_int(env, "SLURM_LOCALID"),
         gpus_on_node=_int(env, "SLURM_GPUS_ON_NODE"),

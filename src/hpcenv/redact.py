@@ -30,9 +30,15 @@ def is_secret(name: str) -> bool:
     return name not in NOT_SECRET and bool(SECRET_NAME.search(name))
 
 
+def holds_secret(name: str, value: str) -> bool:
+    """A secret-named variable, or any variable whose value carries URL credentials
+    (``PIP_INDEX_URL=https://user:token@mirror/simple``)."""
+    return bool(value) and (is_secret(name) or URL_USERINFO.search(value) is not None)
+
+
 def env(mapping: Mapping[str, str]) -> dict[str, str]:
-    """A copy of ``mapping`` with secret values masked."""
-    return {k: (MASK if is_secret(k) and v else v) for k, v in mapping.items()}
+    """A copy of ``mapping`` with secret values masked (and URL credentials in the rest)."""
+    return {k: (MASK if is_secret(k) and v else userinfo(v)) for k, v in mapping.items()}
 
 
 def userinfo(value: str) -> str:

@@ -198,7 +198,7 @@ def render(
         lines.append("set -u")
     env = {**profile.env_for(nodes=nodes), **(extra_env or {})}
     env.setdefault("HPCENV_HOME", str(paths.home()))
-    secrets = [k for k, v in env.items() if redact.is_secret(k) and v]
+    secrets = [k for k, v in env.items() if redact.holds_secret(k, v)]
     if secrets:
         lines += [
             f"# Secrets ({' '.join(secrets)}) are not written here: the job reads them from",
@@ -240,7 +240,7 @@ def secret_env(
     """The secret-named variables ``render`` leaves out of the script, with their values:
     the environment ``submit`` must give sbatch so that the job gets them."""
     env = {**profile.env_for(nodes=nodes), **(extra_env or {})}
-    return {k: v for k, v in env.items() if redact.is_secret(k) and v}
+    return {k: v for k, v in env.items() if redact.holds_secret(k, v)}
 
 
 def write(job: Job, path: Path | None = None) -> Path:
