@@ -265,3 +265,13 @@ def test_unconfirmed_data_is_said_in_a_warning() -> None:
     choice = resolve_torch(GH200, "==2.11.0")
     assert choice.backend == "cu126"
     assert any("aarch64 variant list of torch 2.11 is unconfirmed" in w for w in choice.warnings)
+
+
+def test_choice_carries_pin_and_index_base_as_fields() -> None:
+    auto = resolve_torch(GH200, "==2.9.1", index_base="https://site/torch/")
+    assert (auto.pin, auto.index_base) == ("auto", "https://site/torch")
+    assert auto.index_url == f"{auto.index_base}/{auto.backend}"
+    pinned = resolve_torch(GH200, "==2.9.1", pin="cu128")
+    assert (pinned.pin, pinned.index_base) == ("cu128", DEFAULT_INDEX_URL)
+    nothing = try_resolve_torch(node("x86_64", "450.51.06", ("7.0",)), "==2.9.1")
+    assert nothing.error and (nothing.pin, nothing.index_base) == ("auto", DEFAULT_INDEX_URL)

@@ -13,10 +13,17 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+DEFAULT_INDEX_URL = "https://download.pytorch.org/whl"
+
 
 @dataclass(frozen=True, kw_only=True)
 class TorchChoice:
-    """The resolver's answer (DESIGN.md ``resolve`` contract, ``torch`` object)."""
+    """The resolver's answer (DESIGN.md ``resolve`` contract, ``torch`` object).
+
+    ``pin`` and ``index_base`` are what the choice was made *with*, as data: code that
+    re-resolves (a project swap for another torch version) reads them here, never from
+    the reason sentences or by taking ``index_url`` apart.
+    """
 
     version: str | None  # exact version, e.g. "2.9.1"
     backend: str | None  # "cpu", "cu126", ...; None when nothing can run
@@ -24,6 +31,8 @@ class TorchChoice:
     reasons: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
     error: str | None = None
+    pin: str = "auto"  # the backend pin asked for: "auto" or a variant ("cu126", "cpu")
+    index_base: str = DEFAULT_INDEX_URL  # the index base; index_url = f"{index_base}/{backend}"
 
 
 @dataclass(frozen=True, kw_only=True)

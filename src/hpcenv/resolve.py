@@ -31,9 +31,8 @@ from hpcenv import knowledge
 from hpcenv.errors import BadInput, NoCompatibleBuild
 from hpcenv.facts_model import Facts, Gpu
 from hpcenv.knowledge import ArchSet, Knowledge, cap_key, cuda_key, driver_key, variant_cuda
-from hpcenv.plan_model import TorchChoice
+from hpcenv.plan_model import DEFAULT_INDEX_URL, TorchChoice
 
-DEFAULT_INDEX_URL = "https://download.pytorch.org/whl"
 INDEX_ENV = "HPCENV_TORCH_INDEX_URL"
 
 
@@ -355,7 +354,7 @@ def try_resolve_torch(
         )
     plat = release.platforms[facts.arch]
     _driver(facts)  # a driver string that is not a version is bad input, named here
-    base = index_base
+    base = index_base.rstrip("/")
     reasons: list[str] = [
         f"torch {version} is the newest release hpcenv knows that matches {spec.strip()!r}",
         f"torch {version} publishes {', '.join(plat.variants)} for {facts.arch}",
@@ -402,7 +401,7 @@ def try_resolve_torch(
         warnings += _unconfirmed(facts, version, pin, know)
         return TorchChoice(
             version=version, backend=pin, index_url=index_url(base, pin),
-            reasons=tuple(reasons), warnings=tuple(warnings),
+            reasons=tuple(reasons), warnings=tuple(warnings), pin=pin, index_base=base,
         )  # fmt: skip
 
     if nv is None or not gpus:
@@ -417,7 +416,7 @@ def try_resolve_torch(
             reasons.append(note)
         return TorchChoice(
             version=version, backend="cpu", index_url=index_url(base, "cpu"),
-            reasons=tuple(reasons), warnings=tuple(warnings),
+            reasons=tuple(reasons), warnings=tuple(warnings), pin=pin, index_base=base,
         )  # fmt: skip
 
     driver = nv.driver_version
@@ -432,7 +431,7 @@ def try_resolve_torch(
         )
         return TorchChoice(
             version=version, backend=None, index_url=None, reasons=tuple(reasons),
-            warnings=tuple(warnings), error=error,
+            warnings=tuple(warnings), error=error, pin=pin, index_base=base,
         )  # fmt: skip
     for a in assessed:
         if a is chosen:
@@ -462,7 +461,7 @@ def try_resolve_torch(
     warnings += _unconfirmed(facts, version, chosen.variant, know)
     return TorchChoice(
         version=version, backend=chosen.variant, index_url=index_url(base, chosen.variant),
-        reasons=tuple(reasons), warnings=tuple(warnings),
+        reasons=tuple(reasons), warnings=tuple(warnings), pin=pin, index_base=base,
     )  # fmt: skip
 
 
