@@ -22,6 +22,7 @@ from hpcenv import facts, nvidia
 from hpcenv.cli import main
 from hpcenv.errors import BadInput
 from hpcenv.facts_model import from_json, load, to_json
+from hpcenv.slurm import allocation
 
 CONTRACT_KEYS = {
     "schema",
@@ -196,16 +197,16 @@ def test_slurm_allocation_from_env() -> None:
         "SLURM_GPUS_ON_NODE": "4",
         "CUDA_VISIBLE_DEVICES": "0,1,2,3",
     }
-    s = facts.slurm_from_env(env)
+    s = allocation.from_env(env)
     assert s is not None
     assert s.hosts == ("nid001", "nid002")
     assert (s.ntasks, s.nnodes, s.ntasks_per_node, s.gpus_on_node) == (8, 2, 4, 4)
     assert s.cuda_visible_devices == "0,1,2,3"
-    assert facts.slurm_from_env({}) is None
+    assert allocation.from_env({}) is None
     # SLURM_TASKS_PER_NODE is always set ("1(x2)" without a task count): not a request
     implicit = {k: v for k, v in env.items() if k != "SLURM_NTASKS_PER_NODE"}
     implicit["SLURM_TASKS_PER_NODE"] = "1(x2)"
-    s2 = facts.slurm_from_env(implicit)
+    s2 = allocation.from_env(implicit)
     assert s2 is not None and s2.ntasks_per_node is None
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from hpcenv import hostlist
 from hpcenv.errors import BadInput
+from hpcenv.slurm import hostlist
 
 
 @pytest.mark.parametrize(

@@ -13,8 +13,8 @@ import pytest
 
 from conftest import FACTS, REPO
 from hpcenv import facts_model, preflight, profile
-from hpcenv.facts import slurm_from_env
 from hpcenv.facts_model import Facts
+from hpcenv.slurm.allocation import from_env as slurm_from_env
 
 MOUNTS = """\
 /dev/vda / ext4 rw,relatime 0 0

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from conftest import require
-from hpcenv import ray_slurm
+from hpcenv.slurm import ray_cluster
 from probe_env import has_ray
 from slurm_cluster import SlurmCluster, slurm_cluster_fixture  # noqa: F401 - fixture
 from torch_venv import torch_venv_fixture  # noqa: F401 - fixture
@@ -18,27 +18,29 @@ from torch_venv import torch_venv_fixture  # noqa: F401 - fixture
 
 def test_head_on_the_first_host_workers_on_the_rest() -> None:
     env = {"SLURM_CPUS_ON_NODE": "72", "SLURM_GPUS_ON_NODE": "4"}
-    p = ray_slurm.plan(["nid001", "nid002", "nid003"], port=6379, head_ip="10.0.0.1", env=env)
+    p = ray_cluster.plan(["nid001", "nid002", "nid003"], port=6379, head_ip="10.0.0.1", env=env)
     assert (p.head, p.workers, p.address) == ("nid001", ("nid002", "nid003"), "10.0.0.1:6379")
-    head = ray_slurm.head_argv(p, "/v/bin/ray", "/tmp/hpcray-x")
+    head = ray_cluster.head_argv(p, "/v/bin/ray", "/tmp/hpcray-x")
     assert head[:5] == ["srun", "--nodes=1", "--ntasks=1", "--nodelist=nid001", "--overlap"]
     assert head[head.index("/v/bin/ray") :] == [
         "/v/bin/ray", "start", "--head", "--block", "--port=6379",
         "--node-ip-address=10.0.0.1", "--include-dashboard=false", "--disable-usage-stats",
         "--temp-dir=/tmp/hpcray-x", "--num-cpus=72", "--num-gpus=4",
     ]  # fmt: skip
-    workers = ray_slurm.worker_argv(p, "/v/bin/ray")
+    workers = ray_cluster.worker_argv(p, "/v/bin/ray")
     assert workers is not None
     assert "--nodes=2" in workers and "--ntasks-per-node=1" in workers
     assert "--exclude=nid001" in workers and "--address=10.0.0.1:6379" in workers
     assert "--num-gpus=4" in workers
-    assert ray_slurm.worker_argv(ray_slurm.plan(["a"], port=1, head_ip="1.2.3.4"), "ray") is None
+    assert (
+        ray_cluster.worker_argv(ray_cluster.plan(["a"], port=1, head_ip="1.2.3.4"), "ray") is None
+    )
 
 
 def test_auth_token_is_per_job_and_kept_when_given() -> None:
-    a, b = ray_slurm.with_auth_token({}), ray_slurm.with_auth_token({})
+    a, b = ray_cluster.with_auth_token({}), ray_cluster.with_auth_token({})
     assert a["RAY_AUTH_TOKEN"] != b["RAY_AUTH_TOKEN"] and a["RAY_AUTH_MODE"] == "token"
-    assert ray_slurm.with_auth_token({"RAY_AUTH_TOKEN": "t"})["RAY_AUTH_TOKEN"] == "t"
+    assert ray_cluster.with_auth_token({"RAY_AUTH_TOKEN": "t"})["RAY_AUTH_TOKEN"] == "t"
 
 
 @pytest.mark.slurm
@@ -50,7 +52,7 @@ def test_a_worker_that_cannot_start_ends_it_at_once(
     and exits 5 quickly (no waiting for the join timeout), and the head is torn down."""
     require("ray", has_ray(torch_python), "ray could not be installed from PyPI")
     done = subprocess.run(
-        ["salloc", "-n1", "--", sys.executable, "-m", "hpcenv.ray_slurm",
+        ["salloc", "-n1", "--", sys.executable, "-m", "hpcenv.slurm.ray_cluster",
          "--hosts", f"{slurm.node},ghost-node", "--python", str(torch_python),
          "--log-dir", str(tmp_path), "--head-ip", "127.0.0.1", "--join-timeout", "600",
          "--", sys.executable, "-c", "print('never')"],

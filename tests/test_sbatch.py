@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, require
-from hpcenv import profile, sbatch
+from hpcenv import profile
 from hpcenv.cli import main
 from hpcenv.errors import BadInput, CommandFailed
+from hpcenv.slurm import sbatch, walltime
 from slurm_cluster import SlurmCluster, slurm_cluster_fixture  # noqa: F401 - fixture
 
 EVIL = "x; rm -rf ~"
@@ -210,14 +211,14 @@ def test_a_line_break_in_a_value_is_refused(tmp_path: Path) -> None:
     ],
 )
 def test_walltime_reads_every_slurm_form(value: str, seconds: float) -> None:
-    assert sbatch.walltime_s(value) == seconds
+    assert walltime.seconds(value) == seconds
 
 
 def test_walltime_without_limit_and_bad_forms() -> None:
-    assert sbatch.walltime_s("UNLIMITED") == sbatch.walltime_s("0") == math.inf
+    assert walltime.seconds("UNLIMITED") == walltime.seconds("0") == math.inf
     for bad in ("soon", "1h", "1-", "-5", "1:2:3:4", "1-2:3:4:5", ""):
         with pytest.raises(BadInput, match=r"slurm\.time"):
-            sbatch.walltime_s(bad)
+            walltime.seconds(bad)
 
 
 def test_slurm_time_is_checked_when_the_profile_loads(tmp_path: Path) -> None:

@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from hpcenv import hostlist
-from hpcenv import slurm as slurm_mod
+from hpcenv.slurm import allocation, hostlist
 from slurm_cluster import SlurmCluster, slurm_cluster_fixture  # noqa: F401 - fixture
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
@@ -22,8 +21,8 @@ pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 def test_scontrol_and_our_expander_agree(slurm: SlurmCluster, nodelist: str) -> None:
     out = slurm.run("scontrol", "show", "hostnames", nodelist).stdout.split()
     assert out == hostlist.expand(nodelist)
-    assert slurm_mod.hostnames(nodelist, env=slurm.env) == out  # through scontrol
-    assert slurm_mod.hostnames(nodelist, env={"PATH": "/nonexistent"}) == out  # fallback
+    assert allocation.hostnames(nodelist, env=slurm.env) == out  # through scontrol
+    assert allocation.hostnames(nodelist, env={"PATH": "/nonexistent"}) == out  # fallback
 
 
 RANK_SCRIPT = """\
@@ -44,8 +43,8 @@ if os.environ.get("DIE_RANK"):
 
 DRIVER = """\
 import json, os, sys
-from hpcenv import slurm
-launcher = slurm.launcher_for()
+from hpcenv.slurm import srun
+launcher = srun.launcher_for()
 assert launcher is not None, "no allocation seen"
 launcher.wait_s = 5
 env = dict(os.environ, RANK="99", HPCENV_MARKER="x; rm -rf ~",

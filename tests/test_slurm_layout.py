@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from hpcenv import runner, slurm
+from hpcenv import runner
 from hpcenv.errors import BadInput
-from hpcenv.facts import slurm_from_env
+from hpcenv.slurm import allocation, srun
 
 GPU_JOB = {
     "SLURM_JOB_ID": "4242",
@@ -28,22 +28,22 @@ CPU_JOB = {
 
 
 def test_outside_an_allocation_there_is_no_srun_launcher() -> None:
-    assert slurm.allocation({"PATH": "/usr/bin"}) is None
-    assert slurm.launcher_for({"PATH": "/usr/bin"}) is None
+    assert allocation.current({"PATH": "/usr/bin"}) is None
+    assert srun.launcher_for({"PATH": "/usr/bin"}) is None
 
 
 def test_one_rank_per_gpu_on_every_node() -> None:
-    alloc = slurm_from_env(GPU_JOB)
+    alloc = allocation.from_env(GPU_JOB)
     assert alloc is not None
-    lay = slurm.layout(alloc)
+    lay = allocation.layout(alloc)
     assert (lay.ranks, lay.per_node, lay.gpus) == (8, 4, True)
     assert [lay.host_of(k) for k in (0, 3, 4, 7)] == ["nid001", "nid001", "nid002", "nid002"]
 
 
 def test_one_rank_per_task_on_cpu() -> None:
-    alloc = slurm_from_env(CPU_JOB)
+    alloc = allocation.from_env(CPU_JOB)
     assert alloc is not None
-    lay = slurm.layout(alloc)
+    lay = allocation.layout(alloc)
     assert (lay.ranks, lay.per_node, lay.gpus) == (2, 2, False)
 
 
@@ -53,52 +53,54 @@ def test_salloc_without_a_task_count_still_gets_one_rank_per_gpu() -> None:
         k: v for k, v in GPU_JOB.items() if k not in ("SLURM_NTASKS", "SLURM_NTASKS_PER_NODE")
     }
     implicit["SLURM_TASKS_PER_NODE"] = "1(x2)"
-    alloc = slurm_from_env(implicit)
+    alloc = allocation.from_env(implicit)
     assert alloc is not None
-    assert slurm.layout(alloc).per_node == 4
+    assert allocation.layout(alloc).per_node == 4
 
 
 def test_fewer_tasks_than_gpus_per_node_give_one_rank_per_task() -> None:
     """sbatch --ntasks-per-node 1 on a 4-GPU profile: one rank per node, or srun refuses."""
     one_task = {**GPU_JOB, "SLURM_NTASKS": "2", "SLURM_NTASKS_PER_NODE": "1"}
     one_task["SLURM_TASKS_PER_NODE"] = "1(x2)"
-    alloc = slurm_from_env(one_task)
+    alloc = allocation.from_env(one_task)
     assert alloc is not None
-    lay = slurm.layout(alloc)
+    lay = allocation.layout(alloc)
     assert (lay.ranks, lay.per_node, lay.gpus) == (2, 1, True)
-    argv = slurm.srun_argv(lay, ["x"])
+    argv = srun.srun_argv(lay, ["x"])
     assert "--ntasks=2" in argv and "--ntasks-per-node=1" in argv and "--nodes=2" in argv
     # no --ntasks-per-node, only a total (SLURM_TASKS_PER_NODE "3,2"): within it
     uneven = {k: v for k, v in GPU_JOB.items() if k != "SLURM_NTASKS_PER_NODE"}
     uneven.update(SLURM_NTASKS="5", SLURM_TASKS_PER_NODE="3,2")
-    alloc = slurm_from_env(uneven)
+    alloc = allocation.from_env(uneven)
     assert alloc is not None
-    lay = slurm.layout(alloc)
+    lay = allocation.layout(alloc)
     assert lay.per_node == 2 and lay.ranks <= 5
     # more tasks than GPUs: still one rank per GPU
-    alloc = slurm_from_env({**GPU_JOB, "SLURM_NTASKS": "16", "SLURM_NTASKS_PER_NODE": "8"})
+    alloc = allocation.from_env({**GPU_JOB, "SLURM_NTASKS": "16", "SLURM_NTASKS_PER_NODE": "8"})
     assert alloc is not None
-    assert slurm.layout(alloc).per_node == 4
+    assert allocation.layout(alloc).per_node == 4
 
 
 def test_srun_argv_is_an_argument_list_that_ends_the_step_on_a_bad_rank() -> None:
-    alloc = slurm_from_env(GPU_JOB)
+    alloc = allocation.from_env(GPU_JOB)
     assert alloc is not None
-    argv = slurm.srun_argv(slurm.layout(alloc), ["/venv/bin/python", "probes/nccl.py"], wait_s=30)
+    argv = srun.srun_argv(
+        allocation.layout(alloc), ["/venv/bin/python", "probes/nccl.py"], wait_s=30
+    )
     assert argv[:2] == ["srun", "--ntasks=8"]
     assert "--nodes=2" in argv and "--ntasks-per-node=4" in argv
     assert "--kill-on-bad-exit=1" in argv and "--wait=30" in argv and "--export=ALL" in argv
     assert argv[-3:] == ["--", "/venv/bin/python", "probes/nccl.py"]
-    fewer = slurm.srun_argv(slurm.layout(alloc), ["x"], ranks=2)
+    fewer = srun.srun_argv(allocation.layout(alloc), ["x"], ranks=2)
     assert "--nodes=1" in fewer and "--ntasks-per-node=2" in fewer
     with pytest.raises(BadInput, match="room for 8"):
-        slurm.srun_argv(slurm.layout(alloc), ["x"], ranks=9)
+        srun.srun_argv(allocation.layout(alloc), ["x"], ranks=9)
 
 
 def test_launcher_env_drops_rank_vars_and_sets_master() -> None:
-    alloc = slurm_from_env(GPU_JOB)
+    alloc = allocation.from_env(GPU_JOB)
     assert alloc is not None
-    launcher = slurm.SrunLauncher(alloc, hosts=["nid001", "nid002"], env=GPU_JOB)
+    launcher = srun.SrunLauncher(alloc, hosts=["nid001", "nid002"], env=GPU_JOB)
     env = launcher.env_for({"RANK": "0", "WORLD_SIZE": "1", "NCCL_DEBUG": "INFO"})
     assert "RANK" not in env and "WORLD_SIZE" not in env
     assert env["MASTER_ADDR"] == "nid001" and int(env["MASTER_PORT"]) > 0
@@ -113,7 +115,7 @@ def test_failed_tasks_names_the_rank_and_host() -> None:
         "srun: error: nid001: tasks 0-3: Killed\n"
         "srun: error: nid002: tasks 4,6-7: Killed\n"
     )
-    failed = slurm.failed_tasks(stderr)
+    failed = srun.failed_tasks(stderr)
     assert failed[5] == "nid002: Exited with exit code 1"
     assert failed[0] == "nid001: Killed" and failed[7] == "nid002: Killed"
     assert sorted(failed) == list(range(8))
@@ -128,9 +130,9 @@ def test_free_port_is_bindable() -> None:
 
 
 def test_rank_exit_codes_blame_the_rank_that_failed(tmp_path: Path) -> None:
-    alloc = slurm_from_env(CPU_JOB)
+    alloc = allocation.from_env(CPU_JOB)
     assert alloc is not None
-    launcher = slurm.SrunLauncher(alloc, hosts=["vm"], env=CPU_JOB)
+    launcher = srun.SrunLauncher(alloc, hosts=["vm"], env=CPU_JOB)
     env = {"HPCENV_RESULT_DIR": str(tmp_path), "HPCENV_PROBE_NAME": "nccl"}
     assert launcher.rank_exit_codes(env, 2, [0]) == [0, 0]
     assert launcher.rank_exit_codes(env, 2, [None]) == [None, None]
@@ -148,9 +150,9 @@ def test_rank_exit_codes_blame_the_rank_that_failed(tmp_path: Path) -> None:
 
 
 def test_a_node_where_launching_failed_names_its_ranks(tmp_path: Path) -> None:
-    alloc = slurm_from_env(GPU_JOB)
+    alloc = allocation.from_env(GPU_JOB)
     assert alloc is not None
-    launcher = slurm.SrunLauncher(alloc, hosts=["nid001", "nid002"], env=GPU_JOB)
+    launcher = srun.SrunLauncher(alloc, hosts=["nid001", "nid002"], env=GPU_JOB)
     env = {"HPCENV_RESULT_DIR": str(tmp_path), "HPCENV_PROBE_NAME": "nccl"}
     (tmp_path / "nccl.srun.stderr").write_text(
         "srun: error: Task launch for StepId=77.0 failed on node nid002: Invalid node name\n"

@@ -1,6 +1,6 @@
 """Probes inside sbatch on the real local SLURM: srun ranks, gloo allreduce, a dying rank.
 
-The job scripts are rendered by ``hpcenv.sbatch`` for the ``local`` profile with two
+The job scripts are rendered by ``hpcenv.slurm.sbatch`` for the ``local`` profile with two
 tasks on the one node, submitted with sbatch, and run hpcenv's runner with the
 launcher it picks inside the allocation (``SrunLauncher``).
 """
@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 
 from conftest import DATA, REPO, require
-from hpcenv import profile, sbatch
+from hpcenv import profile
+from hpcenv.slurm import sbatch
 from probe_env import has_ray
 from slurm_cluster import SlurmCluster, slurm_cluster_fixture  # noqa: F401 - fixture
 from torch_venv import torch_venv_fixture  # noqa: F401 - fixture

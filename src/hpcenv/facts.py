@@ -15,9 +15,10 @@ import threading
 from collections.abc import Mapping
 from pathlib import Path
 
-from hpcenv import command, hostlist, nvidia
-from hpcenv.errors import BadInput, CommandFailed
-from hpcenv.facts_model import Facts, NetworkFacts, SlurmFacts, load
+from hpcenv import command, nvidia
+from hpcenv.errors import CommandFailed
+from hpcenv.facts_model import Facts, NetworkFacts, load
+from hpcenv.slurm import allocation
 
 #: Where the loader looks for an NCCL net plugin besides LD_LIBRARY_PATH.
 SYSTEM_LIB_DIRS = (
@@ -42,40 +43,6 @@ def memory_gib(meminfo: Path = Path("/proc/meminfo")) -> float | None:
     except OSError:
         return None
     return round(int(m.group(1)) / 1024 / 1024, 1) if m else None
-
-
-def _int(env: Mapping[str, str], key: str) -> int | None:
-    value = env.get(key, "")
-    m = re.match(r"^(\d+)", value)  # SLURM_TASKS_PER_NODE looks like "4(x2)"
-    return int(m.group(1)) if m else None
-
-
-def slurm_from_env(env: Mapping[str, str]) -> SlurmFacts | None:
-    """The SLURM allocation this process runs in, or ``None`` outside one."""
-    job = env.get("SLURM_JOB_ID") or env.get("SLURM_JOBID")
-    if not job:
-        return None
-    nodelist = env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST")
-    try:
-        hosts = tuple(hostlist.expand(nodelist)) if nodelist else ()
-    except BadInput:
-        hosts = ()
-    return SlurmFacts(
-        job_id=job,
-        nodelist=nodelist,
-        hosts=hosts,
-        nnodes=_int(env, "SLURM_JOB_NUM_NODES") or _int(env, "SLURM_NNODES"),
-        ntasks=_int(env, "SLURM_NTASKS"),
-        # only an explicit --ntasks-per-node: SLURM_TASKS_PER_NODE is always set ("1(x2)"
-        # when no task count was asked for) and would cap ranks below the GPUs
-        ntasks_per_node=_int(env, "SLURM_NTASKS_PER_NODE"),
-        procid=_int(env, "SLURM_PROCID"),
-        localid=_int(env, "SLURM_LOCALID"),
-        gpus_on_node=_int(env, "SLURM_GPUS_ON_NODE"),
-        gpus=env.get("SLURM_GPUS_PER_NODE") or env.get("SLURM_GPUS") or env.get("SLURM_JOB_GPUS"),
-        cuda_visible_devices=env.get("CUDA_VISIBLE_DEVICES"),
-        partition=env.get("SLURM_JOB_PARTITION"),
-    )
 
 
 def parse_fi_info_list(text: str) -> tuple[str, ...]:
@@ -144,7 +111,7 @@ def collect(env: Mapping[str, str] | None = None, *, network: bool = True) -> Fa
         cpus=os.cpu_count(),
         memory_gib=memory_gib(),
         nvidia=nv,
-        slurm=slurm_from_env(env),
+        slurm=allocation.from_env(env),
         network=NetworkFacts(libfabric_providers=providers[0], nccl_net_plugin=find_net_plugin(env))
         if network
         else NetworkFacts(),

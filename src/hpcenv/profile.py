@@ -37,6 +37,7 @@ from packaging.version import InvalidVersion, Version
 
 from hpcenv.errors import BadInput
 from hpcenv.facts_model import Facts, Gpu, NvidiaFacts
+from hpcenv.slurm import walltime
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -111,44 +112,6 @@ def _positive(value: int | float) -> str | None:
 
 def _non_negative(value: int | float) -> str | None:
     return None if value >= 0 else "must be 0 or more"
-
-
-#: SLURM's time forms: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS (sbatch(1) --time).
-_SLURM_TIME = re.compile(
-    r"(?:(?P<d>\d+)-(?P<dh>\d+)(?::(?P<dm>\d+))?(?::(?P<ds>\d+))?|"
-    r"(?P<a>\d+)(?::(?P<b>\d+))?(?::(?P<c>\d+))?)"
-)
-
-
-def slurm_time_s(value: str) -> float:
-    """A SLURM time limit in seconds; ``inf`` for 0, INFINITE and UNLIMITED (no limit).
-    ValueError when ``value`` is none of SLURM's forms."""
-    if value.upper() in ("INFINITE", "UNLIMITED"):
-        return float("inf")
-    m = _SLURM_TIME.fullmatch(value)
-    if not m:
-        raise ValueError(value)
-    g = {k: int(v) for k, v in m.groupdict().items() if v is not None}
-    if "d" in g:
-        secs = g["d"] * 86400 + g["dh"] * 3600 + g.get("dm", 0) * 60 + g.get("ds", 0)
-    elif "c" in g:
-        secs = g["a"] * 3600 + g["b"] * 60 + g["c"]
-    else:
-        secs = g["a"] * 60 + g.get("b", 0)
-    return float(secs) if secs else float("inf")
-
-
-def _slurm_time(value: str) -> str | None:
-    if value == "":  # no --time line: the partition's default limit
-        return None
-    try:
-        slurm_time_s(value)
-    except ValueError:
-        return (
-            "is not a SLURM time; write MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS "
-            "(e.g. '00:20:00' or '1-12')"
-        )
-    return None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -242,7 +205,7 @@ class SlurmSection:
     time: str = key(
         "walltime of probe jobs: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS",
         default="00:20:00",
-        check=_slurm_time,
+        check=walltime.problem,
     )
     account: str = key("account to charge (empty: the user's default)", default="")
 

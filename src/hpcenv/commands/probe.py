@@ -10,11 +10,12 @@ import datetime
 import os
 from pathlib import Path
 
-from hpcenv import junit, paths, report, runner, slurm
+from hpcenv import junit, paths, report, runner
 from hpcenv.commands import add_json_option, print_json
 from hpcenv.errors import BadInput, ProbeFailed
 from hpcenv.profile import KNOWN_PROBES
 from hpcenv.results import ProbeResult, Status, overall
+from hpcenv.slurm import srun as slurm_srun
 
 NAME = "probe"
 HELP = "run probes (imports, torch, gpu-health, nccl, ofi, ray, vllm, flash-attn) in an env"
@@ -81,7 +82,7 @@ def execute(
     """Run ``names`` in ``target`` (srun inside a SLURM allocation, local ranks otherwise),
     printing progress on stderr. Shared by ``probe`` and ``doctor``."""
     runner.check_names(names)
-    srun = slurm.launcher_for()  # inside a SLURM allocation: one srun over all its nodes
+    srun = slurm_srun.launcher_for()  # inside a SLURM allocation: one srun over all its nodes
     if ranks is None:
         ranks = srun.default_ranks() if srun is not None else default_ranks()
     if ranks < 1:

@@ -13,8 +13,9 @@ import sys
 import time
 from pathlib import Path
 
-from hpcenv import profile, sbatch
+from hpcenv import profile
 from hpcenv.errors import ProbeFailed
+from hpcenv.slurm import sbatch, walltime
 
 NAME = "sbatch"
 HELP = "render (and --submit) the sbatch script running a probe or build on a cluster"
@@ -76,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     # The bound is the job's own time limit (plus slack), counted only while it runs:
     # a busy queue may hold it PENDING for hours, which is not a reason to give up.
-    state = sbatch.wait(job_id, timeout=sbatch.walltime_s(prof.slurm.time or "24:00:00") + 600)
+    state = sbatch.wait(job_id, timeout=walltime.seconds(prof.slurm.time or "24:00:00") + 600)
     report = sbatch.read_report(job, job_id)
     out, err = job.log_paths(job_id)
     print(

@@ -13,10 +13,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from hpcenv import runner, slurm
+from hpcenv import runner
+from hpcenv.slurm import srun
 
 name, python, result_dir, timeout, script_dir = sys.argv[1:6]
-launcher = slurm.launcher_for()
+launcher = srun.launcher_for()
 if launcher is None:
     sys.exit("no SLURM allocation seen")
 started: list[subprocess.Popen[Any]] = []

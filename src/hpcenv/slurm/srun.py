@@ -1,4 +1,4 @@
-"""Everything hpcenv does inside a SLURM allocation: hosts, ranks, and the srun launcher.
+"""The srun launcher: starts a probe's ranks across the allocation with one ``srun``.
 
 Probes inside ``sbatch`` must run the way the job will: one rank per allocated GPU
 (per task on a CPU allocation), started by ``srun`` across all nodes, with
@@ -16,15 +16,14 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hpcenv import command, hostlist
-from hpcenv.errors import BadInput, CommandFailed
-from hpcenv.facts import slurm_from_env
+from hpcenv import command
+from hpcenv.errors import BadInput
 from hpcenv.facts_model import SlurmFacts
 from hpcenv.runner import free_port
+from hpcenv.slurm.allocation import Layout, from_env, hostnames, layout
 
 #: Variables a torchrun-style launcher sets; under srun the probe maps SLURM_* instead,
 #: so stale values inherited from the job script must not leak into the ranks.
@@ -32,69 +31,6 @@ RANK_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK
 
 #: Seconds srun lets the other ranks run after the first one exits (``srun --wait``).
 DEFAULT_WAIT_S = 60
-
-
-def allocation(env: Mapping[str, str] | None = None) -> SlurmFacts | None:
-    """The allocation this process runs in (``SLURM_JOB_ID`` set), or ``None``."""
-    return slurm_from_env(os.environ if env is None else env)
-
-
-def hostnames(nodelist: str, *, env: Mapping[str, str] | None = None) -> list[str]:
-    """Expand a compressed node list: ``scontrol show hostnames`` when it is installed
-    (SLURM is the authority on its own syntax), ``hostlist.expand`` otherwise."""
-    if not nodelist.strip():
-        raise BadInput("empty SLURM node list; is SLURM_JOB_NODELIST set?")
-    scontrol = shutil.which("scontrol", path=(env or os.environ).get("PATH"))
-    if scontrol is not None:
-        try:
-            done = command.run([scontrol, "show", "hostnames", nodelist], env=env, timeout=30)
-        except CommandFailed:
-            pass  # a login node without a readable slurm.conf: fall back to our expander
-        else:
-            hosts = done.stdout.split()
-            if hosts:
-                return hosts
-    return hostlist.expand(nodelist)
-
-
-@dataclass(frozen=True, kw_only=True)
-class Layout:
-    """How many ranks run where: ``per_node`` ranks on each of ``hosts``."""
-
-    hosts: tuple[str, ...]
-    per_node: int
-    gpus: bool
-
-    @property
-    def ranks(self) -> int:
-        return self.per_node * len(self.hosts)
-
-    def host_of(self, rank: int) -> str:
-        """Block distribution, as srun places tasks by default."""
-        return self.hosts[rank // self.per_node]
-
-
-def layout(alloc: SlurmFacts, hosts: Sequence[str] | None = None) -> Layout:
-    """One rank per GPU (SLURM_GPUS_ON_NODE on every node), else one per task, never
-    more ranks per node than the job has tasks per node.
-
-    ``sbatch --ntasks-per-node 1`` on a 4-GPU node gives one task per node: srun
-    refuses a step of 4 there, so the job's task count wins over its GPU count.
-    """
-    names = tuple(hosts if hosts is not None else alloc.hosts)
-    if not names:
-        raise BadInput(
-            f"SLURM job {alloc.job_id}: node list {alloc.nodelist!r} gives no hosts; "
-            "run inside 'sbatch' or 'salloc'"
-        )
-    tasks = []  # what the job's tasks allow per node
-    if alloc.ntasks_per_node:
-        tasks.append(alloc.ntasks_per_node)
-    if alloc.ntasks:  # SLURM_TASKS_PER_NODE "3,2" reads as 3: the total bounds it too
-        tasks.append(max(1, alloc.ntasks // len(names)))
-    if alloc.gpus_on_node:
-        return Layout(hosts=names, per_node=min([alloc.gpus_on_node, *tasks]), gpus=True)
-    return Layout(hosts=names, per_node=min(tasks) if tasks else 1, gpus=False)
 
 
 def srun_argv(
@@ -279,10 +215,10 @@ class SrunLauncher:
         return [command.spawn(srun_argv_, env=self.env_for(env), stdout=out, stderr=log)]
 
     def _start_with_ray(self, argv: Sequence[str], env: Mapping[str, str]) -> subprocess.Popen[Any]:
-        """The ray probe, run by ``hpcenv.ray_slurm`` against a cluster over all hosts."""
+        """The ray probe, run by ``hpcenv.slurm.ray_cluster`` against a cluster over all hosts."""
         result_dir, name = Path(env["HPCENV_RESULT_DIR"]), env["HPCENV_PROBE_NAME"]
         wrapper = [
-            sys.executable, "-m", "hpcenv.ray_slurm",
+            sys.executable, "-m", "hpcenv.slurm.ray_cluster",
             "--hosts", ",".join(self.layout.hosts), "--python", argv[0],
             "--log-dir", str(result_dir),
             "--stdout", str(result_dir / f"{name}.rank0.stdout"),
@@ -298,7 +234,7 @@ def launcher_for(env: Mapping[str, str] | None = None) -> SrunLauncher | None:
     """The srun launcher when this process runs inside an allocation with srun on PATH
     (the runner falls back to its local launcher on ``None``)."""
     env_now = os.environ if env is None else env
-    alloc = slurm_from_env(env_now)
+    alloc = from_env(env_now)
     if alloc is None or shutil.which("srun", path=env_now.get("PATH")) is None:
         return None
     return SrunLauncher(alloc, env=env_now)

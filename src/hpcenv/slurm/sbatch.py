@@ -39,7 +39,7 @@ from pathlib import Path
 
 from hpcenv import command, paths, redact
 from hpcenv.errors import BadInput, CommandFailed
-from hpcenv.profile import KNOWN_PROBES, Profile, slurm_time_s
+from hpcenv.profile import KNOWN_PROBES, Profile
 
 TARGETS = ("probe", "build", *KNOWN_PROBES)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -359,15 +359,3 @@ def read_report(job: Job, job_id: str) -> dict[str, object] | str | None:
     except ValueError:
         return text
     return data if isinstance(data, dict) else {"report": data}
-
-
-def walltime_s(value: str) -> float:
-    """SLURM time (MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS) in seconds, for
-    --wait's bound; ``inf`` for no limit."""
-    try:
-        return slurm_time_s(value)
-    except ValueError as exc:
-        raise BadInput(
-            f"slurm.time = {value!r} is not a SLURM time; write MM, MM:SS, HH:MM:SS, D-HH, "
-            f"D-HH:MM or D-HH:MM:SS (e.g. '00:20:00')"
-        ) from exc

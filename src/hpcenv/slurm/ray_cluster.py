@@ -10,7 +10,7 @@ for), run the probe with ``RAY_ADDRESS`` set, and tear the cluster down in a
 never used: it kills every Ray process of the user on the node, including other
 jobs' clusters.
 
-Run as ``python -m hpcenv.ray_slurm [options] -- PROBE_ARGV`` by ``SrunLauncher``
+Run as ``python -m hpcenv.slurm.ray_cluster [options] -- PROBE_ARGV`` by ``SrunLauncher``
 for the ray probe, so the runner sees one process that ends when the probe ends.
 ``ray symmetric-run`` (Ray >= 2.49) does the same in one srun step;
 ``has_symmetric_run`` says whether the target's Ray has it (written to
@@ -252,7 +252,7 @@ def _raise_on_term(signum: int, frame: FrameType | None) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Start Ray over the allocation, run PROBE_ARGV against it, tear Ray down."""
-    parser = argparse.ArgumentParser(prog="python -m hpcenv.ray_slurm")
+    parser = argparse.ArgumentParser(prog="python -m hpcenv.slurm.ray_cluster")
     parser.add_argument("--hosts", required=True, help="comma-separated hosts, head first")
     parser.add_argument("--python", required=True, help="the target environment's python")
     parser.add_argument("--log-dir", required=True, type=Path)

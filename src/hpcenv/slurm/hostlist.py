@@ -1,6 +1,6 @@
 """Expand SLURM's compressed host lists: ``nid[001-004,010]``, ``gpu-[1-2]-[01-02]``.
 
-``scontrol show hostnames`` is the authority where it exists (see ``slurm.py``);
+``scontrol show hostnames`` is the authority where it exists (see ``allocation.hostnames``);
 this expander is used when it does not (a login node without SLURM tools, a
 recorded facts file) and is checked against scontrol in the SLURM tests.
 """

@@ -1,0 +1,14 @@
+"""Everything hpcenv does with SLURM, in one package.
+
+- ``allocation``: the job this process runs in (``SLURM_*`` variables), its hosts
+  (``scontrol show hostnames`` or ``hostlist``), and how many ranks go where;
+- ``hostlist``: SLURM's compressed node lists (``nid[001-004]``) expanded;
+- ``walltime``: SLURM time limits (``--time``) in seconds;
+- ``srun``: the launcher that starts a probe's ranks with one ``srun``;
+- ``sbatch``: job scripts rendered, written, submitted and waited for;
+- ``ray_cluster``: a Ray cluster over the allocation for the ray probe
+  (``python -m hpcenv.slurm.ray_cluster``).
+
+Nothing is imported here: ``hpcenv.profile`` imports ``walltime`` while ``sbatch``
+imports the profile.
+"""

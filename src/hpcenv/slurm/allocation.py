@@ -1,0 +1,117 @@
+"""The SLURM allocation this process runs in: read from the environment, its hosts, and
+how many ranks go where.
+
+``from_env`` reads the ``SLURM_*`` variables a job step sees; ``hostnames`` expands
+the node list (``scontrol show hostnames`` when installed, ``hostlist.expand``
+otherwise); ``layout`` places one rank per GPU (or per task) on each host.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from hpcenv import command
+from hpcenv.errors import BadInput, CommandFailed
+from hpcenv.facts_model import SlurmFacts
+from hpcenv.slurm import hostlist
+
+
+def _int(env: Mapping[str, str], key: str) -> int | None:
+    value = env.get(key, "")
+    m = re.match(r"^(\d+)", value)  # SLURM_TASKS_PER_NODE looks like "4(x2)"
+    return int(m.group(1)) if m else None
+
+
+def from_env(env: Mapping[str, str]) -> SlurmFacts | None:
+    """The SLURM allocation this process runs in, or ``None`` outside one."""
+    job = env.get("SLURM_JOB_ID") or env.get("SLURM_JOBID")
+    if not job:
+        return None
+    nodelist = env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST")
+    try:
+        hosts = tuple(hostlist.expand(nodelist)) if nodelist else ()
+    except BadInput:
+        hosts = ()
+    return SlurmFacts(
+        job_id=job,
+        nodelist=nodelist,
+        hosts=hosts,
+        nnodes=_int(env, "SLURM_JOB_NUM_NODES") or _int(env, "SLURM_NNODES"),
+        ntasks=_int(env, "SLURM_NTASKS"),
+        # only an explicit --ntasks-per-node: SLURM_TASKS_PER_NODE is always set ("1(x2)"
+        # when no task count was asked for) and would cap ranks below the GPUs
+        ntasks_per_node=_int(env, "SLURM_NTASKS_PER_NODE"),
+        procid=_int(env, "SLURM_PROCID"),
+        localid=_int(env, "SLURM_LOCALID"),
+        gpus_on_node=_int(env, "SLURM_GPUS_ON_NODE"),
+        gpus=env.get("SLURM_GPUS_PER_NODE") or env.get("SLURM_GPUS") or env.get("SLURM_JOB_GPUS"),
+        cuda_visible_devices=env.get("CUDA_VISIBLE_DEVICES"),
+        partition=env.get("SLURM_JOB_PARTITION"),
+    )
+
+
+def current(env: Mapping[str, str] | None = None) -> SlurmFacts | None:
+    """The allocation this process runs in (``SLURM_JOB_ID`` set), or ``None``."""
+    return from_env(os.environ if env is None else env)
+
+
+def hostnames(nodelist: str, *, env: Mapping[str, str] | None = None) -> list[str]:
+    """Expand a compressed node list: ``scontrol show hostnames`` when it is installed
+    (SLURM is the authority on its own syntax), ``hostlist.expand`` otherwise."""
+    if not nodelist.strip():
+        raise BadInput("empty SLURM node list; is SLURM_JOB_NODELIST set?")
+    scontrol = shutil.which("scontrol", path=(env or os.environ).get("PATH"))
+    if scontrol is not None:
+        try:
+            done = command.run([scontrol, "show", "hostnames", nodelist], env=env, timeout=30)
+        except CommandFailed:
+            pass  # a login node without a readable slurm.conf: fall back to our expander
+        else:
+            hosts = done.stdout.split()
+            if hosts:
+                return hosts
+    return hostlist.expand(nodelist)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Layout:
+    """How many ranks run where: ``per_node`` ranks on each of ``hosts``."""
+
+    hosts: tuple[str, ...]
+    per_node: int
+    gpus: bool
+
+    @property
+    def ranks(self) -> int:
+        return self.per_node * len(self.hosts)
+
+    def host_of(self, rank: int) -> str:
+        """Block distribution, as srun places tasks by default."""
+        return self.hosts[rank // self.per_node]
+
+
+def layout(alloc: SlurmFacts, hosts: Sequence[str] | None = None) -> Layout:
+    """One rank per GPU (SLURM_GPUS_ON_NODE on every node), else one per task, never
+    more ranks per node than the job has tasks per node.
+
+    ``sbatch --ntasks-per-node 1`` on a 4-GPU node gives one task per node: srun
+    refuses a step of 4 there, so the job's task count wins over its GPU count.
+    """
+    names = tuple(hosts if hosts is not None else alloc.hosts)
+    if not names:
+        raise BadInput(
+            f"SLURM job {alloc.job_id}: node list {alloc.nodelist!r} gives no hosts; "
+            "run inside 'sbatch' or 'salloc'"
+        )
+    tasks = []  # what the job's tasks allow per node
+    if alloc.ntasks_per_node:
+        tasks.append(alloc.ntasks_per_node)
+    if alloc.ntasks:  # SLURM_TASKS_PER_NODE "3,2" reads as 3: the total bounds it too
+        tasks.append(max(1, alloc.ntasks // len(names)))
+    if alloc.gpus_on_node:
+        return Layout(hosts=names, per_node=min([alloc.gpus_on_node, *tasks]), gpus=True)
+    return Layout(hosts=names, per_node=min(tasks) if tasks else 1, gpus=False)
