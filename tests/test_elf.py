@@ -1,17 +1,23 @@
-"""The ELF dynamic-symbol reader on real shared libraries compiled here with gcc."""
+"""The ELF readers on real shared libraries compiled here with gcc: the probes' ``_elf``
+and ``hpcenv.kit.elf`` (which will replace it) give the same exported symbols; the kit's
+``needed``/``runpath``/``soname`` agree with binutils' readelf, also on a library whose
+section headers were removed; bad input is one ``ElfError`` line."""
 
 from __future__ import annotations
 
 import shutil
 import subprocess
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
 from conftest import require
+from hpcenv.kit import elf as kit_elf
 from probe_env import load_probe
 
-elf = load_probe("_elf")
+probe_elf = load_probe("_elf")
+READERS = pytest.mark.parametrize("elf", [probe_elf, kit_elf], ids=["probes._elf", "kit.elf"])
 
 PLUGIN_C = """
 struct net { const char *name; int version; };
@@ -27,18 +33,19 @@ int use(void) { return undefined_elsewhere; }
 """
 
 
-def compile_so(tmp_path: Path, source: str, name: str) -> Path:
+def compile_so(tmp_path: Path, source: str, name: str, *extra: str) -> Path:
     gcc = shutil.which("gcc")
     require("gcc", gcc is not None, "gcc is not on PATH")
     assert gcc is not None
     src = tmp_path / f"{name}.c"
     src.write_text(source)
     out = tmp_path / f"{name}.so"
-    subprocess.run([gcc, "-shared", "-fPIC", "-o", str(out), str(src)], check=True)
+    subprocess.run([gcc, "-shared", "-fPIC", "-o", str(out), str(src), *extra], check=True)
     return out
 
 
-def test_reads_exported_plugin_symbols(tmp_path: Path) -> None:
+@READERS
+def test_reads_exported_plugin_symbols(tmp_path: Path, elf: ModuleType) -> None:
     lib = compile_so(tmp_path, PLUGIN_C, "libnccl-net")
     symbols = elf.exported_symbols(lib)
     assert {"ncclNetPlugin_v7", "ncclNetPlugin_v6", "ncclNetPlugin_v5"} <= set(symbols)
@@ -46,10 +53,11 @@ def test_reads_exported_plugin_symbols(tmp_path: Path) -> None:
     assert "ncclNetPlugin_v9" not in symbols  # hidden
     assert "ncclNetPlugin_v8" not in symbols  # static: not in .dynsym
     assert "undefined_elsewhere" not in symbols  # undefined: imported, not exported
-    assert elf.plugin_api_versions(symbols) == [7, 6, 5]
+    assert probe_elf.plugin_api_versions(symbols) == [7, 6, 5]
 
 
-def test_matches_nm_when_available(tmp_path: Path) -> None:
+@READERS
+def test_matches_nm_when_available(tmp_path: Path, elf: ModuleType) -> None:
     nm = shutil.which("nm")
     if nm is None:
         pytest.skip("nm (binutils) not installed; nothing to compare against")
@@ -61,7 +69,8 @@ def test_matches_nm_when_available(tmp_path: Path) -> None:
     assert set(elf.exported_symbols(lib)) == nm_names
 
 
-def test_rejects_non_elf_and_32_bit(tmp_path: Path) -> None:
+@READERS
+def test_rejects_non_elf_and_32_bit(tmp_path: Path, elf: ModuleType) -> None:
     text = tmp_path / "not.so"
     text.write_text("hello")
     with pytest.raises(elf.ElfError, match="not an ELF"):
@@ -74,4 +83,79 @@ def test_rejects_non_elf_and_32_bit(tmp_path: Path) -> None:
 
 def test_plugin_api_versions_ignores_other_names() -> None:
     names = ["ncclNetPlugin_v10", "ncclNetPlugin_v2", "ncclNetPlugin_vX", "ncclNet_v7", "foo"]
-    assert elf.plugin_api_versions(names) == [10, 2]
+    assert probe_elf.plugin_api_versions(names) == [10, 2]
+
+
+def readelf_dynamic(lib: Path) -> dict[str, list[str]]:
+    readelf = shutil.which("readelf")
+    require("binutils", readelf is not None, "readelf (binutils) not installed")
+    assert readelf is not None
+    out = subprocess.run([readelf, "-dW", str(lib)], capture_output=True, text=True, check=True)
+    found: dict[str, list[str]] = {}
+    for line in out.stdout.splitlines():
+        for tag in ("NEEDED", "RUNPATH", "RPATH", "SONAME"):
+            if f"({tag})" in line and "[" in line:
+                found.setdefault(tag, []).append(line.split("[", 1)[1].rsplit("]", 1)[0])
+    return found
+
+
+@pytest.mark.parametrize("flag", ["--enable-new-dtags", "--disable-new-dtags"])
+def test_dynamic_matches_readelf(tmp_path: Path, flag: str) -> None:
+    lib = compile_so(
+        tmp_path, PLUGIN_C, "libdyn", "-Wl,-soname,libdyn.so.1", "-Wl,--no-as-needed",
+        "-lm", "-lpthread", f"-Wl,{flag},-rpath,$ORIGIN/../lib:/opt/x",
+    )  # fmt: skip
+    want = readelf_dynamic(lib)
+    assert kit_elf.needed(lib) == want["NEEDED"]
+    assert kit_elf.soname(lib) == "libdyn.so.1" == want["SONAME"][0]
+    tag = "RUNPATH" if flag == "--enable-new-dtags" else "RPATH"
+    assert want[tag] == ["$ORIGIN/../lib:/opt/x"]
+    assert kit_elf.runpath(lib) == ["$ORIGIN/../lib", "/opt/x"]  # $ORIGIN left unexpanded
+
+
+def test_dynamic_without_section_headers(tmp_path: Path) -> None:
+    """An sstrip-ed library (section headers gone): the loader's view still reads."""
+    lib = compile_so(
+        tmp_path, PLUGIN_C, "libss", "-Wl,-soname,libss.so", "-Wl,--no-as-needed", "-lm"
+    )
+    data = bytearray(lib.read_bytes())
+    data[0x28:0x30] = b"\0" * 8  # e_shoff
+    data[0x3C:0x40] = b"\0" * 4  # e_shnum, e_shstrndx
+    stripped = tmp_path / "stripped.so"
+    stripped.write_bytes(bytes(data))
+    assert "libm.so.6" in kit_elf.needed(lib)
+    assert kit_elf.needed(stripped) == kit_elf.needed(lib)
+    assert kit_elf.soname(stripped) == "libss.so"
+    with pytest.raises(kit_elf.ElfError, match="no section headers"):
+        kit_elf.exported_symbols(stripped)
+
+
+def test_elffile_sections_and_bytes(tmp_path: Path) -> None:
+    lib = compile_so(tmp_path, PLUGIN_C, "libsec")
+    with kit_elf.ElfFile.open(lib) as f:
+        names = [s.name for s in f.sections()]
+        assert {".dynsym", ".dynstr", ".text", ".dynamic"} <= set(names)
+        text = f.section(".text")
+        assert text is not None and text.size > 0
+        assert f.section("no-such") is None
+        assert f.machine in ("x86_64", "aarch64")
+    in_memory = kit_elf.ElfFile(lib.read_bytes(), name="mem")
+    assert [s.name for s in in_memory.sections()] == names
+    assert in_memory.exported_symbols() == kit_elf.exported_symbols(lib)
+
+
+def test_kit_errors_are_one_line(tmp_path: Path) -> None:
+    lib = compile_so(tmp_path, PLUGIN_C, "libbad")
+    data = lib.read_bytes()
+    cases = {
+        "empty": (b"", "empty file"),
+        "big-endian": (b"\x7fELF\x02\x02\x01" + b"\0" * 60, "64-bit big-endian ELF"),
+        "short": (data[:40], "truncated ELF header"),
+        "truncated": (data[: len(data) // 2], "truncated"),
+    }
+    for name, (blob, message) in cases.items():
+        path = tmp_path / f"{name}.so"
+        path.write_bytes(blob)
+        with pytest.raises(kit_elf.ElfError, match=message) as info:
+            kit_elf.exported_symbols(path)
+        assert "\n" not in str(info.value) and str(path) in str(info.value)
