@@ -2,7 +2,9 @@
 
 Generated, never listed by hand:
 - ``build-<profile>`` for every ``envs/<profile>.toml``;
-- ``probe-<name>`` for every ``probes/<name>.py``, and ``probe`` for the profile's suite.
+- ``probe-<name>`` for every probe of ``hpcenv.kit.registry`` (imported from ``src/``
+  without installing hpcenv: the kit is standard library only), and ``probe`` for the
+  profile's suite.
 
 The profile a probe session checks is ``$HPCENV_PROFILE`` (default ``local``); extra
 arguments after ``--`` go to hpcenv, e.g. ``nox -s probe-nccl -- --ranks 4``.
@@ -11,17 +13,20 @@ arguments after ``--`` go to hpcenv, e.g. ``nox -s probe-nccl -- --ranks 4``.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import nox
 
 ROOT = Path(__file__).parent
+sys.path.insert(0, str(ROOT / "src"))
+from hpcenv.kit import registry  # noqa: E402 - standard library only
+
 nox.options.default_venv_backend = "uv"
 nox.options.reuse_existing_virtualenvs = True
 nox.options.sessions = ["lint", "tests"]
 
 PROFILES = sorted(p.stem for p in (ROOT / "envs").glob("*.toml"))
-PROBES = sorted(p.stem for p in (ROOT / "probes").glob("*.py") if not p.stem.startswith("_"))
 
 
 def _hpcenv(session: nox.Session) -> None:
@@ -51,7 +56,7 @@ def lint(session: nox.Session) -> None:
     _dev(session)
     dirs = ["src", "tests", "probes", "bench", "sitecustomize", "noxfile.py"]
     session.run("ruff", "check", *[d for d in dirs if (ROOT / d).exists()])
-    session.run("ruff", "format", "--check", "src")
+    session.run("ruff", "format", "--check", "src", "probes", "sitecustomize")
     session.run("mypy")
     session.run("hpcenv", "profiles")
 
@@ -72,19 +77,19 @@ def _make_build(profile: str) -> None:
     build.__doc__ = f"Build the {profile} environment (envs/{profile}.toml)."
 
 
-def _make_probe(probe: str) -> None:
-    @nox.session(name=f"probe-{probe}")
+def _make_probe(info: registry.ProbeInfo) -> None:
+    @nox.session(name=f"probe-{info.name}")
     def run_probe(session: nox.Session) -> None:
         _hpcenv(session)
-        session.run("hpcenv", "probe", probe, "--env", _profile(), *session.posargs)
+        session.run("hpcenv", "probe", info.name, "--env", _profile(), *session.posargs)
 
-    run_probe.__doc__ = f"Run the {probe} probe in the $HPCENV_PROFILE environment (local)."
+    run_probe.__doc__ = f"The {info.name} probe in the $HPCENV_PROFILE env: {info.summary}."
 
 
 for _name in PROFILES:
     _make_build(_name)
-for _name in PROBES:
-    _make_probe(_name)
+for _info in registry.PROBES:
+    _make_probe(_info)
 
 
 @nox.session

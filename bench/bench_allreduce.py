@@ -24,6 +24,8 @@ import time
 from pathlib import Path
 
 from hpcenv import runner
+from hpcenv.kit.ports import free_port
+from hpcenv.kit.probe import rank_file
 
 BARE = r"""
 import datetime, json, os, sys, time
@@ -68,14 +70,14 @@ def bare_run(python: str, lo: int, hi: int, iters: int, warmup: int) -> dict[str
             HPCENV_RESULT_DIR=tmp,
             HPCENV_PROBE_NAME="bare",
             MASTER_ADDR="127.0.0.1",
-            MASTER_PORT=str(runner.free_port()),
+            MASTER_PORT=str(free_port()),
         )
         argv = [python, str(script), str(lo), str(hi), str(iters), str(warmup)]
         start = time.perf_counter()
         procs = runner.LocalLauncher().start(argv, env, 2)
         codes = [p.wait(timeout=600) for p in procs]
         wall = time.perf_counter() - start
-        out = runner.output_path(Path(tmp), "bare", 0, "stdout").read_text()
+        out = rank_file(Path(tmp), "bare", 0, "stdout").read_text()
     if any(codes):
         raise SystemExit(f"bare loop failed: exit codes {codes}")
     data = json.loads(out.strip().splitlines()[-1])

@@ -69,7 +69,7 @@ def fix_arch_list(torch: Any) -> bool:
     return True
 
 
-def apply(cpp_extension: ModuleType) -> bool:
+def apply(cpp_extension: Any) -> bool:
     """Wrap ``_get_cuda_arch_flags`` of an imported ``torch.utils.cpp_extension``.
 
     Nothing touches CUDA here: DeepSpeed and inductor import cpp_extension in

@@ -28,6 +28,7 @@ from types import ModuleType
 import pytest
 
 from conftest import REPO, require
+from hpcenv.kit import registry
 
 PROBES = REPO / "probes"
 TORCH = "torch==2.13.0+cpu"
@@ -111,10 +112,11 @@ def has_ray(python: Path) -> bool:
 
 
 def load_probe(name: str) -> ModuleType:
-    """A probe script as a module (its pure functions), without running its main."""
-    if str(PROBES) not in sys.path:
+    """A probe script (``hpcenv.kit.registry`` name), or a helper next to the scripts
+    (``_elf``), as a module: its pure functions, without running its main."""
+    if str(PROBES) not in sys.path:  # what `python probes/x_probe.py` puts first
         sys.path.append(str(PROBES))
-    path = PROBES / f"{name}.py"
+    path = PROBES / (f"{name}.py" if name.startswith("_") else registry.script_name(name))
     spec = importlib.util.spec_from_file_location(f"hpcenv_probe_{name.replace('-', '_')}", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 
 from conftest import require
-from hpcenv.runner import free_port
+from hpcenv.kit.ports import free_port
 
 DAEMONS = ("slurmctld", "slurmd", "munged")
 CLIENTS = ("sinfo", "sbatch", "srun", "squeue", "scontrol", "scancel", "munge", "unmunge")

@@ -22,6 +22,7 @@ from hpcenv import facts, nvidia
 from hpcenv.cli import main
 from hpcenv.errors import BadInput
 from hpcenv.facts_model import from_json, load, to_json
+from hpcenv.kit import nvidia_proc
 from hpcenv.slurm import allocation
 
 CONTRACT_KEYS = {
@@ -177,9 +178,9 @@ def test_proc_driver_version() -> None:
         "NVRM version: NVIDIA UNIX Open Kernel Module for aarch64  565.57.01  "
         "Release Build  (dvs-builder@U16-I3-B03-4-3)  Tue Oct 15 ...\nGCC version: ...\n"
     )
-    assert nvidia.parse_proc_version(text) == "565.57.01"
+    assert nvidia_proc.parse_proc_version(text) == "565.57.01"
     assert (
-        nvidia.parse_proc_version(
+        nvidia_proc.parse_proc_version(
             "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19"
         )
         == "535.104.05"

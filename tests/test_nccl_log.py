@@ -6,9 +6,7 @@ naming a network no plugin provides)."""
 
 from __future__ import annotations
 
-from probe_env import load_probe
-
-log = load_probe("_nccl_log")
+from hpcenv.kit import nccl_log as log
 
 PLUGIN = """\
 nid001001:81234:81234 [0] NCCL INFO NCCL_SOCKET_IFNAME set by environment to hsn

@@ -1,7 +1,7 @@
 """Helper processes a probe starts (ofi's NCCL-init workers) end with the probe.
 
 A stand-in probe (written by the test, run by the real runner like any probe) starts
-two sleeping Pythons through ``_common.run_children``, the way probes/ofi.py starts
+two sleeping Pythons through ``hpcenv.kit.children.run_children``, the way the ofi probe starts
 its NCCL workers on a GPU node; the sleepers stand in for those workers, which need
 GPUs. Each writes its pid and process group, so the test can check that they are in
 the probe's group, that the probe's deadline (from the runner's ``timeout_s``)
@@ -17,14 +17,13 @@ import sys
 import time
 from pathlib import Path
 
-from conftest import REPO
 from hpcenv import command, runner
+from hpcenv.kit import probe
 from hpcenv.results import Status
 
 STANDIN = """
 import json, os, signal, sys, time
-sys.path.insert(0, {probes!r})
-import _common
+from hpcenv.kit import children as kit_children, probe
 
 if not {honour!r}:  # hung in C, as NCCL would be: SIGINT/SIGTERM do nothing, SIGKILL ends it
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -38,27 +37,27 @@ SLEEPER = (
 
 def body(ctx):
     out = os.environ["HPCENV_RESULT_DIR"]
-    until = _common.deadline(ctx.config) if {honour!r} else time.monotonic() + 600
+    until = probe.deadline(ctx.config) if {honour!r} else time.monotonic() + 600
     cmds = [
         ([sys.executable, "-c", SLEEPER, f"{{out}}/child{{k}}"], dict(os.environ))
         for k in range(2)
     ]
-    children = _common.run_children(cmds, until, term_grace_s=2)
+    children = kit_children.run_children(cmds, until, term_grace_s=2)
     ctx.details["children"] = [
         {{"pid": c.pid, "returncode": c.returncode, "timed_out": c.timed_out}} for c in children
     ]
     ctx.details["pgid"] = os.getpgid(0)
-    ctx.check("children", _common.PASS, "stopped at the deadline")
+    ctx.check("children", "pass", "stopped at the deadline")
 
 
-sys.exit(_common.main("standin", body))
+sys.exit(probe.main("standin", body))
 """
 
 
 def write_standin(tmp_path: Path, *, honour: bool) -> Path:
     scripts = tmp_path / "scripts"
     scripts.mkdir()
-    (scripts / "standin.py").write_text(STANDIN.format(probes=str(REPO / "probes"), honour=honour))
+    (scripts / "standin_probe.py").write_text(STANDIN.format(honour=honour))
     return scripts
 
 
@@ -95,14 +94,11 @@ def test_config_carries_the_runner_timeout(tmp_path: Path) -> None:
 
 
 def test_deadline_from_the_timeout() -> None:
-    sys.path.insert(0, str(REPO / "probes"))
-    import _common
-
     now = time.monotonic()
-    assert _common.deadline({"timeout_s": 20}) <= now + 15  # 5 s margin at least
-    assert _common.deadline({"timeout_s": 400}) <= now + 300  # a quarter of it
-    assert _common.deadline({}) <= now + _common.DEFAULT_TIMEOUT_S * 0.75
-    assert _common.probe_timeout({"timeout_s": "soon"}) == _common.DEFAULT_TIMEOUT_S
+    assert probe.deadline({"timeout_s": 20}) <= now + 15  # 5 s margin at least
+    assert probe.deadline({"timeout_s": 400}) <= now + 300  # a quarter of it
+    assert probe.deadline({}) <= now + probe.DEFAULT_TIMEOUT_S * 0.75
+    assert probe.probe_timeout({"timeout_s": "soon"}) == probe.DEFAULT_TIMEOUT_S
 
 
 def test_workers_share_the_probe_group_and_stop_at_its_deadline(tmp_path: Path) -> None:
@@ -151,7 +147,7 @@ def test_workers_die_when_only_the_probe_is_killed(tmp_path: Path) -> None:
     result_dir = tmp_path / "r"
     result_dir.mkdir()
     proc = command.spawn(
-        [sys.executable, str(scripts / "standin.py")],
+        [sys.executable, str(scripts / "standin_probe.py")],
         env={**os.environ, "HPCENV_RESULT_DIR": str(result_dir)},
         stdout=tmp_path / "out",
         stderr=tmp_path / "err",

@@ -110,9 +110,3 @@ def test_nccl_tries_table() -> None:
     assert ofi.nccl_tries("2.18.1") is None
     table = ofi.load_table()
     assert all(row["source"] for row in table["nccl_tries"] + table["plugin_exports"])
-
-
-def test_decode_nccl_version() -> None:
-    assert ofi.decode_nccl_version(22703) == "2.27.3"
-    assert ofi.decode_nccl_version(21903) == "2.19.3"
-    assert ofi.decode_nccl_version(2804) == "2.8.4"

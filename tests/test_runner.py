@@ -1,6 +1,6 @@
 """The probe runner: real processes, real timeouts, real result files.
 
-Probes here are tiny scripts using the real ``probes/_common.py``, run by this
+Probes here are tiny scripts using the real probe kit (``hpcenv.kit.probe``), run by this
 interpreter, so what is tested is the runner's handling of ranks that hang, crash
 or never start, not any particular probe.
 """
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -21,14 +20,12 @@ from typing import Any
 import pytest
 
 from hpcenv import command, runner
+from hpcenv.kit import probe as common
 from hpcenv.results import RankResult, Status, gather, inconsistencies, overall
-from probe_env import PROBES, load_probe
-
-common = load_probe("_common")
 
 SCRIPT = """
 import json, os, sys, time
-import _common
+from hpcenv.kit import probe
 
 def body(ctx):
     mode = os.environ.get("TEST_MODE", "")
@@ -46,7 +43,7 @@ def body(ctx):
     ctx.details["config"] = ctx.config
     ctx.check("hello", "pass", f"hello from rank {ctx.rank.rank}")
 
-sys.exit(_common.main("hello", body))
+sys.exit(probe.main("hello", body))
 """
 
 
@@ -54,8 +51,7 @@ sys.exit(_common.main("hello", body))
 def script_dir(tmp_path: Path) -> Path:
     d = tmp_path / "probes"
     d.mkdir()
-    shutil.copy(PROBES / "_common.py", d / "_common.py")
-    (d / "hello.py").write_text(SCRIPT)
+    (d / "hello_probe.py").write_text(SCRIPT)
     return d
 
 
@@ -231,8 +227,10 @@ def test_status_combination() -> None:
         ),
     ]
     assert overall(results) is Status.PASS
-    assert common.combine(["skip", "pass"]) == "pass"
-    assert common.combine(["pass", "fail", "skip"]) == "fail"
+    assert overall([results[1]]) is Status.SKIP  # everything skipped: a skip, not a pass
+    assert overall([]) is Status.SKIP
+    assert Status.combine(["skip", "pass"]) is Status.PASS  # the probes' spelling
+    assert Status.combine(["pass", "fail", "skip"]) is Status.FAIL
 
 
 def test_rank_environment_from_slurm() -> None:

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from hpcenv import runner
 from hpcenv.errors import BadInput
+from hpcenv.kit.ports import free_port
 from hpcenv.slurm import allocation, srun
 
 GPU_JOB = {
@@ -85,12 +85,12 @@ def test_srun_argv_is_an_argument_list_that_ends_the_step_on_a_bad_rank() -> Non
     alloc = allocation.from_env(GPU_JOB)
     assert alloc is not None
     argv = srun.srun_argv(
-        allocation.layout(alloc), ["/venv/bin/python", "probes/nccl.py"], wait_s=30
+        allocation.layout(alloc), ["/venv/bin/python", "probes/nccl_probe.py"], wait_s=30
     )
     assert argv[:2] == ["srun", "--ntasks=8"]
     assert "--nodes=2" in argv and "--ntasks-per-node=4" in argv
     assert "--kill-on-bad-exit=1" in argv and "--wait=30" in argv and "--export=ALL" in argv
-    assert argv[-3:] == ["--", "/venv/bin/python", "probes/nccl.py"]
+    assert argv[-3:] == ["--", "/venv/bin/python", "probes/nccl_probe.py"]
     fewer = srun.srun_argv(allocation.layout(alloc), ["x"], ranks=2)
     assert "--nodes=1" in fewer and "--ntasks-per-node=2" in fewer
     with pytest.raises(BadInput, match="room for 8"):
@@ -124,7 +124,7 @@ def test_failed_tasks_names_the_rank_and_host() -> None:
 def test_free_port_is_bindable() -> None:
     import socket
 
-    port = runner.free_port()
+    port = free_port()
     with socket.socket() as s:
         s.bind(("", port))
 

@@ -19,6 +19,7 @@ import pytest
 
 from conftest import DATA, REPO, require
 from hpcenv import profile
+from hpcenv.kit import registry
 from hpcenv.slurm import sbatch
 from probe_env import has_ray
 from slurm_cluster import SlurmCluster, slurm_cluster_fixture  # noqa: F401 - fixture
@@ -32,12 +33,10 @@ PROBES = DATA / "slurm_probes"
 def _script_dir(tmp_path: Path) -> Path:
     d = tmp_path / "probes"
     d.mkdir()
-    shutil.copy(REPO / "probes" / "_common.py", d)
-    for p in PROBES.glob("*.py"):
+    for p in PROBES.glob("*_probe.py"):
         shutil.copy(p, d)
-    for name in ("nccl.py", "ray.py"):  # the real probes, when this checkout has them
-        if (REPO / "probes" / name).is_file():
-            shutil.copy(REPO / "probes" / name, d)
+    for name in ("nccl", "ray"):  # the real probes
+        shutil.copy(REPO / "probes" / registry.script_name(name), d)
     return d
 
 
@@ -99,11 +98,6 @@ def test_gloo_allreduce_across_two_srun_ranks(
 def test_nccl_probe_gloo_inside_sbatch(
     slurm: SlurmCluster, torch_python: Path, tmp_path: Path
 ) -> None:
-    require(
-        "probe-nccl",
-        (REPO / "probes" / "nccl.py").is_file(),
-        "probes/nccl.py is not in this checkout (merge the probes branch)",
-    )
     report, state, seconds = run_in_sbatch(slurm, tmp_path, "nccl", torch_python, timeout_s=300)
     print(f"probe-nccl job on local SLURM: submit to report {seconds:.1f} s")
     assert report["status"] == "pass", json.dumps(report, indent=1)[:3000]
@@ -136,11 +130,6 @@ def test_hpcenv_sbatch_submit_wait_runs_probe_nccl_through_srun(
 ) -> None:
     """The user's command end to end: render, create logs, sbatch, wait, print the report;
     inside the job 'hpcenv probe nccl' picks the srun launcher for the allocation."""
-    require(
-        "probe-nccl",
-        (REPO / "probes" / "nccl.py").is_file(),
-        "probes/nccl.py is not in this checkout (merge the probes branch)",
-    )
     text = (REPO / "envs" / "local.toml").read_text()
     text = text.replace('log_dir = "logs"', f'log_dir = "{tmp_path / "logs"}"')
     (tmp_path / "local.toml").write_text(text)
@@ -189,7 +178,6 @@ def test_ray_probe_on_a_ray_cluster_started_over_the_allocation(
 ) -> None:
     """The ray probe joins a head started by srun (workers too on >1 node); the cluster is
     gone afterwards (no raylet of ours left)."""
-    require("probe-ray", (REPO / "probes" / "ray.py").is_file(), "probes/ray.py not here")
     require("ray", has_ray(torch_python), "ray could not be installed from PyPI")
     report, state, _ = run_in_sbatch(
         slurm, tmp_path, "ray", torch_python, timeout_s=300, extra_env={"HPCENV_RAY_ON_SLURM": "1"}

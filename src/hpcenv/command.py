@@ -8,18 +8,18 @@ Ctrl-C or timeout shuts the child's whole process group down in escalating steps
 
 from __future__ import annotations
 
-import ctypes
 import os
 import shlex
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 from hpcenv.errors import CommandFailed, Interrupted
+from hpcenv.kit.children import die_with
 
 #: Seconds to wait after each signal before escalating to the next one.
 SHUTDOWN_STEPS: tuple[tuple[signal.Signals, float], ...] = (
@@ -38,26 +38,6 @@ class Completed:
     seconds: float
 
 
-_PR_SET_PDEATHSIG = 1
-_prctl: Callable[..., int] | None
-try:  # resolved once here: the forked child must not call the dynamic loader
-    _prctl = ctypes.CDLL(None, use_errno=True).prctl
-except (OSError, AttributeError):  # not Linux
-    _prctl = None
-
-
-def _die_with_parent() -> None:
-    """In the child, before exec: ask Linux to SIGKILL it when hpcenv dies.
-
-    Children lead their own process group (so a timeout can stop everything they
-    started), which also means a SIGKILL of hpcenv's group would leave them running:
-    an orphaned ``uv pip sync`` writing into a build directory the next build is
-    cleaning. With PDEATHSIG they end with hpcenv, as they would in a killed job.
-    """
-    if _prctl is not None:
-        _prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
-
-
 def _popen(
     argv: tuple[str, ...],
     *,
@@ -72,7 +52,10 @@ def _popen(
             env=dict(env) if env is not None else None,
             cwd=cwd,
             start_new_session=True,
-            preexec_fn=_die_with_parent,  # noqa: PLW1509 - only prctl, async-signal-safe
+            # dies with hpcenv: children lead their own process group (so a timeout can
+            # stop everything they started), so a SIGKILL of hpcenv's group would miss
+            # them, e.g. an orphaned `uv pip sync` writing into a build being cleaned
+            preexec_fn=die_with(os.getpid()),  # noqa: PLW1509 - only prctl, async-signal-safe
             **streams,
         )
     except FileNotFoundError as exc:

@@ -18,16 +18,9 @@ from pathlib import Path
 from hpcenv import command, nvidia
 from hpcenv.errors import CommandFailed
 from hpcenv.facts_model import Facts, NetworkFacts, load
+from hpcenv.kit.libfabric import FI_INFO_TIMEOUT_S, parse_fi_info_list
+from hpcenv.kit.netplugin import find_net_plugin
 from hpcenv.slurm import allocation
-
-#: Where the loader looks for an NCCL net plugin besides LD_LIBRARY_PATH.
-SYSTEM_LIB_DIRS = (
-    "/usr/lib64",
-    "/usr/lib",
-    "/usr/local/lib",
-    "/usr/lib/x86_64-linux-gnu",
-    "/usr/lib/aarch64-linux-gnu",
-)
 
 
 def glibc_version() -> str | None:
@@ -45,17 +38,8 @@ def memory_gib(meminfo: Path = Path("/proc/meminfo")) -> float | None:
     return round(int(m.group(1)) / 1024 / 1024, 1) if m else None
 
 
-def parse_fi_info_list(text: str) -> tuple[str, ...]:
-    """Provider names from ``fi_info -l`` (``name:`` lines, each followed by a version)."""
-    names = []
-    for line in text.splitlines():
-        m = re.match(r"^([A-Za-z0-9_;.-]+):\s*$", line)
-        if m and m.group(1) not in names:
-            names.append(m.group(1))
-    return tuple(names)
-
-
-def libfabric_providers(timeout: float = 10.0) -> tuple[str, ...] | None:
+def libfabric_providers(timeout: float = FI_INFO_TIMEOUT_S) -> tuple[str, ...] | None:
+    """Providers ``fi_info -l`` lists; None when fi_info is not installed, () when it fails."""
     fi_info = shutil.which("fi_info")
     if fi_info is None:
         return None
@@ -63,24 +47,6 @@ def libfabric_providers(timeout: float = 10.0) -> tuple[str, ...] | None:
         return parse_fi_info_list(command.run([fi_info, "-l"], timeout=timeout).stdout)
     except CommandFailed:
         return ()
-
-
-def find_net_plugin(env: Mapping[str, str]) -> str | None:
-    """The NCCL net plugin NCCL would open: NCCL_NET_PLUGIN, else ``libnccl-net.so``."""
-    dirs = [d for d in env.get("LD_LIBRARY_PATH", "").split(":") if d] + list(SYSTEM_LIB_DIRS)
-    wanted = env.get("NCCL_NET_PLUGIN")
-    if wanted:
-        if "/" in wanted:
-            return wanted if Path(wanted).is_file() else None
-        names = [wanted, f"libnccl-net-{wanted}.so"]
-    else:
-        names = ["libnccl-net.so"]
-    for d in dirs:
-        for name in names:
-            candidate = Path(d) / name
-            if candidate.is_file():
-                return str(candidate)
-    return None
 
 
 def loaded_modules(env: Mapping[str, str]) -> tuple[str, ...]:

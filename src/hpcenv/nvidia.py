@@ -17,9 +17,7 @@ from typing import Any
 from hpcenv import command
 from hpcenv.errors import CommandFailed
 from hpcenv.facts_model import Gpu, NvidiaFacts
-
-PROC_VERSION = Path("/proc/driver/nvidia/version")
-SYS_VERSION = Path("/sys/module/nvidia/version")
+from hpcenv.kit import nvidia_proc
 
 SMI_FIELDS = (
     "index",
@@ -150,29 +148,19 @@ def read_smi(timeout: float = 15.0) -> NvidiaFacts | None:
     )
 
 
-def parse_proc_version(text: str) -> str | None:
-    """Driver version from /proc/driver/nvidia/version (``NVRM version: ... 565.57.01 ...``)."""
-    m = re.search(r"Kernel Module(?:\s+for\s+\S+)?\s+(\d+\.\d+(?:\.\d+)?)", text)
-    return m.group(1) if m else None
-
-
 def read_proc() -> NvidiaFacts | None:
     """The driver alone, from the kernel module (no GPU list: that needs NVML or nvidia-smi)."""
-    for path, parse in ((SYS_VERSION, str.strip), (PROC_VERSION, parse_proc_version)):
-        try:
-            version = parse(path.read_text())
-        except OSError:
-            continue
-        if version:
-            return NvidiaFacts(
-                driver_version=version, cuda_driver_version=None, gpus=(), source=str(path)
-            )
-    return None
+    found = nvidia_proc.driver_version()
+    if found is None:
+        return None
+    version, path = found
+    return NvidiaFacts(driver_version=version, cuda_driver_version=None, gpus=(), source=str(path))
 
 
 def kernel_driver_present() -> bool:
     """NVML cannot answer without the kernel module; checking first saves importing it."""
-    return PROC_VERSION.exists() or SYS_VERSION.exists() or Path("/dev/nvidiactl").exists()
+    files = (nvidia_proc.PROC_VERSION, nvidia_proc.SYS_VERSION, Path("/dev/nvidiactl"))
+    return any(p.exists() for p in files)
 
 
 def read() -> NvidiaFacts | None:

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hpcenv.facts_model import Facts
+from hpcenv.kit import slurm_env
+from hpcenv.kit.status import Status
 from hpcenv.profile import Profile
-
-PASS, FAIL, SKIP = "pass", "fail", "skip"
 
 #: Filesystems that are shared over the network: slow for TMPDIR and for builds.
 NETWORK_FS = frozenset(
@@ -56,12 +56,17 @@ NETWORK_FS = frozenset(
 @dataclass(frozen=True, kw_only=True)
 class Check:
     name: str
-    status: str
+    status: Status
     reason: str
     fix: str = ""
 
     def serialize(self) -> dict[str, str]:
-        return {"name": self.name, "status": self.status, "reason": self.reason, "fix": self.fix}
+        return {
+            "name": self.name,
+            "status": self.status.value,
+            "reason": self.reason,
+            "fix": self.fix,
+        }
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -90,10 +95,10 @@ def _ids(value: str | None) -> list[str]:
 
 def allocated_gpu_ids(ctx: Context) -> list[str] | None:
     """The GPU ids SLURM gave this step (or job); None when it gave none or we are outside."""
-    env = ctx.environ
-    for key in ("SLURM_STEP_GPUS", "SLURM_JOB_GPUS"):
-        if env.get(key):
-            return _ids(env[key])
+    env = slurm_env.read(ctx.environ)
+    for given in (env.step_gpus, env.job_gpus):
+        if given:
+            return _ids(given)
     slurm = ctx.facts.slurm
     if slurm is not None and slurm.gpus and re.fullmatch(r"[\d,\-]+", slurm.gpus):
         return _ids(slurm.gpus) if "," in slurm.gpus or "-" in slurm.gpus else None
@@ -107,12 +112,11 @@ def allocated_gpu_count(ctx: Context) -> int | None:
     slurm = ctx.facts.slurm
     if slurm is not None and slurm.gpus_on_node:
         return slurm.gpus_on_node
-    m = re.match(r"^(?:[\w-]+:)*(\d+)$", ctx.environ.get("SLURM_GPUS_ON_NODE", ""))
-    return int(m.group(1)) if m else None
+    return slurm_env.read(ctx.environ).gpus_on_node
 
 
 def _in_allocation(ctx: Context) -> bool:
-    return ctx.facts.slurm is not None or bool(ctx.environ.get("SLURM_JOB_ID"))
+    return ctx.facts.slurm is not None or slurm_env.read(ctx.environ).in_job
 
 
 def _cvd(ctx: Context) -> str | None:
@@ -126,7 +130,7 @@ def check_cuda_visible_devices(ctx: Context) -> Check:
     if not _in_allocation(ctx):
         return Check(
             name=name,
-            status=SKIP,
+            status=Status.SKIP,
             reason="not inside a SLURM allocation",
             fix="run inside sbatch/salloc to check the GPU binding",
         )
@@ -134,7 +138,7 @@ def check_cuda_visible_devices(ctx: Context) -> Check:
     if not alloc:
         return Check(
             name=name,
-            status=SKIP,
+            status=Status.SKIP,
             reason="the allocation has no GPU ids (SLURM_JOB_GPUS/SLURM_STEP_GPUS unset)",
             fix="request GPUs in the job (the profile's [slurm] gpu_request)",
         )
@@ -146,7 +150,7 @@ def check_cuda_visible_devices(ctx: Context) -> Check:
     if cvd is None:
         return Check(
             name=name,
-            status=FAIL,
+            status=Status.FAIL,
             reason=f"SLURM allocated GPUs {','.join(alloc)} "
             "but CUDA_VISIBLE_DEVICES is unset (it was removed after SLURM set it)",
             fix=fix,
@@ -155,29 +159,31 @@ def check_cuda_visible_devices(ctx: Context) -> Check:
     if cvd.strip() in ("", "-1", "NoDevFiles") or not visible:
         return Check(
             name=name,
-            status=FAIL,
+            status=Status.FAIL,
             reason=f"CUDA_VISIBLE_DEVICES={cvd!r} hides every allocated GPU",
             fix=fix,
         )
     if visible == alloc:
-        return Check(name=name, status=PASS, reason=f"CUDA_VISIBLE_DEVICES={cvd} as allocated")
+        return Check(
+            name=name, status=Status.PASS, reason=f"CUDA_VISIBLE_DEVICES={cvd} as allocated"
+        )
     renumbered = [str(i) for i in range(len(alloc))]
     if visible == renumbered:  # cgroup-constrained nodes renumber the allocated GPUs 0..n-1
         return Check(
             name=name,
-            status=PASS,
+            status=Status.PASS,
             reason=f"CUDA_VISIBLE_DEVICES={cvd}: the "
             f"{len(alloc)} allocated GPUs ({','.join(alloc)}) renumbered by the cgroup",
         )
     if all(not v.isdigit() for v in visible) and len(visible) == len(alloc):
         return Check(
             name=name,
-            status=PASS,
+            status=Status.PASS,
             reason=f"CUDA_VISIBLE_DEVICES names {len(visible)} GPUs by UUID, as allocated",
         )
     return Check(
         name=name,
-        status=FAIL,
+        status=Status.FAIL,
         reason=f"CUDA_VISIBLE_DEVICES={cvd} overrides the "
         f"allocation (SLURM gave GPUs {','.join(alloc)})",
         fix=fix,
@@ -189,7 +195,7 @@ def check_gpu_count(ctx: Context) -> Check:
     if not _in_allocation(ctx):
         return Check(
             name=name,
-            status=SKIP,
+            status=Status.SKIP,
             reason="not inside a SLURM allocation",
             fix="run inside sbatch/salloc to compare GPUs with the allocation",
         )
@@ -197,7 +203,7 @@ def check_gpu_count(ctx: Context) -> Check:
     if not want:
         return Check(
             name=name,
-            status=SKIP,
+            status=Status.SKIP,
             reason="the allocation has no GPUs",
             fix="request GPUs in the job (the profile's [slurm] gpu_request)",
         )
@@ -207,15 +213,15 @@ def check_gpu_count(ctx: Context) -> Check:
     if ctx.facts.nvidia is None:
         return Check(
             name=name,
-            status=FAIL,
+            status=Status.FAIL,
             reason=f"{want} GPUs allocated but no NVIDIA driver is visible on this node",
             fix="check the node (nvidia-smi); exclude it with --exclude if broken",
         )
     if seen == want:
-        return Check(name=name, status=PASS, reason=f"{seen} GPUs visible, {want} allocated")
+        return Check(name=name, status=Status.PASS, reason=f"{seen} GPUs visible, {want} allocated")
     return Check(
         name=name,
-        status=FAIL,
+        status=Status.FAIL,
         reason=f"{seen} GPUs visible but {want} allocated",
         fix="fewer: a GPU fell off the bus or CUDA_VISIBLE_DEVICES hides some "
         "(nvidia-smi -L); more: request all GPUs you use (--gpus-per-node)",
@@ -252,7 +258,7 @@ def check_scratch(ctx: Context) -> Check:
     if not job.scratch:
         return Check(
             name=name,
-            status=SKIP,
+            status=Status.SKIP,
             reason="the profile names no scratch",
             fix="set [job] scratch to the node-local disk to use it as TMPDIR",
         )
@@ -260,7 +266,7 @@ def check_scratch(ctx: Context) -> Check:
     if not path.is_dir():
         return Check(
             name=name,
-            status=FAIL,
+            status=Status.FAIL,
             reason=f"scratch {path} does not exist on this node",
             fix="fix [job] scratch, or run on a node that has it",
         )
@@ -268,7 +274,7 @@ def check_scratch(ctx: Context) -> Check:
     if mount is not None and mount[1] in NETWORK_FS:
         return Check(
             name=name,
-            status=FAIL,
+            status=Status.FAIL,
             reason=f"scratch {path} is on {mount[1]} ({mount[0]}), a network filesystem",
             fix="point [job] scratch at node-local storage (e.g. /tmp, /local, /srv)",
         )
@@ -278,12 +284,14 @@ def check_scratch(ctx: Context) -> Check:
     if free_gib < job.scratch_min_gib:
         return Check(
             name=name,
-            status=FAIL,
+            status=Status.FAIL,
             reason=f"scratch {path} has {free_gib:.1f} GiB free, the job needs "
             f"{job.scratch_min_gib:g} GiB",
             fix=f"free space on {path} or lower [job] scratch_min_gib",
         )
-    return Check(name=name, status=PASS, reason=f"scratch {path} on {fs}, {free_gib:.1f} GiB free")
+    return Check(
+        name=name, status=Status.PASS, reason=f"scratch {path} on {fs}, {free_gib:.1f} GiB free"
+    )
 
 
 def check_log_dir(ctx: Context) -> Check:
@@ -291,17 +299,19 @@ def check_log_dir(ctx: Context) -> Check:
     path = _expand(ctx.profile.job.log_dir, ctx)
     if path.is_dir():
         if os.access(path, os.W_OK | os.X_OK):
-            return Check(name=name, status=PASS, reason=f"log dir {path} exists and is writable")
+            return Check(
+                name=name, status=Status.PASS, reason=f"log dir {path} exists and is writable"
+            )
         return Check(
             name=name,
-            status=FAIL,
+            status=Status.FAIL,
             reason=f"log dir {path} is not writable",
             fix=f"fix its permissions or point [job] log_dir elsewhere: {path}",
         )
     if path.exists():
         return Check(
             name=name,
-            status=FAIL,
+            status=Status.FAIL,
             reason=f"log dir {path} is not a directory",
             fix="point [job] log_dir at a directory",
         )
@@ -309,13 +319,13 @@ def check_log_dir(ctx: Context) -> Check:
     if parent is not None and parent.is_dir() and os.access(parent, os.W_OK | os.X_OK):
         return Check(
             name=name,
-            status=PASS,
+            status=Status.PASS,
             reason=f"log dir {path} does not exist yet but "
             f"can be created ('hpcenv sbatch' creates it before submitting)",
         )
     return Check(
         name=name,
-        status=FAIL,
+        status=Status.FAIL,
         reason=f"log dir {path} does not exist and cannot be "
         "created; SLURM silently drops a job's output then",
         fix=f"mkdir -p {path}, or point [job] log_dir somewhere writable",
@@ -332,7 +342,7 @@ def check_modules(ctx: Context) -> Check:
     if not wanted:
         return Check(
             name=name,
-            status=SKIP,
+            status=Status.SKIP,
             reason="the profile loads no modules",
             fix="list them in [modules] load when the cluster needs some",
         )
@@ -343,11 +353,11 @@ def check_modules(ctx: Context) -> Check:
     if missing:
         return Check(
             name=name,
-            status=FAIL,
+            status=Status.FAIL,
             reason=f"not loaded: {', '.join(missing)}",
             fix="module load " + " ".join(missing) + " (the rendered sbatch script does this)",
         )
-    return Check(name=name, status=PASS, reason=f"loaded: {', '.join(wanted)}")
+    return Check(name=name, status=Status.PASS, reason=f"loaded: {', '.join(wanted)}")
 
 
 def check_gpu_memory(ctx: Context) -> Check:
@@ -356,7 +366,7 @@ def check_gpu_memory(ctx: Context) -> Check:
     if not need:
         return Check(
             name=name,
-            status=SKIP,
+            status=Status.SKIP,
             reason="the profile declares no GPU memory need",
             fix="set [job] gpu_memory_gib to what the job needs per GPU",
         )
@@ -364,7 +374,7 @@ def check_gpu_memory(ctx: Context) -> Check:
     if not gpus:
         return Check(
             name=name,
-            status=SKIP,
+            status=Status.SKIP,
             reason="no GPU visible",
             fix="run on a GPU node to check GPU memory",
         )
@@ -378,20 +388,22 @@ def check_gpu_memory(ctx: Context) -> Check:
         )
         return Check(
             name=name,
-            status=FAIL,
+            status=Status.FAIL,
             reason=f"{names} below the {need:g} GiB the job needs",
             fix="request bigger GPUs (partition/constraint) or lower [job] gpu_memory_gib",
         )
     if len(unknown) == len(gpus):
         return Check(
             name=name,
-            status=SKIP,
+            status=Status.SKIP,
             reason="GPU memory size unknown (no NVML)",
             fix="install pynvml or nvidia-smi on the node",
         )
     least = min(g.memory_mib or 0 for g in gpus) / 1024
     return Check(
-        name=name, status=PASS, reason=f"{len(gpus)} GPUs with >= {least:.1f} GiB (need {need:g})"
+        name=name,
+        status=Status.PASS,
+        reason=f"{len(gpus)} GPUs with >= {least:.1f} GiB (need {need:g})",
     )
 
 
@@ -401,7 +413,7 @@ def check_ecc(ctx: Context) -> Check:
     if not gpus:
         return Check(
             name=name,
-            status=SKIP,
+            status=Status.SKIP,
             reason="no GPU visible",
             fix="run on a GPU node to read ECC counters",
         )
@@ -410,18 +422,20 @@ def check_ecc(ctx: Context) -> Check:
         names = ", ".join(f"GPU {g.index} ({g.ecc_uncorrected} errors)" for g in bad)
         return Check(
             name=name,
-            status=FAIL,
+            status=Status.FAIL,
             reason=f"uncorrected ECC errors: {names}",
             fix="report the node to the admins and resubmit with --exclude=<this node>",
         )
     if all(g.ecc_uncorrected is None for g in gpus):
         return Check(
             name=name,
-            status=SKIP,
+            status=Status.SKIP,
             reason="ECC counters unavailable (ECC off or no NVML)",
             fix="read them with 'nvidia-smi -q -d ECC'",
         )
-    return Check(name=name, status=PASS, reason=f"no uncorrected ECC errors on {len(gpus)} GPUs")
+    return Check(
+        name=name, status=Status.PASS, reason=f"no uncorrected ECC errors on {len(gpus)} GPUs"
+    )
 
 
 CHECKS: tuple[Callable[[Context], Check], ...] = (
@@ -457,7 +471,6 @@ def context(profile: Profile, facts: Facts, environ: Mapping[str, str] | None = 
     )
 
 
-def status(checks: Sequence[Check]) -> str:
-    if any(c.status == FAIL for c in checks):
-        return FAIL
-    return PASS if any(c.status == PASS for c in checks) else SKIP
+def status(checks: Sequence[Check]) -> Status:
+    """The combine rule of every status: a fail fails; only skips is a skip."""
+    return Status.combine(c.status for c in checks)

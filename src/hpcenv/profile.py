@@ -37,6 +37,7 @@ from packaging.version import InvalidVersion, Version
 
 from hpcenv.errors import BadInput
 from hpcenv.facts_model import Facts, Gpu, NvidiaFacts
+from hpcenv.kit import registry
 from hpcenv.slurm import walltime
 
 if sys.version_info >= (3, 11):
@@ -44,8 +45,8 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib  # type: ignore[import-not-found,unused-ignore]
 
-#: Probe scripts hpcenv ships (``probes/<name>.py``); profiles may only name these.
-KNOWN_PROBES = ("imports", "torch", "gpu-health", "nccl", "ofi", "ray", "vllm", "flash-attn")
+#: Probes hpcenv ships (``hpcenv.kit.registry``); profiles may only name these.
+KNOWN_PROBES = registry.NAMES
 KNOWN_FIXES = ("sm90a",)
 ARCHES = ("x86_64", "aarch64", "any")
 BACKEND = re.compile(r"^(auto|cpu|cu\d{3})$")

@@ -12,6 +12,7 @@ from rich.table import Table
 
 from hpcenv import redact
 from hpcenv.facts_model import Facts
+from hpcenv.kit import registry
 
 console = Console(highlight=False)
 err_console = Console(stderr=True, highlight=False)
@@ -131,15 +132,6 @@ def print_profile(p: Any, out: Console | None = None) -> None:
 
 STATUS_STYLE = {"pass": "green", "fail": "red", "error": "red bold", "skip": "yellow"}
 
-#: Metrics worth a column, per probe (others stay in the JSON).
-KEY_METRICS = {
-    "nccl": ("busbw_gbps_at_max", "peak_busbw_gbps", "wrong", "world_size"),
-    "torch": ("gpu_matmul_rel_err", "cpu_matmul_max_abs_err"),
-    "gpu-health": ("gpus", "min_free_mib", "max_temperature_c"),
-    "ray": ("nodes", "cpus", "gpus"),
-    "flash-attn": ("max_abs_diff",),
-}
-
 
 def _metric(value: Any) -> str:
     if isinstance(value, float):
@@ -148,7 +140,8 @@ def _metric(value: Any) -> str:
 
 
 def probe_metrics_text(name: str, metrics: Mapping[str, Any]) -> str:
-    keys = [k for k in KEY_METRICS.get(name, ()) if k in metrics]
+    info = registry.get(name)
+    keys = [k for k in (info.key_metrics if info else ()) if k in metrics]
     return ", ".join(f"{k}={_metric(metrics[k])}" for k in keys)
 
 

@@ -1,6 +1,7 @@
-"""Probe results: one ``Status`` enum, a ``RankResult`` per rank, a ``ProbeResult`` per probe.
+"""Probe results: a ``RankResult`` per rank, a ``ProbeResult`` per probe (``Status`` is the
+kit's, ``hpcenv.kit.status``, shared with the probes and preflight).
 
-Ranks report what they saw (``probes/<name>.py`` writes one JSON object each); the
+Ranks report what they saw (each probe rank writes one JSON object); the
 runner gathers them per rank and per host into one ``ProbeResult``, where the worst
 status wins, and compares the facts the ranks report so that one node with another
 driver or NCCL is named instead of showing up later as a hang or a wrong number.
@@ -8,34 +9,14 @@ driver or NCCL is named instead of showing up later as a hang or a wrong number.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from hpcenv.kit.status import Status
+
 #: Facts every rank reports; a rank that differs from the others is flagged.
 CONSISTENCY_KEYS = ("driver", "nccl_version", "gpu_count", "gpu_model", "modules", "torch")
-
-
-class Status(str, enum.Enum):
-    PASS = "pass"
-    FAIL = "fail"
-    SKIP = "skip"
-    ERROR = "error"
-
-    @classmethod
-    def combine(cls, statuses: Iterable[Status]) -> Status:
-        """The worst of several: error, then fail; any pass beats skip (CUDA parts may skip
-        on a CPU node while the CPU checks pass); nothing at all is a skip."""
-        seen = set(statuses)
-        for worst in (cls.ERROR, cls.FAIL, cls.PASS):
-            if worst in seen:
-                return worst
-        return cls.SKIP
-
-    @property
-    def failed(self) -> bool:
-        return self in (Status.FAIL, Status.ERROR)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -256,13 +237,9 @@ def gather(name: str, ranks: Sequence[RankResult], *, seconds: float = 0.0) -> P
 
 
 def overall(results: Iterable[ProbeResult]) -> Status:
-    """The status of a whole run: any fail or error fails it; skips do not."""
-    statuses = [r.status for r in results]
-    if Status.ERROR in statuses:
-        return Status.ERROR
-    if Status.FAIL in statuses:
-        return Status.FAIL
-    return Status.PASS if statuses else Status.SKIP
+    """The status of a whole run, by the one combine rule: any error or fail fails it,
+    skips do not, and a run where everything skipped is a skip (not a pass)."""
+    return Status.combine(r.status for r in results)
 
 
 __all__ = [

@@ -1,6 +1,8 @@
 """Run probe scripts in a target environment and gather their results, never hanging.
 
-A probe is ``probes/<name>.py`` run by the target venv's Python. A ``Launcher``
+A probe is ``probes/<name>_probe.py`` (``hpcenv.kit.registry``) run by the target
+venv's Python, with the probe kit (``hpcenv.kit``, and nothing else of hpcenv) on its
+``PYTHONPATH`` (``kit_path``). A ``Launcher``
 starts its ranks: ``LocalLauncher`` one process per rank on this host with the
 torchrun variables set; the SLURM launcher (``hpcenv.slurm``) one ``srun`` for all
 ranks. The runner waits for the processes or the probe's timeout, stops what is
@@ -8,7 +10,7 @@ left (whole process groups, escalating signals), then reads each rank's files in
 the result directory:
 
 - ``<probe>.rank<k>.started`` (JSON: rank, host, pid, time): the rank started;
-- ``<probe>.rank<k>.json``: its result (the ``probes/_common.py`` contract);
+- ``<probe>.rank<k>.json``: its result (the ``hpcenv.kit.probe`` contract);
 - ``<probe>.rank<k>.stdout`` / ``.stderr``: its output. Launchers must send rank k's
   output there (``srun --output=<dir>/<probe>.rank%t.stdout --error=...rank%t.stderr``)
   so a crash is reported with its stderr tail.
@@ -20,24 +22,28 @@ for. Results fold into one ``ProbeResult`` (``results.gather``).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import shutil
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+import hpcenv
 from hpcenv import command, paths, redact
 from hpcenv import profile as profiles
 from hpcenv.errors import BadInput, Interrupted
-from hpcenv.profile import KNOWN_PROBES, Profile
+from hpcenv.kit import registry
+from hpcenv.kit.ports import free_port
+from hpcenv.kit.probe import rank_file
+from hpcenv.profile import Profile
 from hpcenv.results import ProbeResult, RankResult, Status, gather
-
-#: Probes that run as several ranks (one per GPU, or 2 on a CPU node).
-MULTI_RANK = frozenset({"nccl"})
 
 #: After one rank crashed, how long the others get before they are stopped: a
 #: collective without that rank would only wait for the full timeout.
@@ -61,11 +67,6 @@ class Launcher(Protocol):
     ) -> list[subprocess.Popen[Any]]: ...
 
     def hosts_for(self, ranks: int) -> list[str]: ...
-
-
-def output_path(result_dir: Path, name: str, rank: int, stream: str) -> Path:
-    """Where rank ``rank`` of probe ``name`` writes ``stream`` (stdout or stderr)."""
-    return result_dir / f"{name}.rank{rank}.{stream}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -94,8 +95,8 @@ class LocalLauncher:
                     command.spawn(
                         argv,
                         env=rank_env,
-                        stdout=output_path(result_dir, name, k, "stdout"),
-                        stderr=output_path(result_dir, name, k, "stderr"),
+                        stdout=rank_file(result_dir, name, k, "stdout"),
+                        stderr=rank_file(result_dir, name, k, "stderr"),
                     )
                 )
         except BaseException:
@@ -120,20 +121,47 @@ class ProbeSpec:
     config: Mapping[str, Any] = field(default_factory=dict)
 
 
-def free_port(host: str = "") -> int:
-    """A TCP port free on ``host`` now (for MASTER_PORT and other rendezvous ports).
-
-    The default, every interface, is the stricter test: a port free there is free on
-    127.0.0.1 too, and other nodes of a job can reach it. hpcenv's one copy (probes
-    keep theirs in ``probes/_common.py``: they cannot import hpcenv).
-    """
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
-
-
 def probes_dir() -> Path:
     return paths.repo_dir("probes")
+
+
+def kit_path() -> Path:
+    """A directory holding only ``hpcenv/__init__.py`` and ``hpcenv/kit/``, for the probes'
+    ``PYTHONPATH``: the target environment imports the kit and sees nothing else of
+    hpcenv, nor hpcenv's dependencies (which sit next to hpcenv in an installed wheel's
+    site-packages, so that directory cannot be put on the path).
+
+    Copies, made once per kit content under ``$HPCENV_HOME/kit/<hash>`` (a job's other
+    nodes see it there, as they see the results directory) and never changed after:
+    a concurrent run finds it complete or makes its own and keeps the first.
+    """
+    pkg = Path(hpcenv.__file__).resolve().parent
+    files = {"hpcenv/__init__.py": pkg / "__init__.py"}
+    for f in sorted((pkg / "kit").iterdir()):
+        if f.is_file() and f.suffix in (".py", ".json"):
+            files[f"hpcenv/kit/{f.name}"] = f
+    digest = hashlib.sha256()
+    for rel, src in files.items():
+        digest.update(rel.encode() + b"\0" + src.read_bytes() + b"\0")
+    base = paths.home() / "kit"
+    root = base / digest.hexdigest()[:16]
+    if root.is_dir():
+        return root
+    if base.is_symlink():
+        raise BadInput(f"{base} is a symbolic link hpcenv did not make; remove it")
+    base.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=base))
+    try:
+        for rel, src in files.items():
+            (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, tmp / rel)
+        tmp.rename(root)
+    except OSError:
+        if not root.is_dir():  # not a concurrent run that made it first: a real error
+            raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return root
 
 
 def config_for(profile: Profile) -> dict[str, Any]:
@@ -174,6 +202,8 @@ def probe_env(
         # timeout_s: the probe's helpers (ofi's NCCL workers) end well before it
         HPCENV_PROBE_CONFIG=json.dumps({**spec.config, "timeout_s": spec.timeout_s}),
         PYTHONUNBUFFERED="1",
+        # the kit first; what the caller had after it (a user's own PYTHONPATH)
+        PYTHONPATH=os.pathsep.join(p for p in (str(kit_path()), env.get("PYTHONPATH")) if p),
     )
     # a fresh rendezvous, never one inherited from a surrounding job (torchrun, a
     # training run on this node); a launcher spanning hosts replaces the address
@@ -237,9 +267,9 @@ def collect(
     for k in range(spec.ranks):
         host = hosts[k] if k < len(hosts) else "?"
         code = exit_codes[k] if len(exit_codes) == spec.ranks else exit_codes[0]
-        tail = stderr_tail(output_path(result_dir, spec.name, k, "stderr"))
-        data = _read_json(result_dir / f"{spec.name}.rank{k}.json")
-        started = _read_json(result_dir / f"{spec.name}.rank{k}.started")
+        tail = stderr_tail(rank_file(result_dir, spec.name, k, "stderr"))
+        data = _read_json(rank_file(result_dir, spec.name, k, "json"))
+        started = _read_json(rank_file(result_dir, spec.name, k, "started"))
         if data is not None:
             r = RankResult.from_json(data, rank=k, host=host)
             if code not in (0, None) and r.status is not Status.ERROR:
@@ -263,7 +293,8 @@ def collect(
                     status=Status.ERROR,
                     summary=f"rank {k} on host {host} crashed (exit {code}): {last}",
                     remedy="read the stderr tail in the details; run the probe by hand "
-                    f"with the environment's python to reproduce: probes/{spec.name}.py",
+                    "with the environment's python to reproduce: "
+                    f"probes/{registry.script_name(spec.name)}",
                     stderr_tail=tail,
                 )
             )
@@ -312,7 +343,7 @@ def run_probe(
     result_dir.mkdir(parents=True, exist_ok=True)
     for stale in result_dir.glob(f"{spec.name}.rank*"):
         stale.unlink()
-    script = (script_dir or probes_dir()) / f"{spec.name}.py"
+    script = (script_dir or probes_dir()) / registry.script_name(spec.name)
     argv = [str(spec.python), str(script), *spec.args]
     env = probe_env(spec, result_dir, base_env)
     hosts = launcher.hosts_for(spec.ranks)
@@ -346,7 +377,7 @@ class Target:
 
     @property
     def default_probes(self) -> tuple[str, ...]:
-        return self.profile.probes.run if self.profile else KNOWN_PROBES
+        return self.profile.probes.run if self.profile else registry.NAMES
 
     @property
     def timeout_s(self) -> float:
@@ -385,9 +416,10 @@ def resolve_target(env: str, profile_name: str | None = None) -> Target:
 
 
 def check_names(names: Sequence[str]) -> None:
-    bad = [n for n in names if n not in KNOWN_PROBES]
+    bad = [n for n in names if n not in registry.NAMES]
     if bad:
-        raise BadInput(f"unknown probe(s) {', '.join(bad)}; known: {', '.join(KNOWN_PROBES)}")
+        known = ", ".join(registry.NAMES)
+        raise BadInput(f"unknown probe(s) {', '.join(bad)}; known: {known}")
 
 
 def run_suite(
@@ -412,7 +444,7 @@ def run_suite(
             name=name,
             python=target.python,
             args=tuple((extra_args or {}).get(name, ())),
-            ranks=ranks if name in MULTI_RANK else 1,
+            ranks=ranks if name in registry.MULTI_RANK else 1,
             timeout_s=timeout_s or target.timeout_s,
             env=env,
             config=target.config,
@@ -427,7 +459,6 @@ def run_suite(
 
 
 __all__ = [
-    "MULTI_RANK",
     "Launcher",
     "LocalLauncher",
     "ProbeSpec",
@@ -435,7 +466,7 @@ __all__ = [
     "check_names",
     "collect",
     "config_for",
-    "output_path",
+    "kit_path",
     "resolve_target",
     "run_probe",
     "run_suite",

@@ -14,12 +14,13 @@ from rich.table import Table
 from hpcenv import facts, preflight, profile, report
 from hpcenv.commands import add_facts_option, add_json_option, print_json
 from hpcenv.errors import ProbeFailed
+from hpcenv.kit.status import Status
 
 NAME = "preflight"
 HELP = "check this job's node against the profile (GPUs, scratch, logs, modules, ECC)"
 ORDER = 55
 
-STYLE = {preflight.PASS: "green", preflight.FAIL: "bold red", preflight.SKIP: "yellow"}
+STYLE = {Status.PASS: "green", Status.FAIL: "bold red", Status.SKIP: "yellow"}
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -39,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
             {
                 "profile": prof.name,
                 "host": found.hostname,
-                "status": overall,
+                "status": overall.value,
                 "checks": [c.serialize() for c in checks],
             }
         )
@@ -49,10 +50,10 @@ def run(args: argparse.Namespace) -> int:
             table.add_column(col)
         for c in checks:
             table.add_row(
-                c.name, f"[{STYLE[c.status]}]{c.status}[/]", escape(c.reason), escape(c.fix)
+                c.name, f"[{STYLE[c.status]}]{c.status.value}[/]", escape(c.reason), escape(c.fix)
             )
         report.console.print(table)
-    failed = [c.name for c in checks if c.status == preflight.FAIL]
+    failed = [c.name for c in checks if c.status is Status.FAIL]
     if failed:
         raise ProbeFailed(f"preflight failed: {', '.join(failed)} (see the fix column)")
     return 0

@@ -13,12 +13,12 @@ from pathlib import Path
 from hpcenv import junit, paths, report, runner
 from hpcenv.commands import add_json_option, print_json
 from hpcenv.errors import BadInput, ProbeFailed
-from hpcenv.profile import KNOWN_PROBES
+from hpcenv.kit import registry
 from hpcenv.results import ProbeResult, Status, overall
 from hpcenv.slurm import srun as slurm_srun
 
 NAME = "probe"
-HELP = "run probes (imports, torch, gpu-health, nccl, ofi, ray, vllm, flash-attn) in an env"
+HELP = f"run probes ({', '.join(registry.NAMES)}) in an env"
 ORDER = 60
 
 
@@ -27,7 +27,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "names",
         nargs="*",
         metavar="NAME",
-        help=f"probes to run (default: the profile's probes.run); known: {', '.join(KNOWN_PROBES)}",
+        help="probes to run (default: the profile's probes.run): "
+        + "; ".join(f"{p.name}: {p.summary}" for p in registry.PROBES),
     )
     parser.add_argument(
         "--env",

@@ -1,7 +1,8 @@
 """The SLURM allocation this process runs in: read from the environment, its hosts, and
 how many ranks go where.
 
-``from_env`` reads the ``SLURM_*`` variables a job step sees; ``hostnames`` expands
+``from_env`` reads the ``SLURM_*`` variables a job step sees (through
+``hpcenv.kit.slurm_env``, which the probes use too); ``hostnames`` expands
 the node list (``scontrol show hostnames`` when installed, ``hostlist.expand``
 otherwise); ``layout`` places one rank per GPU (or per task) on each host.
 """
@@ -9,7 +10,6 @@ otherwise); ``layout`` places one rank per GPU (or per task) on each host.
 from __future__ import annotations
 
 import os
-import re
 import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -17,40 +17,34 @@ from dataclasses import dataclass
 from hpcenv import command
 from hpcenv.errors import BadInput, CommandFailed
 from hpcenv.facts_model import SlurmFacts
+from hpcenv.kit import slurm_env
 from hpcenv.slurm import hostlist
-
-
-def _int(env: Mapping[str, str], key: str) -> int | None:
-    value = env.get(key, "")
-    m = re.match(r"^(\d+)", value)  # SLURM_TASKS_PER_NODE looks like "4(x2)"
-    return int(m.group(1)) if m else None
 
 
 def from_env(env: Mapping[str, str]) -> SlurmFacts | None:
     """The SLURM allocation this process runs in, or ``None`` outside one."""
-    job = env.get("SLURM_JOB_ID") or env.get("SLURM_JOBID")
-    if not job:
+    s = slurm_env.read(env)
+    if not s.job_id:
         return None
-    nodelist = env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST")
     try:
-        hosts = tuple(hostlist.expand(nodelist)) if nodelist else ()
+        hosts = tuple(hostlist.expand(s.nodelist)) if s.nodelist else ()
     except BadInput:
         hosts = ()
     return SlurmFacts(
-        job_id=job,
-        nodelist=nodelist,
+        job_id=s.job_id,
+        nodelist=s.nodelist,
         hosts=hosts,
-        nnodes=_int(env, "SLURM_JOB_NUM_NODES") or _int(env, "SLURM_NNODES"),
-        ntasks=_int(env, "SLURM_NTASKS"),
+        nnodes=s.nnodes,
+        ntasks=s.ntasks,
         # only an explicit --ntasks-per-node: SLURM_TASKS_PER_NODE is always set ("1(x2)"
         # when no task count was asked for) and would cap ranks below the GPUs
-        ntasks_per_node=_int(env, "SLURM_NTASKS_PER_NODE"),
-        procid=_int(env, "SLURM_PROCID"),
-        localid=_int(env, "SLURM_LOCALID"),
-        gpus_on_node=_int(env, "SLURM_GPUS_ON_NODE"),
-        gpus=env.get("SLURM_GPUS_PER_NODE") or env.get("SLURM_GPUS") or env.get("SLURM_JOB_GPUS"),
+        ntasks_per_node=s.ntasks_per_node,
+        procid=s.procid,
+        localid=s.localid,
+        gpus_on_node=s.gpus_on_node,
+        gpus=s.gpus,
         cuda_visible_devices=env.get("CUDA_VISIBLE_DEVICES"),
-        partition=env.get("SLURM_JOB_PARTITION"),
+        partition=s.partition,
     )
 
 

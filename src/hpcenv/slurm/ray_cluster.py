@@ -40,7 +40,8 @@ from typing import Any
 
 from hpcenv import command
 from hpcenv.errors import CommandFailed, ProbeFailed
-from hpcenv.runner import free_port
+from hpcenv.kit import slurm_env
+from hpcenv.kit.ports import free_port
 
 #: How long every node gets to join the cluster.
 JOIN_TIMEOUT_S = 120.0
@@ -84,15 +85,13 @@ def plan(
     """Head on the first host; its IP as the other nodes resolve it."""
     if not hosts:
         raise ProbeFailed("Ray on SLURM: the allocation has no hosts")
-    env = os.environ if env is None else env
-    cpus = env.get("SLURM_CPUS_ON_NODE", "")
-    gpus = env.get("SLURM_GPUS_ON_NODE", "")
+    s = slurm_env.read(os.environ if env is None else env)
     return RayPlan(
         hosts=tuple(hosts),
         head_ip=head_ip or socket.gethostbyname(hosts[0]),
         port=port or free_port(),
-        num_cpus=int(cpus) if cpus.isdigit() else None,
-        num_gpus=int(gpus) if gpus.isdigit() else None,
+        num_cpus=s.cpus_on_node,
+        num_gpus=s.gpus_on_node,
     )
 
 

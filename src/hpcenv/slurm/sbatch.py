@@ -39,6 +39,7 @@ from pathlib import Path
 
 from hpcenv import command, paths, redact
 from hpcenv.errors import BadInput, CommandFailed
+from hpcenv.kit import registry
 from hpcenv.profile import KNOWN_PROBES, Profile
 
 TARGETS = ("probe", "build", *KNOWN_PROBES)
@@ -119,7 +120,7 @@ def gpu_directives(profile: Profile, nodes: int) -> list[str]:
 
 
 #: Targets that run a multi-rank probe: two gloo ranks on a CPU node, like local runs.
-MULTI_RANK_TARGETS = ("nccl", "probe")
+MULTI_RANK_TARGETS = (*sorted(registry.MULTI_RANK), "probe")
 
 
 def tasks_per_node(profile: Profile, override: int | None = None, target: str = "") -> int:

@@ -22,7 +22,7 @@ from typing import Any
 from hpcenv import command
 from hpcenv.errors import BadInput
 from hpcenv.facts_model import SlurmFacts
-from hpcenv.runner import free_port
+from hpcenv.kit.ports import free_port
 from hpcenv.slurm.allocation import Layout, from_env, hostnames, layout
 
 #: Variables a torchrun-style launcher sets; under srun the probe maps SLURM_* instead,
@@ -217,8 +217,10 @@ class SrunLauncher:
     def _start_with_ray(self, argv: Sequence[str], env: Mapping[str, str]) -> subprocess.Popen[Any]:
         """The ray probe, run by ``hpcenv.slurm.ray_cluster`` against a cluster over all hosts."""
         result_dir, name = Path(env["HPCENV_RESULT_DIR"]), env["HPCENV_PROBE_NAME"]
+        # -I: hpcenv's own python ignores the probe's PYTHONPATH (the kit alone, for the
+        # target environment), which the wrapper passes on to the probe unchanged
         wrapper = [
-            sys.executable, "-m", "hpcenv.slurm.ray_cluster",
+            sys.executable, "-I", "-m", "hpcenv.slurm.ray_cluster",
             "--hosts", ",".join(self.layout.hosts), "--python", argv[0],
             "--log-dir", str(result_dir),
             "--stdout", str(result_dir / f"{name}.rank0.stdout"),

@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from hpcenv.kit.status import Status
+
 PLUGIN_LOADED = re.compile(r"NET/Plugin\s*:?\s*Loaded net plugin (.+?) \((v\d+)\)")
 PLUGIN_MISSING = re.compile(r"NET/Plugin\s*:?\s*(Could not find:?\s*(\S+)|No plugin found)")
 OFI_VERSION = re.compile(r"NET/OFI Initializing aws-ofi-nccl (\S+)")
@@ -65,7 +67,7 @@ def is_ofi(network: str | None) -> bool:
     return bool(network) and any(n.lower() in network.lower() for n in OFI_NAMES)  # type: ignore[union-attr]
 
 
-def judge(parsed: dict[str, Any], expect: str) -> tuple[str, str, str]:
+def judge(parsed: dict[str, Any], expect: str) -> tuple[Status, str, str]:
     """(status, summary, remedy) for the network NCCL used, given the expected one.
 
     ``expect``: ``ofi``, ``ib``, ``socket`` or ``any`` (the profile's nccl_net).
@@ -73,7 +75,7 @@ def judge(parsed: dict[str, Any], expect: str) -> tuple[str, str, str]:
     net = parsed["network"]
     if parsed["failed_any_plugin"]:
         return (
-            "fail",
+            Status.FAIL,
             "NCCL: Failed to initialize any NET plugin",
             "NCCL_NET names a network no plugin provides: unset NCCL_NET on single-node "
             "runs, or load the plugin module (e.g. brics/aws-ofi-nccl) so libnccl-net.so "
@@ -81,7 +83,7 @@ def judge(parsed: dict[str, Any], expect: str) -> tuple[str, str, str]:
         )
     if net is None:
         return (
-            "error",
+            Status.ERROR,
             "NCCL printed no 'Using network' line",
             "rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET and read the log",
         )
@@ -98,14 +100,15 @@ def judge(parsed: dict[str, Any], expect: str) -> tuple[str, str, str]:
             else "the plugin did not initialise"
         )
         return (
-            "fail",
+            Status.FAIL,
             f"{summary}: expected the OFI plugin, NCCL fell back to {net} because {why}",
             "load the aws-ofi-nccl module (Isambard: brics/aws-ofi-nccl or brics/nccl) so "
             "libnccl-net.so is on LD_LIBRARY_PATH, or set NCCL_NET_PLUGIN to its path; "
             "check FI_PROVIDER=cxi",
         )
     if expect == "ib" and net != "IB":
-        return ("fail", f"{summary}: expected IB", "check the IB HCAs (ibv_devinfo), NCCL_IB_HCA")
+        fix = "check the IB HCAs (ibv_devinfo), NCCL_IB_HCA"
+        return (Status.FAIL, f"{summary}: expected IB", fix)
     if expect == "socket" and net != "Socket":
-        return ("fail", f"{summary}: expected Socket", "unset NCCL_NET_PLUGIN / NCCL_NET")
-    return ("pass", summary, "")
+        return (Status.FAIL, f"{summary}: expected Socket", "unset NCCL_NET_PLUGIN / NCCL_NET")
+    return (Status.PASS, summary, "")

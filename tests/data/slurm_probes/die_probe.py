@@ -6,10 +6,10 @@ from __future__ import annotations
 import sys
 import time
 
-import _common
+from hpcenv.kit import probe
 
 
-def body(ctx: _common.Context) -> None:
+def body(ctx: probe.Context) -> None:
     if ctx.rank.rank == 1:
         print("rank 1: simulated node failure", file=sys.stderr, flush=True)
         sys.exit(3)
@@ -17,4 +17,4 @@ def body(ctx: _common.Context) -> None:
 
 
 if __name__ == "__main__":
-    raise SystemExit(_common.main("die", body))
+    raise SystemExit(probe.main("die", body))

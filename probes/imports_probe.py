@@ -20,7 +20,8 @@ import time
 import warnings
 from typing import Any
 
-import _common
+from hpcenv.kit import probe
+from hpcenv.kit.status import Status
 
 NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 LINKER_ERRORS = re.compile(
@@ -92,12 +93,12 @@ def try_import(module: str) -> tuple[bool, str]:
     return True, ""
 
 
-def check_package(ctx: _common.Context, requirement: str) -> None:
+def check_package(ctx: probe.Context, requirement: str) -> None:
     name = dist_name(requirement)
     if name is None:
         ctx.check(
             requirement,
-            _common.SKIP,
+            Status.SKIP,
             "not a named requirement",
             remedy="name the package in [packages] install",
         )
@@ -107,7 +108,7 @@ def check_package(ctx: _common.Context, requirement: str) -> None:
     except md.PackageNotFoundError:
         ctx.check(
             name,
-            _common.FAIL,
+            Status.FAIL,
             "not installed in the environment",
             remedy=f"rebuild the environment (hpcenv build); '{requirement}' is missing",
         )
@@ -121,7 +122,7 @@ def check_package(ctx: _common.Context, requirement: str) -> None:
         if not ok:
             ctx.check(
                 name,
-                _common.FAIL,
+                Status.FAIL,
                 f"{name} {version}: import {top} failed: {err}",
                 remedy=remedy_for(name, err),
                 **info,
@@ -139,7 +140,7 @@ def check_package(ctx: _common.Context, requirement: str) -> None:
     if broken:
         ctx.check(
             name,
-            _common.FAIL,
+            Status.FAIL,
             f"{name} {version}: {len(broken)} compiled extension(s) do not load: {broken[0]}",
             remedy=remedy_for(name, broken[0]),
             broken=broken,
@@ -149,7 +150,7 @@ def check_package(ctx: _common.Context, requirement: str) -> None:
     ctx.metrics[f"{name}_import_s"] = info["import_s"]
     ctx.check(
         name,
-        _common.PASS,
+        Status.PASS,
         f"{name} {version}" + (f" ({info['extensions_checked']} extensions load)" if exts else ""),
         **info,
     )
@@ -172,7 +173,7 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--packages", nargs="*", help="requirements to check (default: profile's)")
 
 
-def body(ctx: _common.Context) -> None:
+def body(ctx: probe.Context) -> None:
     """Every package of the profile imports; versions; compiled extensions load."""
     requirements = ctx.args.packages
     if requirements is None:
@@ -182,10 +183,10 @@ def body(ctx: _common.Context) -> None:
     ctx.details["requirements"] = requirements
     for r in requirements:
         check_package(ctx, r)
-    ok = [c for c in ctx.checks if c["status"] == _common.PASS]
+    ok = [c for c in ctx.checks if c["status"] == Status.PASS]
     if len(ok) == len(ctx.checks):
         ctx.summary = f"{len(ok)} packages import: " + ", ".join(c["summary"] for c in ok)
 
 
 if __name__ == "__main__":
-    sys.exit(_common.main("imports", body, add_args))
+    sys.exit(probe.main("imports", body, add_args))

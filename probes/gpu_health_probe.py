@@ -14,7 +14,8 @@ import subprocess
 import sys
 from typing import Any
 
-import _common
+from hpcenv.kit import probe
+from hpcenv.kit.status import Status
 
 #: NVML clock throttle ("clocks event") reason bits (nvml.h).
 THROTTLE_BITS = {
@@ -157,7 +158,7 @@ def read_smi() -> list[dict[str, Any]] | None:
     return parse_smi(proc.stdout) if proc.returncode == 0 else None
 
 
-def judge(gpu: dict[str, Any], need_mib: int = 0) -> list[tuple[str, str, str, str]]:
+def judge(gpu: dict[str, Any], need_mib: int = 0) -> list[tuple[str, Status, str, str]]:
     """(check, status, summary, remedy) for one GPU; warnings pass with a note."""
     i, out = gpu["index"], []
     tag = f"GPU {i}"
@@ -165,7 +166,7 @@ def judge(gpu: dict[str, Any], need_mib: int = 0) -> list[tuple[str, str, str, s
         out.append(
             (
                 "ecc",
-                _common.FAIL,
+                Status.FAIL,
                 f"{tag}: {gpu['ecc_uncorrected']} uncorrected ECC errors",
                 "drain this node and report it; results computed on it may be wrong",
             )
@@ -174,7 +175,7 @@ def judge(gpu: dict[str, Any], need_mib: int = 0) -> list[tuple[str, str, str, s
         out.append(
             (
                 "row-remap",
-                _common.FAIL,
+                Status.FAIL,
                 f"{tag}: row remapping failed",
                 "the GPU memory is failing: drain the node and report it",
             )
@@ -183,7 +184,7 @@ def judge(gpu: dict[str, Any], need_mib: int = 0) -> list[tuple[str, str, str, s
         out.append(
             (
                 "row-remap",
-                _common.FAIL,
+                Status.FAIL,
                 f"{tag}: row remap / page retirement pending",
                 "the GPU needs a reset (nvidia-smi -r, or a node reboot) before use",
             )
@@ -193,7 +194,7 @@ def judge(gpu: dict[str, Any], need_mib: int = 0) -> list[tuple[str, str, str, s
         out.append(
             (
                 "memory",
-                _common.FAIL,
+                Status.FAIL,
                 f"{tag}: {free} MiB free, the job needs {need_mib}",
                 "another process holds GPU memory (nvidia-smi shows it), or pick bigger GPUs",
             )
@@ -203,7 +204,7 @@ def judge(gpu: dict[str, Any], need_mib: int = 0) -> list[tuple[str, str, str, s
         out.append(
             (
                 "throttle",
-                _common.FAIL,
+                Status.FAIL,
                 f"{tag}: clocks throttled ({', '.join(bad)})",
                 "hardware slowdown: check cooling/power; report the node",
             )
@@ -221,11 +222,11 @@ def judge(gpu: dict[str, Any], need_mib: int = 0) -> list[tuple[str, str, str, s
         notes.append(f"throttled: {', '.join(warn)}")
     if not out:
         desc = f"{tag} {gpu.get('name')}: healthy, {free} MiB free, {temp} C"
-        out.append(("health", _common.PASS, desc + (f" ({'; '.join(notes)})" if notes else ""), ""))
+        out.append(("health", Status.PASS, desc + (f" ({'; '.join(notes)})" if notes else ""), ""))
     return out
 
 
-def body(ctx: _common.Context) -> None:
+def body(ctx: probe.Context) -> None:
     """ECC, row remaps, free memory, persistence, throttling, temperature of every GPU."""
     gpus, source = read_nvml(), "pynvml"
     if gpus is None:
@@ -233,7 +234,7 @@ def body(ctx: _common.Context) -> None:
     if not gpus:
         ctx.check(
             "gpus",
-            _common.SKIP,
+            Status.SKIP,
             "no NVIDIA GPU or driver on this node (pynvml and nvidia-smi found none)",
             remedy="run on a GPU node; nothing to check here",
         )
@@ -248,7 +249,7 @@ def body(ctx: _common.Context) -> None:
         min_free_mib=min((g["memory_free_mib"] or 0) for g in gpus),
         max_temperature_c=max((g["temperature_c"] or 0) for g in gpus),
     )
-    if all(c["status"] == _common.PASS for c in ctx.checks):
+    if all(c["status"] == Status.PASS for c in ctx.checks):
         ctx.summary = (
             f"{len(gpus)} GPU(s) healthy ({source}): no uncorrected ECC, no pending "
             f"remaps, max {ctx.metrics['max_temperature_c']} C"
@@ -256,4 +257,4 @@ def body(ctx: _common.Context) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(_common.main("gpu-health", body))
+    sys.exit(probe.main("gpu-health", body))

@@ -22,7 +22,8 @@ import sys
 import time
 from typing import Any
 
-import _common
+from hpcenv.kit import nccl, netplugin, probe, versions
+from hpcenv.kit.status import Status
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -69,13 +70,6 @@ def bandwidths(nbytes: int, seconds: float, world: int) -> tuple[float, float]:
     return algbw, algbw * bus_factor(world)
 
 
-def version_tuple(text: str | None) -> tuple[int, ...] | None:
-    if not text:
-        return None
-    parts = re.findall(r"\d+", text)
-    return tuple(int(p) for p in parts[:3]) if parts else None
-
-
 def ll128_protected(env: dict[str, str] | os._Environ[str]) -> bool:
     """True when NCCL_PROTO excludes LL128 or NCCL_LL128_C2C=0 (the workaround is set)."""
     proto = env.get("NCCL_PROTO", "")
@@ -97,8 +91,8 @@ def gh200_risk(
     env: dict[str, str] | os._Environ[str],
 ) -> str | None:
     """Why this node is exposed to the GH200 LL128 corruption, or None when it is not."""
-    v = version_tuple(nccl_version)
-    if arch != "aarch64" or "9.0" not in capabilities or v is None:
+    v = versions.key(nccl_version or "")
+    if arch != "aarch64" or "9.0" not in capabilities or not v:
         return None
     if v < GH200_LL128_FIRST_BAD or not plugin or ll128_protected(env):
         return None
@@ -128,14 +122,14 @@ def add_args(p: argparse.ArgumentParser) -> None:
     )
 
 
-def body(ctx: _common.Context) -> None:
+def body(ctx: probe.Context) -> None:
     """Allreduce sweep checking every element (nccl-tests #wrong), with algbw/busbw."""
-    torch = _common.import_torch(ctx)
+    torch = probe.import_torch(ctx)
     if torch is None:
         return
     import torch.distributed as dist
 
-    _common.export_rank(ctx.rank)
+    probe.export_rank(ctx.rank)
     gpu = torch.cuda.is_available()
     backend = "nccl" if gpu else "gloo"
     a = ctx.args
@@ -152,10 +146,7 @@ def body(ctx: _common.Context) -> None:
         torch.cuda.set_device(device)
     else:
         device = torch.device("cpu")
-    nccl_version = None
-    if gpu:
-        v = torch.cuda.nccl.version()
-        nccl_version = ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
+    nccl_version = nccl.torch_nccl_version(torch) if gpu else None
     ctx.details.update(backend=backend, device=str(device), nccl_version=nccl_version)
 
     caps = []
@@ -167,12 +158,12 @@ def body(ctx: _common.Context) -> None:
         arch=platform.machine(),
         capabilities=caps,
         nccl_version=nccl_version,
-        plugin=_common.find_net_plugin(os.environ),
+        plugin=netplugin.find_net_plugin(os.environ),
         env=os.environ,
     )
     multi_node = ctx.rank.local_world_size < ctx.rank.world_size
     if risk and multi_node:
-        ctx.check("gh200-ll128", _common.FAIL, risk, remedy=WORKAROUND)
+        ctx.check("gh200-ll128", Status.FAIL, risk, remedy=WORKAROUND)
     elif risk:
         ctx.details["warnings"] = [f"{risk}; matters once jobs span nodes: {WORKAROUND}"]
 
@@ -213,7 +204,7 @@ def body(ctx: _common.Context) -> None:
         where = ", ".join(f"{_fmt(r['bytes'])}: {r['wrong']}" for r in bad[:5])
         ctx.check(
             "values",
-            _common.FAIL,
+            Status.FAIL,
             f"#wrong {wrong_total} element(s) across ranks ({where}); {backend}, {world} ranks",
             remedy="allreduce returned wrong values: do not train on this stack; "
             + (WORKAROUND + " on GH200 + OFI, " if risk else "")
@@ -223,7 +214,7 @@ def body(ctx: _common.Context) -> None:
         warn = f"; warning: {ctx.details['warnings'][0]}" if ctx.details.get("warnings") else ""
         ctx.check(
             "values",
-            _common.PASS,
+            Status.PASS,
             f"{backend} allreduce {span} x {world} ranks, every element correct, "
             f"busbw {rows[-1]['busbw_gbps']:.2f} GB/s at {_fmt(rows[-1]['bytes'])}{warn}",
         )
@@ -237,7 +228,7 @@ def _fmt(n: int) -> str:
 
 
 def sweep(
-    ctx: _common.Context,
+    ctx: probe.Context,
     *,
     torch: Any,
     dist: Any,
@@ -303,4 +294,4 @@ def sweep(
 
 
 if __name__ == "__main__":
-    sys.exit(_common.main("nccl", body, add_args))
+    sys.exit(probe.main("nccl", body, add_args))

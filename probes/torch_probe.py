@@ -6,9 +6,6 @@ The symptom of a wrong wheel variant (cu130 on a V100, KNOWLEDGE.md section 2) i
 not at import; this probe triggers that on purpose and names the variant to
 install. On a CPU node the CUDA checks skip with the reason and the CPU checks
 still run, so the probe passes.
-
-(The file is named like the package; ``_common`` makes ``import torch`` skip this
-directory and find the real package.)
 """
 
 from __future__ import annotations
@@ -17,7 +14,8 @@ import re
 import sys
 from typing import Any
 
-import _common
+from hpcenv.kit import probe
+from hpcenv.kit.status import Status
 
 
 def arch_supported(capability: str, arch_list: list[str]) -> tuple[bool, str]:
@@ -60,7 +58,7 @@ def backend_of(cuda: str | None) -> str:
     return f"cu{cuda.replace('.', '')}" if cuda else "cpu"
 
 
-def check_build(ctx: _common.Context, torch: Any) -> None:
+def check_build(ctx: probe.Context, torch: Any) -> None:
     cuda = torch.version.cuda
     ctx.details.update(torch=torch.__version__, cuda_build=cuda, backend=backend_of(cuda))
     want = str(ctx.config.get("torch_backend") or "auto")
@@ -68,16 +66,16 @@ def check_build(ctx: _common.Context, torch: Any) -> None:
     if want not in ("auto", have):
         ctx.check(
             "build",
-            _common.FAIL,
+            Status.FAIL,
             f"torch {torch.__version__} is a {have} build, the profile pins {want}",
             remedy=f"rebuild the environment: the {want} wheel was not installed "
             "(a plain PyPI torch is another variant)",
         )
     else:
-        ctx.check("build", _common.PASS, f"torch {torch.__version__} ({have} build)")
+        ctx.check("build", Status.PASS, f"torch {torch.__version__} ({have} build)")
 
 
-def check_cpu(ctx: _common.Context, torch: Any) -> None:
+def check_cpu(ctx: probe.Context, torch: Any) -> None:
     g = torch.Generator().manual_seed(0)
     a = torch.randn(128, 96, generator=g)
     b = torch.randn(96, 64, generator=g)
@@ -92,11 +90,11 @@ def check_cpu(ctx: _common.Context, torch: Any) -> None:
     exact_ok = (small @ small.T).tolist() == exact
     ctx.metrics["cpu_matmul_max_abs_err"] = err
     if err < 1e-3 and exact_ok:
-        ctx.check("cpu-matmul", _common.PASS, f"CPU matmul correct (max error {err:.1e})")
+        ctx.check("cpu-matmul", Status.PASS, f"CPU matmul correct (max error {err:.1e})")
     else:
         ctx.check(
             "cpu-matmul",
-            _common.FAIL,
+            Status.FAIL,
             f"CPU matmul wrong (max error {err:.1e}, "
             f"exact integer check {'ok' if exact_ok else 'failed'})",
             remedy="the CPU BLAS in this torch build is broken on this CPU: try another "
@@ -104,7 +102,7 @@ def check_cpu(ctx: _common.Context, torch: Any) -> None:
         )
 
 
-def check_gpus(ctx: _common.Context, torch: Any) -> None:
+def check_gpus(ctx: probe.Context, torch: Any) -> None:
     if not torch.cuda.is_available():
         reason = (
             "torch is a CPU build"
@@ -114,7 +112,7 @@ def check_gpus(ctx: _common.Context, torch: Any) -> None:
         for name in ("arch-list", "kernel", "gpu-matmul", "bf16"):
             ctx.check(
                 name,
-                _common.SKIP,
+                Status.SKIP,
                 f"no GPU: {reason}",
                 remedy="run on a GPU node to check the CUDA parts",
             )
@@ -133,7 +131,7 @@ def check_gpus(ctx: _common.Context, torch: Any) -> None:
         if not ok:
             ctx.check(
                 "arch-list",
-                _common.FAIL,
+                Status.FAIL,
                 f"GPU {i} {name} (sm {cap}) is not in this build's archs {archs}",
                 remedy=variant_hint(cap),
             )
@@ -141,7 +139,7 @@ def check_gpus(ctx: _common.Context, torch: Any) -> None:
     if not any(c["name"] == "arch-list" for c in ctx.checks):
         ctx.check(
             "arch-list",
-            _common.PASS,
+            Status.PASS,
             f"{n} GPU(s) {', '.join(sorted({g['name'] for g in gpus}))} "
             f"covered by {', '.join(sorted({g['arch'] for g in gpus}))}",
         )
@@ -158,17 +156,17 @@ def check_gpus(ctx: _common.Context, torch: Any) -> None:
                 if "no kernel image" in msg
                 else ("check the driver (hpcenv facts) and gpu-health")
             )
-            ctx.check("kernel", _common.FAIL, f"GPU {i}: kernel failed: {msg}", remedy=hint)
+            ctx.check("kernel", Status.FAIL, f"GPU {i}: kernel failed: {msg}", remedy=hint)
             return
         if not ok:
             ctx.check(
                 "kernel",
-                _common.FAIL,
+                Status.FAIL,
                 f"GPU {i}: kernel gave a wrong sum",
                 remedy="run gpu-health; report the GPU",
             )
             return
-    ctx.check("kernel", _common.PASS, f"a kernel ran on all {n} GPU(s)")
+    ctx.check("kernel", Status.PASS, f"a kernel ran on all {n} GPU(s)")
     worst = 0.0
     gen = torch.Generator().manual_seed(1)
     a = torch.randn(512, 512, generator=gen)
@@ -179,11 +177,11 @@ def check_gpus(ctx: _common.Context, torch: Any) -> None:
         worst = max(worst, float((got - ref).abs().max() / ref.abs().max()))
     ctx.metrics["gpu_matmul_rel_err"] = worst
     if worst < 1e-2:  # TF32 (if a user enabled it) stays well inside this
-        ctx.check("gpu-matmul", _common.PASS, f"GPU matmul matches CPU (rel. error {worst:.1e})")
+        ctx.check("gpu-matmul", Status.PASS, f"GPU matmul matches CPU (rel. error {worst:.1e})")
     else:
         ctx.check(
             "gpu-matmul",
-            _common.FAIL,
+            Status.FAIL,
             f"GPU matmul differs from CPU ({worst:.1e})",
             remedy="run gpu-health on this node; report the GPU if ECC errors show",
         )
@@ -192,7 +190,7 @@ def check_gpus(ctx: _common.Context, torch: Any) -> None:
     if low or not torch.cuda.is_bf16_supported():
         ctx.check(
             "bf16",
-            _common.SKIP,
+            Status.SKIP,
             f"bf16 not supported natively on sm {', '.join(low or caps)} (V100/Turing)",
             remedy="train in fp16 with loss scaling (torch.amp GradScaler) on these GPUs",
         )
@@ -202,26 +200,26 @@ def check_gpus(ctx: _common.Context, torch: Any) -> None:
         )
         ctx.check(
             "bf16",
-            _common.PASS if float(y[0, 0]) == 64.0 else _common.FAIL,
+            Status.PASS if float(y[0, 0]) == 64.0 else Status.FAIL,
             "bf16 matmul runs",
             remedy="bf16 matmul gave a wrong value: report the GPU",
         )
 
 
-def body(ctx: _common.Context) -> None:
+def body(ctx: probe.Context) -> None:
     """Version, CUDA build, arch list, a kernel, matmul vs CPU, bf16."""
-    torch = _common.import_torch(ctx)
+    torch = probe.import_torch(ctx)
     if torch is None:
         return
     check_build(ctx, torch)
     check_cpu(ctx, torch)
     check_gpus(ctx, torch)
     skipped = ctx.details.get("cuda_skipped")
-    if skipped and all(c["status"] != _common.FAIL for c in ctx.checks):
+    if skipped and all(c["status"] != Status.FAIL for c in ctx.checks):
         ctx.summary = (
             f"torch {torch.__version__}: CPU matmul correct; CUDA checks skipped ({skipped})"
         )
 
 
 if __name__ == "__main__":
-    sys.exit(_common.main("torch", body))
+    sys.exit(probe.main("torch", body))

@@ -5,37 +5,34 @@ otherwise it starts a small local Ray (2 CPUs, no dashboard, on 127.0.0.1) and
 always shuts it down. One task is pinned to each alive node (NodeAffinity), so a
 node that joined but cannot run work is named; the cluster's GPU count must equal
 what the allocation gave (CUDA_VISIBLE_DEVICES / SLURM_GPUS_ON_NODE per node).
-
-(Named like the package; ``_common`` makes the import skip this directory.)
 """
 
 from __future__ import annotations
 
 import os
-import re
 import socket
 import sys
+from collections.abc import Mapping
 from typing import Any
 
-import _common
+from hpcenv.kit import nvidia_proc, probe, slurm_env
+from hpcenv.kit.status import Status
 
 
-def visible_gpus(env: dict[str, str] | os._Environ[str], node_gpus: int) -> int:
+def visible_gpus(env: Mapping[str, str], node_gpus: int) -> int:
     """GPUs one node may use: CUDA_VISIBLE_DEVICES, else SLURM_GPUS_ON_NODE, else all."""
     cvd = env.get("CUDA_VISIBLE_DEVICES")
     if cvd is not None:
         return len([d for d in cvd.split(",") if d.strip() and d.strip() != "-1"])
-    m = re.match(r"(\d+)", env.get("SLURM_GPUS_ON_NODE", ""))
-    if m:
-        return int(m.group(1))
-    return node_gpus
+    on_node = slurm_env.read(env).gpus_on_node
+    return on_node if on_node is not None else node_gpus
 
 
 def where() -> dict[str, Any]:
     return {"host": socket.gethostname(), "pid": os.getpid()}
 
 
-def body(ctx: _common.Context) -> None:
+def body(ctx: probe.Context) -> None:
     """Start/join Ray, one task per alive node, GPU resources vs the allocation."""
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     import ray
@@ -73,7 +70,7 @@ def body(ctx: _common.Context) -> None:
     if failed or not ran:
         ctx.check(
             "tasks",
-            _common.FAIL,
+            Status.FAIL,
             f"tasks ran on {len(ran)} of {len(nodes)} alive node(s); failed: {failed[:3]}",
             remedy="a Ray worker node cannot run tasks: check its raylet log "
             "(/tmp/ray/session_latest/logs) and that the node has the same venv",
@@ -81,25 +78,25 @@ def body(ctx: _common.Context) -> None:
     else:
         ctx.check(
             "tasks",
-            _common.PASS,
+            Status.PASS,
             f"Ray {ray.__version__}: a task ran on each of {len(nodes)} node(s) "
             f"({', '.join(hosts)})",
         )
-    per_node = visible_gpus(os.environ, len(_common.proc_gpus()))
+    per_node = visible_gpus(os.environ, len(nvidia_proc.gpu_models()))
     expected = per_node * len(nodes)
     have = int(resources.get("GPU", 0))
     if have != expected:
         ctx.check(
             "gpus",
-            _common.FAIL,
+            Status.FAIL,
             f"Ray sees {have} GPU(s), the allocation gives {expected} "
             f"({per_node} per node x {len(nodes)})",
             remedy="start Ray workers with --num-gpus matching the allocation "
             "(SLURM_GPUS_ON_NODE), and keep CUDA_VISIBLE_DEVICES as SLURM set it",
         )
     else:
-        ctx.check("gpus", _common.PASS, f"Ray GPU resources {have} match the allocation")
+        ctx.check("gpus", Status.PASS, f"Ray GPU resources {have} match the allocation")
 
 
 if __name__ == "__main__":
-    sys.exit(_common.main("ray", body))
+    sys.exit(probe.main("ray", body))

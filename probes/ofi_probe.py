@@ -1,6 +1,6 @@
 """The NCCL network plugin (aws-ofi-nccl) and libfabric: present, compatible, really used.
 
-1. finds the plugin NCCL would open (``_common.find_net_plugin``: NCCL_NET_PLUGIN,
+1. finds the plugin NCCL would open (``hpcenv.kit.netplugin``: NCCL_NET_PLUGIN,
    else libnccl-net.so on the loader path) and reads its exported
    ``ncclNetPlugin_vN`` symbols from the ELF dynamic symbol table (``_elf.py``);
 2. reads NCCL's version (the environment's libnccl.so.2 via ncclGetVersion, else
@@ -9,7 +9,7 @@
 3. lists libfabric providers (``fi_info -l``) and checks the expected one (cxi on
    Slingshot);
 4. on GPUs, runs a short NCCL init with NCCL_DEBUG=INFO and reads which network
-   NCCL really used (``_nccl_log.py``), failing when OFI was expected and NCCL fell
+   NCCL really used (``hpcenv.kit.nccl_log``), failing when OFI was expected and NCCL fell
    back to Socket.
 """
 
@@ -20,7 +20,6 @@ import ctypes
 import ctypes.util
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -28,50 +27,35 @@ import sysconfig
 from pathlib import Path
 from typing import Any
 
-import _common
 import _elf
-import _nccl_log
+
+from hpcenv.kit import (
+    children,
+    libfabric,
+    nccl,
+    nccl_log,
+    netplugin,
+    nvidia_proc,
+    ports,
+    probe,
+    versions,
+)
+from hpcenv.kit.status import Status
 
 HERE = Path(__file__).resolve().parent
 
 
 def load_table() -> dict[str, Any]:
-    return json.loads((HERE / "_ofi_api.json").read_text())
-
-
-def _version_key(text: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in re.findall(r"\d+", text)[:3])
-
-
-def _in_range(version: tuple[int, ...], spec: str) -> bool:
-    """'>=2.21,<2.24' on (2, 23, 4): minor-level bounds as in the table."""
-    for part in spec.split(","):
-        m = re.fullmatch(r"\s*(>=|<)\s*([\d.]+)\s*", part)
-        if not m:
-            return False
-        bound = _version_key(m.group(2))
-        head = version[: len(bound)]
-        if m.group(1) == ">=" and head < bound:
-            return False
-        if m.group(1) == "<" and head >= bound:
-            return False
-    return True
+    table: dict[str, Any] = json.loads((HERE / "_ofi_api.json").read_text())
+    return table
 
 
 def nccl_tries(nccl_version: str, table: dict[str, Any] | None = None) -> list[int] | None:
     """Plugin API versions this NCCL release tries, newest first; None when not in the table."""
-    v = _version_key(nccl_version)
     for row in (table or load_table())["nccl_tries"]:
-        if _in_range(v, row["nccl"]):
+        if versions.in_range(nccl_version, row["nccl"]):
             return list(row["versions"])
     return None
-
-
-def decode_nccl_version(code: int) -> str:
-    """ncclGetVersion's integer: X*10000+Y*100+Z from 2.9 on, X*1000+Y*100+Z before."""
-    if code >= 10000:
-        return f"{code // 10000}.{code % 10000 // 100}.{code % 100}"
-    return f"{code // 1000}.{code % 1000 // 100}.{code % 100}"
 
 
 def libnccl_candidates(env: dict[str, str] | os._Environ[str]) -> list[str]:
@@ -94,18 +78,16 @@ def nccl_version(env: dict[str, str] | os._Environ[str]) -> tuple[str | None, st
             handle = ctypes.CDLL(lib)
             code = ctypes.c_int(0)
             if handle.ncclGetVersion(ctypes.byref(code)) == 0 and code.value:
-                return decode_nccl_version(code.value), lib
+                return nccl.decode_version(code.value), lib
         except (OSError, AttributeError):
             continue
     try:
         import torch
-
-        if getattr(torch.version, "cuda", None):
-            v = torch.cuda.nccl.version()
-            text = ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
-            return text, "torch.cuda.nccl.version()"
-    except Exception:  # a CPU torch build, or no torch: the version stays unknown
-        pass
+    except ImportError:  # no torch: the version stays unknown
+        torch = None
+    text = nccl.torch_nccl_version(torch) if torch is not None else None
+    if text:
+        return text, "torch.cuda.nccl.version()"
     return None, "no libnccl.so found (environment, LD_LIBRARY_PATH, loader) and no CUDA torch"
 
 
@@ -113,13 +95,14 @@ def fi_providers() -> list[str] | None:
     exe = shutil.which("fi_info")
     if exe is None:
         return None
-    proc = subprocess.run([exe, "-l"], capture_output=True, text=True, timeout=30, check=False)
-    names = []
-    for line in proc.stdout.splitlines():
-        m = re.match(r"^([A-Za-z0-9_;.-]+):\s*$", line)
-        if m and m.group(1) not in names:
-            names.append(m.group(1))
-    return names
+    proc = subprocess.run(
+        [exe, "-l"],
+        capture_output=True,
+        text=True,
+        timeout=libfabric.FI_INFO_TIMEOUT_S,
+        check=False,
+    )
+    return list(libfabric.parse_fi_info_list(proc.stdout))
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
@@ -132,8 +115,8 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--nccl-init-worker", action="store_true", help=argparse.SUPPRESS)
 
 
-def check_plugin(ctx: _common.Context, expect: str) -> None:
-    plugin = _common.find_net_plugin(os.environ)
+def check_plugin(ctx: probe.Context, expect: str) -> None:
+    plugin = netplugin.find_net_plugin(os.environ)
     version, where = nccl_version(os.environ)
     ctx.details.update(plugin=plugin, nccl_version=version, nccl_version_from=where)
     if version:
@@ -142,7 +125,7 @@ def check_plugin(ctx: _common.Context, expect: str) -> None:
         if expect == "ofi":
             ctx.check(
                 "plugin",
-                _common.FAIL,
+                Status.FAIL,
                 "no NCCL net plugin found (NCCL_NET_PLUGIN / libnccl-net.so on LD_LIBRARY_PATH)",
                 remedy="load the aws-ofi-nccl module (Isambard: brics/aws-ofi-nccl/1.8.1 or "
                 "brics/nccl) or set NCCL_NET_PLUGIN to the plugin's path",
@@ -150,7 +133,7 @@ def check_plugin(ctx: _common.Context, expect: str) -> None:
         else:
             ctx.check(
                 "plugin",
-                _common.SKIP,
+                Status.SKIP,
                 f"no NCCL net plugin found, and the profile expects none (nccl_net={expect})",
                 remedy="nothing to do here; profiles for Slingshot clusters set "
                 "platform.nccl_net = 'ofi'",
@@ -161,7 +144,7 @@ def check_plugin(ctx: _common.Context, expect: str) -> None:
     except (OSError, _elf.ElfError) as exc:
         ctx.check(
             "plugin",
-            _common.FAIL,
+            Status.FAIL,
             f"cannot read {plugin}: {exc}",
             remedy="check the plugin file (a 64-bit shared library)",
         )
@@ -171,7 +154,7 @@ def check_plugin(ctx: _common.Context, expect: str) -> None:
     if not exported:
         ctx.check(
             "plugin",
-            _common.FAIL,
+            Status.FAIL,
             f"{plugin} exports no ncclNetPlugin_vN symbol",
             remedy="this is not an NCCL net plugin; point NCCL_NET_PLUGIN at aws-ofi-nccl",
         )
@@ -179,7 +162,7 @@ def check_plugin(ctx: _common.Context, expect: str) -> None:
     if version is None:
         ctx.check(
             "plugin",
-            _common.SKIP,
+            Status.SKIP,
             f"{plugin} exports API v{exported[-1]}..v{exported[0]}; NCCL version unknown ({where})",
             remedy="install the NCCL the job uses (nvidia-nccl-cu12/cu13) or a CUDA torch so "
             "the API match can be checked",
@@ -189,7 +172,7 @@ def check_plugin(ctx: _common.Context, expect: str) -> None:
     if tries is None:
         ctx.check(
             "plugin",
-            _common.SKIP,
+            Status.SKIP,
             f"NCCL {version} is not in the plugin API table (probes/_ofi_api.json)",
             remedy="add the API versions this NCCL release tries to probes/_ofi_api.json",
         )
@@ -199,7 +182,7 @@ def check_plugin(ctx: _common.Context, expect: str) -> None:
     if not shared:
         ctx.check(
             "plugin",
-            _common.FAIL,
+            Status.FAIL,
             f"NCCL {version} tries plugin API v{tries[0]}..v{tries[-1]} but {plugin} exports "
             f"v{exported[-1]}..v{exported[0]}: NCCL will not load it and falls back to sockets",
             remedy="use an aws-ofi-nccl release that exports an API this NCCL tries (newer "
@@ -208,27 +191,27 @@ def check_plugin(ctx: _common.Context, expect: str) -> None:
     else:
         ctx.check(
             "plugin",
-            _common.PASS,
+            Status.PASS,
             f"{Path(plugin).name} v{shared[0]} matches NCCL {version} "
             f"(tries v{tries[0]}..v{tries[-1]}, plugin v{exported[-1]}..v{exported[0]})",
         )
 
 
-def check_providers(ctx: _common.Context, expected: str) -> None:
+def check_providers(ctx: probe.Context, expected: str) -> None:
     providers = fi_providers()
     ctx.details["libfabric_providers"] = providers
     if providers is None:
         if expected:
             ctx.check(
                 "libfabric",
-                _common.FAIL,
+                Status.FAIL,
                 "fi_info not found",
                 remedy="load the libfabric module (Isambard: it comes with PrgEnv-cray)",
             )
         else:
             ctx.check(
                 "libfabric",
-                _common.SKIP,
+                Status.SKIP,
                 "fi_info not found",
                 remedy="install libfabric-bin to list providers (only needed on "
                 "libfabric networks)",
@@ -237,7 +220,7 @@ def check_providers(ctx: _common.Context, expected: str) -> None:
     if expected and expected not in providers:
         ctx.check(
             "libfabric",
-            _common.FAIL,
+            Status.FAIL,
             f"provider {expected} missing; fi_info -l lists: {', '.join(providers) or 'none'}",
             remedy=f"the node's NIC is not visible to libfabric as {expected}: run on a compute "
             "node, load the libfabric module, check FI_PROVIDER",
@@ -245,7 +228,7 @@ def check_providers(ctx: _common.Context, expected: str) -> None:
         return
     want = f", expected {expected} present" if expected else ""
     shown = ", ".join(providers[:6]) + (", ..." if len(providers) > 6 else "")
-    ctx.check("libfabric", _common.PASS, f"{len(providers)} providers ({shown}){want}")
+    ctx.check("libfabric", Status.PASS, f"{len(providers)} providers ({shown}){want}")
 
 
 def nccl_init_worker() -> int:
@@ -265,11 +248,11 @@ def nccl_init_worker() -> int:
     return 0
 
 
-def check_nccl_init(ctx: _common.Context, expect: str) -> None:
-    if _common.driver_version() is None and not _common.proc_gpus():
+def check_nccl_init(ctx: probe.Context, expect: str) -> None:
+    if nvidia_proc.driver_version() is None and not nvidia_proc.gpu_models():
         ctx.check(
             "nccl-init",
-            _common.SKIP,
+            Status.SKIP,
             "no GPU: no NVIDIA driver on this node",
             remedy="run on a GPU node to see which network NCCL uses",
         )
@@ -279,7 +262,7 @@ def check_nccl_init(ctx: _common.Context, expect: str) -> None:
     except ImportError:
         ctx.check(
             "nccl-init",
-            _common.SKIP,
+            Status.SKIP,
             "torch is not installed",
             remedy="install torch to see which network NCCL uses",
         )
@@ -287,7 +270,7 @@ def check_nccl_init(ctx: _common.Context, expect: str) -> None:
     if not torch.cuda.is_available():
         ctx.check(
             "nccl-init",
-            _common.SKIP,
+            Status.SKIP,
             "no GPU: NCCL cannot start here",
             remedy="run on a GPU node to see which network NCCL uses",
         )
@@ -298,38 +281,38 @@ def check_nccl_init(ctx: _common.Context, expect: str) -> None:
         NCCL_DEBUG="INFO",
         NCCL_DEBUG_SUBSYS="INIT,NET",
         MASTER_ADDR="127.0.0.1",
-        MASTER_PORT=str(_common.free_port()),
+        MASTER_PORT=str(ports.free_port()),
         WORLD_SIZE=str(world),
     )
     worker = [sys.executable, str(Path(__file__).resolve()), "--nccl-init-worker"]
     # one deadline for all ranks, well before the runner's timeout; the workers stay in
     # the probe's process group and die with it, so a timeout leaves no GPU held
-    children = _common.run_children(
+    workers = children.run_children(
         [(worker, dict(env, RANK=str(k), LOCAL_RANK=str(k))) for k in range(world)],
-        _common.deadline(ctx.config),
+        probe.deadline(ctx.config),
     )
-    text = "\n".join(c.output for c in children)
-    parsed = _nccl_log.parse(text)
+    text = "\n".join(c.output for c in workers)
+    parsed = nccl_log.parse(text)
     ctx.details["nccl_init"] = {
         **parsed,
         "ranks": world,
-        "exit_codes": [c.returncode for c in children],
-        "timed_out": [c.timed_out for c in children],
+        "exit_codes": [c.returncode for c in workers],
+        "timed_out": [c.timed_out for c in workers],
     }
-    status, summary, remedy = _nccl_log.judge(parsed, expect)
-    hung = [k for k, c in enumerate(children) if c.timed_out]
+    status, summary, remedy = nccl_log.judge(parsed, expect)
+    hung = [k for k, c in enumerate(workers) if c.timed_out]
     if hung:
-        status = _common.FAIL
+        status = Status.FAIL
         summary = f"NCCL init of rank(s) {hung} did not finish before the probe's deadline"
         remedy = "read details.nccl_init, rerun with NCCL_DEBUG=INFO, or raise --timeout"
-    elif status == _common.PASS and any(c.returncode != 0 for c in children):
+    elif status == Status.PASS and any(c.returncode != 0 for c in workers):
         tail = text.strip().splitlines()[-1:] or [""]
-        status, summary = _common.FAIL, f"{summary}, but the init failed: {tail[0]}"
+        status, summary = Status.FAIL, f"{summary}, but the init failed: {tail[0]}"
         remedy = "read details.nccl_init and rerun with NCCL_DEBUG=INFO"
     ctx.check("nccl-init", status, summary, remedy=remedy)
 
 
-def body(ctx: _common.Context) -> None:
+def body(ctx: probe.Context) -> None:
     """NCCL net plugin present and API-compatible, libfabric provider, network used."""
     expect = ctx.args.expect_net or ctx.config.get("nccl_net") or "any"
     provider = ctx.args.expect_provider
@@ -344,4 +327,4 @@ def body(ctx: _common.Context) -> None:
 if __name__ == "__main__":
     if "--nccl-init-worker" in sys.argv:
         sys.exit(nccl_init_worker())
-    sys.exit(_common.main("ofi", body, add_args))
+    sys.exit(probe.main("ofi", body, add_args))

@@ -1,16 +1,18 @@
-"""A minimal 2-rank gloo allreduce in the probe protocol (probes/_common.py), used by the
-SLURM tests to run torch.distributed across srun's ranks without depending on the full
-nccl probe; the real probes/nccl.py is run too when it is present."""
+"""A minimal 2-rank gloo allreduce in the probe protocol (``hpcenv.kit.probe``), used by
+the SLURM tests to run torch.distributed across srun's ranks without depending on the
+full nccl probe; the real probes/nccl_probe.py is run too."""
 
 from __future__ import annotations
 
-import _common
 import torch
 import torch.distributed as dist
 
+from hpcenv.kit import probe
+from hpcenv.kit.status import Status
 
-def body(ctx: _common.Context) -> None:
-    _common.export_rank(ctx.rank)
+
+def body(ctx: probe.Context) -> None:
+    probe.export_rank(ctx.rank)
     dist.init_process_group("gloo", init_method="env://")
     try:
         world = dist.get_world_size()
@@ -20,7 +22,7 @@ def body(ctx: _common.Context) -> None:
         wrong = int((t != want).sum())
         ctx.check(
             "allreduce",
-            _common.PASS if wrong == 0 else _common.FAIL,
+            Status.PASS if wrong == 0 else Status.FAIL,
             f"{world} ranks, {wrong} wrong elements",
             remedy="" if wrong == 0 else "an allreduce returned wrong values",
             world=world,
@@ -31,4 +33,4 @@ def body(ctx: _common.Context) -> None:
 
 
 if __name__ == "__main__":
-    raise SystemExit(_common.main("allreduce", body))
+    raise SystemExit(probe.main("allreduce", body))

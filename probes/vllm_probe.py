@@ -5,8 +5,6 @@ a short generation when given ``--model PATH`` (a local model directory).
 vLLM wheels are built against one torch version (their metadata pins
 ``torch==X``); a torch swap after installing vLLM gives undefined-symbol errors
 or silent misbehaviour, so the pin is compared, not assumed.
-
-(Named like the package; ``_common`` makes the import skip this directory.)
 """
 
 from __future__ import annotations
@@ -19,31 +17,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import _common
+from hpcenv.kit import probe, versions
+from hpcenv.kit.status import Status
 
 HERE = Path(__file__).resolve().parent
 
 
-def _vkey(text: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in re.findall(r"\d+", text.split("+", maxsplit=1)[0])[:3])
-
-
-def _in(version: tuple[int, ...], spec: str) -> bool:
-    for part in spec.split(","):
-        m = re.fullmatch(r"\s*(>=|<)\s*([\d.]+)\s*", part)
-        if not m:
-            return False
-        bound = _vkey(m.group(2))
-        head = version[: len(bound)]
-        if (m.group(1) == ">=" and head < bound) or (m.group(1) == "<" and head >= bound):
-            return False
-    return True
-
-
 def min_capability(vllm_version: str) -> dict[str, Any] | None:
     table = json.loads((HERE / "_vllm.json").read_text())["min_compute_capability"]
-    v = _vkey(vllm_version)
-    return next((row for row in table if _in(v, row["vllm"])), None)
+    return next((row for row in table if versions.in_range(vllm_version, row["vllm"])), None)
 
 
 def torch_pin(requires: list[str]) -> str | None:
@@ -59,14 +41,14 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", help="local model directory for a short generation")
 
 
-def body(ctx: _common.Context) -> None:
+def body(ctx: probe.Context) -> None:
     """Import, version, compute capability minimum, torch pin, optional generation."""
     try:
         version = md.version("vllm")
     except md.PackageNotFoundError:
         ctx.check(
             "installed",
-            _common.SKIP,
+            Status.SKIP,
             "vllm is not installed in this environment",
             remedy="add 'vllm' to [packages] install if the project serves models",
         )
@@ -78,10 +60,10 @@ def body(ctx: _common.Context) -> None:
     except md.PackageNotFoundError:
         torch_version = None
     ctx.details.update(torch_pin=pin, torch=torch_version)
-    if pin and torch_version and _vkey(pin) != _vkey(torch_version):
+    if pin and torch_version and versions.key(pin) != versions.key(torch_version):
         ctx.check(
             "torch-pin",
-            _common.FAIL,
+            Status.FAIL,
             f"vllm {version} was built for torch {pin}, the environment has {torch_version}",
             remedy=f"install torch=={pin} (same CUDA variant) or the vllm release built "
             f"for torch {torch_version}",
@@ -89,7 +71,7 @@ def body(ctx: _common.Context) -> None:
     else:
         ctx.check(
             "torch-pin",
-            _common.PASS,
+            Status.PASS,
             f"built for torch {pin or '(no pin)'}, installed {torch_version}",
         )
     try:
@@ -97,25 +79,25 @@ def body(ctx: _common.Context) -> None:
     except Exception as exc:  # a broken vllm import is the finding
         ctx.check(
             "import",
-            _common.FAIL,
+            Status.FAIL,
             f"import vllm failed: {type(exc).__name__}: {exc}",
             remedy="reinstall vllm for this torch/CUDA (see torch-pin)",
         )
         return
-    ctx.check("import", _common.PASS, f"vllm {version} imports")
+    ctx.check("import", Status.PASS, f"vllm {version} imports")
     import torch
 
     row = min_capability(version)
     if not torch.cuda.is_available():
         ctx.check(
             "capability",
-            _common.SKIP,
+            Status.SKIP,
             "no GPU: compute capability not checked",
             remedy="run on a GPU node",
         )
         ctx.check(
             "generate",
-            _common.SKIP,
+            Status.SKIP,
             "no GPU: vLLM cannot generate here",
             remedy="run on a GPU node with --model PATH",
         )
@@ -127,17 +109,17 @@ def body(ctx: _common.Context) -> None:
     if row is None:
         ctx.check(
             "capability",
-            _common.SKIP,
+            Status.SKIP,
             f"vllm {version} not in probes/_vllm.json",
             remedy="add this release's minimum to probes/_vllm.json",
         )
     else:
-        low = [c for c in caps if _vkey(c) < _vkey(row["min"])]
+        low = [c for c in caps if versions.key(c) < versions.key(row["min"])]
         note = " (unconfirmed minimum)" if row.get("unconfirmed") else ""
         if low:
             ctx.check(
                 "capability",
-                _common.FAIL,
+                Status.FAIL,
                 f"vllm {version} needs compute capability >= {row['min']}{note}, "
                 f"GPU(s) have {', '.join(sorted(set(low)))}",
                 remedy="use an older vllm release that still supports these GPUs "
@@ -146,14 +128,14 @@ def body(ctx: _common.Context) -> None:
         else:
             ctx.check(
                 "capability",
-                _common.PASS,
+                Status.PASS,
                 f"GPUs sm {', '.join(sorted(set(caps)))} >= {row['min']}{note}",
             )
     model = ctx.args.model
     if not model:
         ctx.check(
             "generate",
-            _common.SKIP,
+            Status.SKIP,
             "no --model PATH given",
             remedy="pass --model /path/to/a/small/local/model for a generation test",
         )
@@ -167,11 +149,11 @@ def body(ctx: _common.Context) -> None:
     ok = bool(text.strip())
     ctx.check(
         "generate",
-        _common.PASS if ok else _common.FAIL,
+        Status.PASS if ok else Status.FAIL,
         f"generated {len(text)} chars from {Path(model).name}",
         remedy="vLLM produced no text: read the engine log on stderr",
     )
 
 
 if __name__ == "__main__":
-    sys.exit(_common.main("vllm", body, add_args))
+    sys.exit(probe.main("vllm", body, add_args))

@@ -12,14 +12,15 @@ from __future__ import annotations
 import importlib.metadata as md
 import sys
 
-import _common
+from hpcenv.kit import probe
+from hpcenv.kit.status import Status
 
 MIN_CAPABILITY = (8, 0)
 #: fp16 attention vs the math reference: flash-attn's own tests allow about this.
 TOLERANCE = 2e-2
 
 
-def body(ctx: _common.Context) -> None:
+def body(ctx: probe.Context) -> None:
     """Import, version, flash_attn_func vs SDPA on random fp16 inputs."""
     try:
         version = md.version("flash-attn")
@@ -32,7 +33,7 @@ def body(ctx: _common.Context) -> None:
         mode = ctx.config.get("flash_attn_mode", "auto")
         ctx.check(
             "installed",
-            _common.SKIP,
+            Status.SKIP,
             f"flash-attn is not installed (profile flash_attn.mode = {mode})",
             remedy=(
                 "nothing to do unless the project needs it: with mode 'auto' hpcenv installs "
@@ -49,7 +50,7 @@ def body(ctx: _common.Context) -> None:
     if not torch.cuda.is_available():
         ctx.check(
             "compare",
-            _common.SKIP,
+            Status.SKIP,
             f"flash-attn {version} installed; no GPU to run it",
             remedy="run on a GPU node (sm >= 8.0)",
         )
@@ -58,7 +59,7 @@ def body(ctx: _common.Context) -> None:
     if cap < MIN_CAPABILITY:
         ctx.check(
             "compare",
-            _common.SKIP,
+            Status.SKIP,
             f"GPU sm {cap[0]}.{cap[1]} < 8.0: flash-attn 2 does not run here",
             remedy="use torch SDPA (memory-efficient backend) on V100/Turing",
         )
@@ -68,13 +69,13 @@ def body(ctx: _common.Context) -> None:
     except Exception as exc:  # an ABI mismatch shows here
         ctx.check(
             "import",
-            _common.FAIL,
+            Status.FAIL,
             f"import flash_attn failed: {type(exc).__name__}: {exc}",
             remedy="flash-attn was built for another torch/CUDA: rebuild it for this "
             "environment (hpcenv build rebuilds it when the ABI key changes)",
         )
         return
-    ctx.check("import", _common.PASS, f"flash-attn {version} imports")
+    ctx.check("import", Status.PASS, f"flash-attn {version} imports")
     torch.manual_seed(0)
     worst = 0.0
     for causal in (False, True):
@@ -91,13 +92,13 @@ def body(ctx: _common.Context) -> None:
     if worst <= TOLERANCE:
         ctx.check(
             "compare",
-            _common.PASS,
+            Status.PASS,
             f"flash_attn_func matches SDPA (max |diff| {worst:.1e}, causal and not)",
         )
     else:
         ctx.check(
             "compare",
-            _common.FAIL,
+            Status.FAIL,
             f"flash_attn_func differs from SDPA by {worst:.2e} > {TOLERANCE}",
             remedy="flash-attn computes wrong results here: rebuild it for this GPU arch "
             "(FLASH_ATTN_CUDA_ARCHS) and torch; report if it persists",
@@ -105,4 +106,4 @@ def body(ctx: _common.Context) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(_common.main("flash-attn", body))
+    sys.exit(probe.main("flash-attn", body))
