@@ -2,7 +2,7 @@
 
 1. finds the plugin NCCL would open (``hpcenv.kit.netplugin``: NCCL_NET_PLUGIN,
    else libnccl-net.so on the loader path) and reads its exported
-   ``ncclNetPlugin_vN`` symbols from the ELF dynamic symbol table (``_elf.py``);
+   ``ncclNetPlugin_vN`` symbols from the ELF dynamic symbol table (``hpcenv.kit.elf``);
 2. reads NCCL's version (the environment's libnccl.so.2 via ncclGetVersion, else
    torch's) and fails when NCCL tries no plugin API version the plugin exports
    (``_ofi_api.json``, KNOWLEDGE.md section 5);
@@ -27,10 +27,9 @@ import sysconfig
 from pathlib import Path
 from typing import Any
 
-import _elf
-
 from hpcenv.kit import (
     children,
+    elf,
     libfabric,
     nccl,
     nccl_log,
@@ -140,8 +139,8 @@ def check_plugin(ctx: probe.Context, expect: str) -> None:
             )
         return
     try:
-        symbols = _elf.exported_symbols(plugin)
-    except (OSError, _elf.ElfError) as exc:
+        symbols = elf.exported_symbols(plugin)
+    except (OSError, elf.ElfError) as exc:
         ctx.check(
             "plugin",
             Status.FAIL,
@@ -149,7 +148,7 @@ def check_plugin(ctx: probe.Context, expect: str) -> None:
             remedy="check the plugin file (a 64-bit shared library)",
         )
         return
-    exported = _elf.plugin_api_versions(symbols)
+    exported = netplugin.plugin_api_versions(symbols)
     ctx.details["plugin_api_versions"] = exported
     if not exported:
         ctx.check(

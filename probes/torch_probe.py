@@ -10,35 +10,30 @@ still run, so the probe passes.
 
 from __future__ import annotations
 
-import re
 import sys
 from typing import Any
 
-from hpcenv.kit import probe
+from hpcenv.kit import coverage, probe
 from hpcenv.kit.status import Status
 
 
 def arch_supported(capability: str, arch_list: list[str]) -> tuple[bool, str]:
-    """Whether a GPU of ``capability`` ("9.0") can run this build (SASS, or PTX to JIT).
-
-    SASS runs on the same major with an equal or lower minor ("sm_86" on 8.9 runs,
-    not on 9.0); PTX (``compute_XY``) is JIT-compiled for any newer GPU.
-    """
-    major, minor = (int(x) for x in capability.split("."))
-    parsed = []
+    """Whether a GPU of ``capability`` ("9.0") can run this build, by the one coverage
+    rule (``hpcenv.kit.coverage``): SASS (``sm_XY``) of the same major and a lower or
+    equal minor (``sm_90a`` only on 9.0), else PTX (``compute_XY``) JIT-compiled at
+    first use. torch's own kernel check below confirms it on the GPU."""
+    sass: list[str] = []
+    ptx: list[str] = []
     for arch in arch_list:
-        m = re.fullmatch(r"(sm|compute)_(\d+?)(\d)([af]?)", arch)
-        if m:
-            parsed.append((int(m.group(2)), int(m.group(3)), m.group(1) == "sm", arch, m))
-    # the closest build first: highest version, SASS before PTX
-    for a_major, a_minor, _sass, arch, m in sorted(parsed, reverse=True):
-        if m.group(1) == "sm" and a_major == major and a_minor <= minor and not m.group(4):
-            return True, arch
-        if m.group(1) == "sm" and (a_major, a_minor) == (major, minor):
-            return True, arch  # sm_90a on a 9.0 GPU
-        if m.group(1) == "compute" and (a_major, a_minor) <= (major, minor):
-            return True, f"{arch} (PTX, JIT-compiled at first use)"
-    return False, ""
+        try:
+            coverage.parse_arch(arch)
+        except ValueError:
+            continue
+        (sass if arch.startswith("sm_") else ptx).append(arch)
+    how = coverage.covers(capability, sass, ptx, ptx_jit=True)
+    if how is None:
+        return False, ""
+    return True, f"{how} (JIT-compiled at first use)" if how.startswith("PTX") else how
 
 
 def variant_hint(capability: str) -> str:

@@ -112,11 +112,9 @@ def has_ray(python: Path) -> bool:
 
 
 def load_probe(name: str) -> ModuleType:
-    """A probe script (``hpcenv.kit.registry`` name), or a helper next to the scripts
-    (``_elf``), as a module: its pure functions, without running its main."""
-    if str(PROBES) not in sys.path:  # what `python probes/x_probe.py` puts first
-        sys.path.append(str(PROBES))
-    path = PROBES / (f"{name}.py" if name.startswith("_") else registry.script_name(name))
+    """A probe script (``hpcenv.kit.registry`` name) as a module: its pure functions,
+    without running its main."""
+    path = PROBES / registry.script_name(name)
     spec = importlib.util.spec_from_file_location(f"hpcenv_probe_{name.replace('-', '_')}", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

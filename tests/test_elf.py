@@ -1,23 +1,19 @@
-"""The ELF readers on real shared libraries compiled here with gcc: the probes' ``_elf``
-and ``hpcenv.kit.elf`` (which will replace it) give the same exported symbols; the kit's
-``needed``/``runpath``/``soname`` agree with binutils' readelf, also on a library whose
-section headers were removed; bad input is one ``ElfError`` line."""
+"""The ELF reader (``hpcenv.kit.elf``) on real shared libraries compiled here with gcc:
+exported symbols as nm sees them, ``needed``/``runpath``/``soname`` as binutils' readelf
+does, also on a library whose section headers were removed; bad input is one
+``ElfError`` line. The NCCL plugin API versions read from those symbols too."""
 
 from __future__ import annotations
 
 import shutil
 import subprocess
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
 from conftest import require
 from hpcenv.kit import elf as kit_elf
-from probe_env import load_probe
-
-probe_elf = load_probe("_elf")
-READERS = pytest.mark.parametrize("elf", [probe_elf, kit_elf], ids=["probes._elf", "kit.elf"])
+from hpcenv.kit import netplugin
 
 PLUGIN_C = """
 struct net { const char *name; int version; };
@@ -44,20 +40,18 @@ def compile_so(tmp_path: Path, source: str, name: str, *extra: str) -> Path:
     return out
 
 
-@READERS
-def test_reads_exported_plugin_symbols(tmp_path: Path, elf: ModuleType) -> None:
+def test_reads_exported_plugin_symbols(tmp_path: Path) -> None:
     lib = compile_so(tmp_path, PLUGIN_C, "libnccl-net")
-    symbols = elf.exported_symbols(lib)
+    symbols = kit_elf.exported_symbols(lib)
     assert {"ncclNetPlugin_v7", "ncclNetPlugin_v6", "ncclNetPlugin_v5"} <= set(symbols)
     assert "ncclCollNetPlugin_v7" in symbols  # weak definitions are exported too
     assert "ncclNetPlugin_v9" not in symbols  # hidden
     assert "ncclNetPlugin_v8" not in symbols  # static: not in .dynsym
     assert "undefined_elsewhere" not in symbols  # undefined: imported, not exported
-    assert probe_elf.plugin_api_versions(symbols) == [7, 6, 5]
+    assert netplugin.plugin_api_versions(symbols) == [7, 6, 5]
 
 
-@READERS
-def test_matches_nm_when_available(tmp_path: Path, elf: ModuleType) -> None:
+def test_matches_nm_when_available(tmp_path: Path) -> None:
     nm = shutil.which("nm")
     if nm is None:
         pytest.skip("nm (binutils) not installed; nothing to compare against")
@@ -66,24 +60,23 @@ def test_matches_nm_when_available(tmp_path: Path, elf: ModuleType) -> None:
         [nm, "-D", "--defined-only", str(lib)], capture_output=True, text=True, check=True
     ).stdout
     nm_names = {line.split()[-1] for line in out.splitlines() if line.strip()}
-    assert set(elf.exported_symbols(lib)) == nm_names
+    assert set(kit_elf.exported_symbols(lib)) == nm_names
 
 
-@READERS
-def test_rejects_non_elf_and_32_bit(tmp_path: Path, elf: ModuleType) -> None:
+def test_rejects_non_elf_and_32_bit(tmp_path: Path) -> None:
     text = tmp_path / "not.so"
     text.write_text("hello")
-    with pytest.raises(elf.ElfError, match="not an ELF"):
-        elf.exported_symbols(text)
+    with pytest.raises(kit_elf.ElfError, match="not an ELF"):
+        kit_elf.exported_symbols(text)
     fake32 = tmp_path / "elf32.so"
     fake32.write_bytes(b"\x7fELF\x01\x01\x01" + b"\0" * 60)
-    with pytest.raises(elf.ElfError, match="only 64-bit little-endian"):
-        elf.exported_symbols(fake32)
+    with pytest.raises(kit_elf.ElfError, match="only 64-bit little-endian"):
+        kit_elf.exported_symbols(fake32)
 
 
 def test_plugin_api_versions_ignores_other_names() -> None:
     names = ["ncclNetPlugin_v10", "ncclNetPlugin_v2", "ncclNetPlugin_vX", "ncclNet_v7", "foo"]
-    assert probe_elf.plugin_api_versions(names) == [10, 2]
+    assert netplugin.plugin_api_versions(names) == [10, 2]
 
 
 def readelf_dynamic(lib: Path) -> dict[str, list[str]]:

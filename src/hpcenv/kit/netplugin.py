@@ -29,3 +29,13 @@ def find_net_plugin(env: Mapping[str, str]) -> str | None:
             if (Path(d) / n).is_file():
                 return str(Path(d) / n)
     return None
+
+
+def plugin_api_versions(symbols: list[str], prefix: str = "ncclNetPlugin_v") -> list[int]:
+    """Plugin API versions a net plugin exports (``ncclNetPlugin_v7`` ... -> [7, ...]),
+    newest first, from its exported symbols (``hpcenv.kit.elf.exported_symbols``)."""
+    found = set()
+    for s in symbols:
+        if s.startswith(prefix) and s[len(prefix) :].isdigit():
+            found.add(int(s[len(prefix) :]))
+    return sorted(found, reverse=True)
