@@ -115,6 +115,16 @@ def test_missing_sass_is_reported(tmp_path: Path) -> None:
     assert result.fix is not None and "cu126" in result.fix
 
 
+def project_root(*deps: str) -> str:
+    """The ``[[package]]`` of a project at the lock's directory depending on ``deps`` (uv
+    walks a lock from it; each dep is the inside of an inline table)."""
+    inner = ", ".join(f"{{ {d} }}" for d in (deps or ('name = "torch"',)))
+    return (
+        '\n[[package]]\nname = "trainer"\nversion = "0.1.0"\nsource = { virtual = "." }\n'
+        f"dependencies = [{inner}]\n"
+    )
+
+
 def test_uv_lock(tmp_path: Path) -> None:
     """The shape of a real ``uv lock`` of PyPI's torch 2.13.0: the CUDA runtime comes
     through ``cuda-toolkit[cudart]``, an extra whose optional dependency names it."""
@@ -134,6 +144,10 @@ def test_uv_lock(tmp_path: Path) -> None:
         "platform_machine == 'x86_64'\" }]\n\n"
         '[[package]]\nname = "nvidia-cuda-runtime"\nversion = "13.0.96"\n'
         'source = { registry = "https://pypi.org/simple" }\n'
+        '[[package]]\nname = "nvidia-cublas"\nversion = "13.1.0.3"\n'
+        'source = { registry = "https://pypi.org/simple" }\n'
+        '[[package]]\nname = "nvidia-nccl-cu13"\nversion = "2.27.7"\n'
+        'source = { registry = "https://pypi.org/simple" }\n' + project_root()
     )
     pkgs = read(lock)
     assert pkgs.kind == "uv.lock"
@@ -172,6 +186,12 @@ dependencies = [
     { name = "nvidia-cuda-runtime-cu12", marker = "platform_machine == 'x86_64' and \
 sys_platform == 'linux'" },
 ]
+
+[[package]]
+name = "trainer"
+version = "0.1.0"
+source = { virtual = "." }
+dependencies = [{ name = "torch" }]
 """
 
 
@@ -190,7 +210,7 @@ def test_uv_lock_markers_torch_2_9_1_is_cpu_only_on_aarch64(
     assert (on_v100.build, on_v100.cuda) == ("cu128", "12.8")
     assert on_v100.ok and "runs here" in on_v100.message
     assert main(["audit", str(lock), "--facts", str(FACTS / "v100-supercloud.json")]) == 0
-    assert identify(read(lock))[1] == "cu128"  # no arch: every marker holds
+    assert identify(read(lock), "x86_64")[1] == "cu128"
 
 
 def test_uv_lock_runtime_through_a_marked_transitive_dependency(tmp_path: Path) -> None:
@@ -246,13 +266,29 @@ def test_invalid_marker_in_a_lock_is_bad_input(tmp_path: Path) -> None:
         audit(lock, GH200)
 
 
-def test_uv_lock_with_forks_is_bad_input(tmp_path: Path) -> None:
+def test_uv_lock_installing_two_torches_is_bad_input(tmp_path: Path) -> None:
+    """Two torch packages whose edges both hold on one node: no lock uv writes, refused."""
     lock = tmp_path / "uv.lock"
     lock.write_text(
         'version = 1\n[[package]]\nname = "torch"\nversion = "2.9.1"\n'
+        'source = { registry = "https://pypi.org/simple" }\n'
         '[[package]]\nname = "torch"\nversion = "2.9.1+cu126"\n'
+        'source = { registry = "https://download.pytorch.org/whl/cu126" }\n'
+        + project_root(
+            'name = "torch", version = "2.9.1"', 'name = "torch", version = "2.9.1+cu126"'
+        )
     )
-    with pytest.raises(BadInput, match="several torch versions"):
+    with pytest.raises(
+        BadInput,
+        match=r"torch 2\.9\.1(\+cu126)? and 2\.9\.1(\+cu126)? would both be installed",
+    ):
+        audit(lock, GH200)
+
+
+def test_uv_lock_without_a_project_is_bad_input(tmp_path: Path) -> None:
+    lock = tmp_path / "uv.lock"
+    lock.write_text('version = 1\n[[package]]\nname = "torch"\nversion = "2.9.1"\n')
+    with pytest.raises(BadInput, match="no project in this lock"):
         audit(lock, GH200)
 
 
@@ -304,6 +340,10 @@ def test_multi_platform_uv_lock_picks_the_torch_for_this_arch(tmp_path: Path) ->
         f'  {{ url = "{base}_aarch64.whl" }},\n'
         f'  {{ url = "{base}_x86_64.whl" }},\n'
         "]\n"
+        + project_root(
+            'name = "torch", version = "2.9.1", marker = "sys_platform == \'darwin\'"',
+            'name = "torch", version = "2.9.1+cu126", marker = "sys_platform == \'linux\'"',
+        )
     )
     result = audit(lock, GH200)
     assert (result.torch_version, result.build) == ("2.9.1+cu126", "cu126")
@@ -317,3 +357,18 @@ def test_requires_python_with_a_wildcard_is_read() -> None:
     assert _lowest_python("==3.11.*") == "3.11"
     assert _lowest_python(">=3.10,<3.13") == "3.10"
     assert _lowest_python("not a specifier") is None
+
+
+@pytest.mark.parametrize(("label", "kind"), [("rocm6.4", "ROCm"), ("xpu", "XPU")])
+def test_rocm_and_xpu_builds_cannot_run_on_an_nvidia_node(
+    tmp_path: Path, label: str, kind: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    req = tmp_path / "r.txt"
+    req.write_text(f"torch==2.9.1+{label}\n")
+    result = audit(req, V100)
+    assert not result.ok and result.build == label
+    assert f" {kind} (" in result.message and "Tesla V100" in result.message
+    assert result.fix is not None and "cu12" in result.fix
+    assert main(["audit", str(req), "--facts", str(FACTS / "v100-supercloud.json")]) == 3
+    assert "torch.cuda.is_available() will be False" in capsys.readouterr().err
+    assert audit(req, node("x86_64", None)).ok  # no NVIDIA GPU: nothing to mismatch

@@ -14,13 +14,19 @@ on x86_64 and a CPU build on aarch64. The runtime therefore only counts when it 
 reachable from torch through dependency edges (and extras, e.g. ``cuda-toolkit[cudart]``)
 whose markers hold on the audited node (:func:`marker_environment`); a requirements
 line counts only when its ``; marker`` holds.
+
+A ``uv.lock`` is read the way ``uv sync`` installs it (``hpcenv.uvlock``): the project
+beside it (``pyproject.toml``, ``.python-version``) gives the default groups and the
+Python; the fork is the one whose markers hold for the node, the Python and the
+selected extras and groups (``--extra``, ``--group``, ``--no-default-groups``), and the
+message names both.
 """
 
 from __future__ import annotations
 
+import platform
 import re
-import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from email.parser import HeaderParser
 from pathlib import Path
 
@@ -35,15 +41,10 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from hpcenv import knowledge
-from hpcenv.errors import BadInput
+from hpcenv import knowledge, uvlock
+from hpcenv.errors import BadInput, NoCompatibleBuild
 from hpcenv.facts_model import Facts
 from hpcenv.resolve import assess, describe_gpus, driver_reason, try_resolve_torch
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib  # type: ignore[import-not-found,unused-ignore]
 
 #: Wheels whose version is the CUDA runtime version of the build, in order of trust.
 RUNTIME_PACKAGES = (
@@ -58,16 +59,6 @@ _LABEL = re.compile(r"^(cpu|cu\d{3}|rocm[\d.]+|xpu)$")
 _OPTION = re.compile(r"\s--[A-Za-z]")  # where a line's options (--hash=...) begin
 
 
-@dataclass(frozen=True, kw_only=True)
-class Dep:
-    """One dependency edge of a ``uv.lock`` package."""
-
-    name: str  # canonical
-    version: str | None = None  # uv names it when the lock holds several versions of ``name``
-    marker: str | None = None  # PEP 508 environment marker; None: always
-    extras: tuple[str, ...] = ()  # extras of ``name`` requested (their optional deps follow)
-
-
 #: (canonical name, version) of one package in a lock
 Node = tuple[str, str]
 
@@ -79,14 +70,15 @@ class Packages:
     source: str
     kind: str  # "uv.lock" | "requirements" | "venv"
     versions: dict[str, tuple[str, ...]]
-    #: torch version -> wheel file names listed for it (uv.lock only): tells platform forks apart
-    torch_wheels: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    #: uv.lock only: each package's dependencies, and its optional ones per extra
-    deps: dict[Node, tuple[Dep, ...]] = field(default_factory=dict)
-    optional: dict[Node, dict[str, tuple[Dep, ...]]] = field(default_factory=dict)
     #: requirements only: the ``; marker`` of a pinned line, for pins that have one
     markers: dict[Node, str] = field(default_factory=dict)
-    requires_python: str | None = None  # uv.lock's ``requires-python``
+    #: uv.lock only: the lock and the project beside it
+    lock: uvlock.Lock | None = None
+    project: uvlock.Project | None = None
+
+    @property
+    def requires_python(self) -> str | None:
+        return self.lock.requires_python if self.lock else None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -101,11 +93,19 @@ class Audit:
     message: str  # one line: what it is and whether it runs here
     fix: str | None = None
     warnings: tuple[str, ...] = ()
+    selection: str | None = None  # uv.lock: the fork, groups and extras audited
+    python: str | None = None  # the Python the markers were evaluated for
+    python_why: str | None = None
+    node: str | None = None  # what the node is: "these facts", "declared by profile X"
 
     def to_json(self) -> dict[str, object]:
         return {
             "source": self.source,
             "kind": self.kind,
+            "node": self.node,
+            "selection": self.selection,
+            "python": self.python,
+            "python_why": self.python_why,
             "torch": self.torch_version,
             "build": self.build,
             "cuda": self.cuda,
@@ -126,68 +126,18 @@ def _add(found: dict[str, list[str]], name: str, version: str) -> None:
         found[key].append(version)
 
 
-def _deps(path: Path, owner: str, entries: object) -> tuple[Dep, ...]:
-    if not isinstance(entries, list):
-        return ()
-    out = []
-    for entry in entries:
-        if not isinstance(entry, dict) or "name" not in entry:
-            continue
-        marker = entry.get("marker")
-        if marker is not None:
-            try:
-                Marker(str(marker))
-            except InvalidMarker as exc:
-                raise BadInput(
-                    f"{path}: package {owner}: dependency {entry['name']} has an invalid "
-                    f"marker {marker!r} ({exc}); regenerate the lock with 'uv lock'"
-                ) from exc
-        extras = entry.get("extra", ())
-        out.append(
-            Dep(
-                name=canonicalize_name(str(entry["name"])),
-                version=str(entry["version"]) if "version" in entry else None,
-                marker=str(marker) if marker is not None else None,
-                extras=tuple(str(e) for e in extras) if isinstance(extras, list) else (),
-            )
-        )
-    return tuple(out)
-
-
 def read_uv_lock(path: Path) -> Packages:
-    try:
-        data = tomllib.loads(path.read_text())
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise BadInput(f"{path}: not a readable uv.lock ({exc})") from exc
+    lock = uvlock.read_lock(path)
     found: dict[str, list[str]] = {}
-    wheels: dict[str, tuple[str, ...]] = {}
-    deps: dict[Node, tuple[Dep, ...]] = {}
-    optional: dict[Node, dict[str, tuple[Dep, ...]]] = {}
-    for pkg in data.get("package", []):
-        if isinstance(pkg, dict) and "name" in pkg and "version" in pkg:
-            name, version = str(pkg["name"]), str(pkg["version"])
-            _add(found, name, version)
-            node = (canonicalize_name(name), version)
-            deps[node] = deps.get(node, ()) + _deps(path, name, pkg.get("dependencies"))
-            extras = pkg.get("optional-dependencies")
-            if isinstance(extras, dict):
-                optional[node] = {str(k): _deps(path, name, v) for k, v in extras.items()}
-            if node[0] == "torch":
-                names = tuple(
-                    str(w["url"]).rsplit("/", 1)[-1].split("#", 1)[0]
-                    for w in pkg.get("wheels", [])
-                    if isinstance(w, dict) and "url" in w
-                )
-                wheels[version] = wheels.get(version, ()) + names
-    requires = data.get("requires-python")
+    for pkg in lock.packages:
+        if pkg.version is not None:
+            _add(found, pkg.name, pkg.version)
     return Packages(
         source=str(path),
         kind="uv.lock",
         versions=_freeze(found),
-        torch_wheels=wheels,
-        deps=deps,
-        optional=optional,
-        requires_python=str(requires) if requires is not None else None,
+        lock=lock,
+        project=uvlock.read_project(path.parent),
     )
 
 
@@ -266,20 +216,6 @@ def _cuda_from_runtime(version: str) -> str | None:
     return f"{v.major}.{v.minor}"
 
 
-def _for_arch(pkgs: Packages, torches: tuple[str, ...], arch: str | None) -> tuple[str, ...]:
-    """Of several torch versions in a multi-platform uv.lock, those with a wheel for ``arch``."""
-    if not arch or len(torches) < 2 or not pkgs.torch_wheels:
-        return torches
-    keep = tuple(
-        v
-        for v in torches
-        if any(
-            name.removesuffix(".whl").endswith(f"_{arch}") for name in pkgs.torch_wheels.get(v, ())
-        )
-    )
-    return keep or torches
-
-
 def _lowest_python(requires_python: str | None) -> str | None:
     """The oldest Python a ``requires-python`` such as ``>=3.11`` admits (None: unknown)."""
     if not requires_python:
@@ -350,35 +286,6 @@ def _applies(marker: str | None, env: dict[str, str] | None) -> bool:
         raise _MarkerError(f"marker {marker!r} cannot be evaluated for this node ({exc})") from exc
 
 
-def _reachable(pkgs: Packages, torch: str, env: dict[str, str] | None) -> set[Node]:
-    """Packages of a uv.lock that torch ``torch`` pulls on ``env``: its dependency edges
-    (and the optional ones of requested extras) whose markers hold, transitively."""
-    by_name: dict[str, list[Node]] = {}
-    for node in pkgs.deps:
-        by_name.setdefault(node[0], []).append(node)
-    start: Node = ("torch", torch)
-    seen: set[Node] = set()
-    seen_extras: set[tuple[Node, str]] = set()
-    todo: list[tuple[Node, tuple[str, ...]]] = [(start, ())]
-    while todo:
-        node, extras = todo.pop()
-        edges: list[Dep] = []
-        if node not in seen:
-            seen.add(node)
-            edges += pkgs.deps.get(node, ())
-        for extra in extras:
-            if (node, extra) not in seen_extras:
-                seen_extras.add((node, extra))
-                edges += pkgs.optional.get(node, {}).get(extra, ())
-        for dep in edges:
-            if not _applies(dep.marker, env):
-                continue
-            exact = (dep.name, dep.version) if dep.version else None
-            targets = [exact] if exact in pkgs.deps else by_name.get(dep.name, [])
-            todo += [(t, dep.extras) for t in targets if t is not None]
-    return seen
-
-
 def _applying(pkgs: Packages, env: dict[str, str] | None) -> dict[str, tuple[str, ...]]:
     """``pkgs.versions`` less the requirements lines whose marker does not hold."""
     return {
@@ -388,66 +295,210 @@ def _applying(pkgs: Packages, env: dict[str, str] | None) -> dict[str, tuple[str
     }
 
 
+@dataclass(frozen=True, kw_only=True)
+class Found:
+    """The torch build a lock, requirements file or venv installs on one node."""
+
+    version: str  # as found, e.g. "2.9.1+cu126"
+    build: str  # "cpu", "cu126", "rocm6.4", ...
+    cuda: str | None
+    evidence: str
+    selection: str | None = None  # uv.lock: fork, groups and extras (``Resolved.describe``)
+    python: str | None = None
+    python_why: str | None = None
+    warnings: tuple[str, ...] = ()
+
+    def astuple(self) -> tuple[str, str, str | None, str]:
+        return self.version, self.build, self.cuda, self.evidence
+
+
 def identify(
-    pkgs: Packages, arch: str | None = None, *, python: str | None = None
+    pkgs: Packages,
+    arch: str | None = None,
+    *,
+    python: str | None = None,
+    selection: uvlock.Selection = uvlock.DEFAULT_SELECTION,
 ) -> tuple[str, str, str | None, str]:
     """(torch version, build, cuda, evidence) of the torch in ``pkgs`` on a Linux node with
-    CPU ``arch`` and Python ``python``: markers of lock edges and requirements lines are
-    evaluated for that node (without ``arch``, every marker is taken to hold)."""
+    CPU ``arch`` and Python ``python`` (see :func:`examine`)."""
+    return examine(pkgs, arch, python=python, selection=selection).astuple()
+
+
+def examine(
+    pkgs: Packages,
+    arch: str | None = None,
+    *,
+    python: str | None = None,
+    python_from: str = "the node",
+    selection: uvlock.Selection = uvlock.DEFAULT_SELECTION,
+) -> Found:
+    """The torch build in ``pkgs`` on a Linux node with CPU ``arch`` and Python ``python``.
+
+    A ``uv.lock`` is walked the way ``uv sync`` installs it with ``selection`` (its arch
+    defaults to this machine's). Requirements lines are kept when their marker holds for
+    the node (without ``arch``, every marker is taken to hold).
+    """
+    if pkgs.lock is not None:
+        return _examine_lock(pkgs, arch, python, python_from, selection)
+    if selection != uvlock.DEFAULT_SELECTION:
+        raise BadInput(
+            f"{pkgs.source}: --extra/--group/--no-default-groups select from a uv.lock; "
+            f"this is a {pkgs.kind}"
+        )
     env = marker_environment(arch, python, pkgs.requires_python) if arch else None
     try:
-        return _identify(pkgs, arch, env)
+        versions = _applying(pkgs, env)
     except _MarkerError as exc:
         raise BadInput(f"{pkgs.source}: {exc}; regenerate it with uv") from exc
-
-
-def _identify(
-    pkgs: Packages, arch: str | None, env: dict[str, str] | None
-) -> tuple[str, str, str | None, str]:
-    versions = _applying(pkgs, env)
-    torches = _for_arch(pkgs, versions.get("torch", ()), arch)
+    torches = versions.get("torch", ())
     if not torches:
         raise BadInput(f"{pkgs.source}: no torch in this {pkgs.kind}; nothing to audit")
     if len(torches) > 1:
+        on = f" on {arch}" if arch else ""
         raise BadInput(
-            f"{pkgs.source}: several torch versions ({', '.join(torches)}), one per platform "
-            "fork; audit the lock made for this node's platform"
+            f"{pkgs.source}: several torch versions{on} ({', '.join(torches)}); a "
+            f"{pkgs.kind} installs one: regenerate it for this node's platform"
         )
     version = torches[0]
+    found = _by_label(pkgs.source, version)
+    if found is not None:
+        return found
+    for name in RUNTIME_PACKAGES:
+        for rt in versions.get(name, ()):
+            if cuda := _cuda_from_runtime(rt):
+                build = "cu" + cuda.replace(".", "")
+                return Found(version=version, build=build, cuda=cuda, evidence=f"pulls {name} {rt}")
+    return Found(
+        version=version,
+        build="cpu",
+        cuda=None,
+        evidence="pulls no nvidia-cuda-runtime wheel (a CPU build)",
+    )
+
+
+def _by_label(source: str, version: str) -> Found | None:
     try:
         label = Version(version).local
     except InvalidVersion as exc:
-        raise BadInput(f"{pkgs.source}: torch version {version!r} is not a version") from exc
+        raise BadInput(f"{source}: torch version {version!r} is not a version") from exc
     if label and _LABEL.match(label):
         cuda = knowledge.variant_cuda(label)
-        return version, label, cuda, f"local version label +{label}"
-    if pkgs.kind == "uv.lock":
-        pulled: dict[str, list[str]] = {}
-        for name, v in sorted(_reachable(pkgs, version, env)):
-            pulled.setdefault(name, []).append(v)
-        versions = _freeze(pulled)
-    for name in RUNTIME_PACKAGES:
-        for rt in versions.get(name, ()):
-            cuda = _cuda_from_runtime(rt)
-            if cuda:
-                build = "cu" + cuda.replace(".", "")
-                return version, build, cuda, f"pulls {name} {rt}"
-    others = [f"{n} {v}" for n in RUNTIME_PACKAGES for v in pkgs.versions.get(n, ())]
-    if others and arch:
-        return (
-            version,
-            "cpu",
-            None,
-            f"pulls no nvidia-cuda-runtime wheel on {arch}: {', '.join(others)} is listed, "
-            f"but not as a dependency of torch on {arch}; a CPU build",
+        return Found(
+            version=version, build=label, cuda=cuda, evidence=f"local version label +{label}"
         )
-    return version, "cpu", None, "pulls no nvidia-cuda-runtime wheel (a CPU build)"
+    return None
 
 
-def audit(path: str | Path, facts: Facts) -> Audit:
-    """Which torch build ``path`` holds and whether the node in ``facts`` can run it."""
+def _examine_lock(
+    pkgs: Packages,
+    arch: str | None,
+    python: str | None,
+    python_from: str,
+    selection: uvlock.Selection,
+) -> Found:
+    lock, project = pkgs.lock, pkgs.project
+    assert lock is not None and project is not None
+    warnings: list[str] = []
+    if not arch:
+        arch = platform.machine()
+        warnings.append(f"the node's arch is unknown: audited for this machine's {arch}")
+    py = uvlock.python_for(project, lock.requires_python, python, python_from)
+    env = marker_environment(arch, py.version)
+    resolved = uvlock.resolve(lock, project, env, selection)
+    where = f"{resolved.describe()}, Python {py.version} on {arch}"
+    torch = resolved.packages.get("torch")
+    if torch is None or torch.version is None:
+        raise BadInput(
+            f"{pkgs.source}: the lock installs no torch on {arch} with {where}"
+            f"{_torch_hint(lock, project, env, selection)}; nothing to audit"
+        )
+    fits = [w for w in torch.wheels if uvlock.wheel_fits(w, arch, py.version)]
+    if torch.wheels and not fits and not torch.sdist:
+        arches = sorted({w.removesuffix(".whl").rsplit("_", 1)[-1] for w in torch.wheels})
+        raise NoCompatibleBuild(
+            f"{pkgs.source}: torch {torch.version} ({where}) has no wheel for {arch} Linux with "
+            f"CPython {py.version} (its {len(torch.wheels)} wheels are for "
+            f"{', '.join(arches)}): uv sync fails on this node; fix: send {arch} to an index "
+            f"that publishes {arch} wheels ([tool.uv.sources] torch with a marker) and 'uv lock'"
+        )
+    common = {"selection": where, "python": py.version, "python_why": py.why}
+    found = _by_label(pkgs.source, torch.version)
+    if found is not None:
+        return replace(found, warnings=tuple(warnings), **common)
+    pulled = {name: version for name, version, _ in resolved.reachable("torch") if version}
+    for name in RUNTIME_PACKAGES:
+        if (rt := pulled.get(name)) and (cuda := _cuda_from_runtime(rt)):
+            return Found(
+                version=torch.version,
+                build="cu" + cuda.replace(".", ""),
+                cuda=cuda,
+                evidence=f"pulls {name} {rt}",
+                warnings=tuple(warnings),
+                **common,
+            )
+    others = [f"{p.name} {p.version}" for n in RUNTIME_PACKAGES for p in lock.by_name(n)]
+    evidence = "pulls no nvidia-cuda-runtime wheel (a CPU build)"
+    if others:
+        evidence = (
+            f"pulls no nvidia-cuda-runtime wheel on {arch}: {', '.join(others)} is listed, "
+            f"but not as a dependency of torch on {arch}; a CPU build"
+        )
+    return Found(
+        version=torch.version,
+        build="cpu",
+        cuda=None,
+        evidence=evidence,
+        warnings=tuple(warnings),
+        **common,
+    )
+
+
+def _torch_hint(
+    lock: uvlock.Lock,
+    project: uvlock.Project,
+    env: dict[str, str],
+    selection: uvlock.Selection,
+) -> str:
+    """``" (torch comes with --extra gpu)"`` when another single selection installs torch."""
+    root = lock.root()
+    if root is None:
+        return ""
+    tries = [(f"--extra {e}", replace(selection, extras=(e,))) for e in sorted(root.optional)]
+    tries += [
+        (f"--group {g}", replace(selection, groups=(*selection.groups, g)))
+        for g in sorted(root.groups)
+        if g not in selection.groups
+    ]
+    hits = []
+    for flag, sel in tries[:20]:
+        try:
+            if "torch" in uvlock.resolve(lock, project, env, sel).packages:
+                hits.append(flag)
+        except (BadInput, NoCompatibleBuild):
+            continue
+    return f" (torch comes with {' or '.join(hits)})" if hits else ""
+
+
+def audit(
+    path: str | Path,
+    facts: Facts,
+    *,
+    selection: uvlock.Selection = uvlock.DEFAULT_SELECTION,
+    python: str | None = None,
+    node: str = "the node",
+) -> Audit:
+    """Which torch build ``path`` holds and whether the node in ``facts`` (described by
+    ``node``) can run it. ``selection`` picks a uv.lock's extras and groups; ``python``
+    overrides the Python the markers are evaluated for."""
     pkgs = read(path)
-    version, build, cuda, evidence = identify(pkgs, facts.arch, python=facts.python)
+    found = examine(
+        pkgs,
+        facts.arch,
+        python=python or facts.python,
+        python_from="--python" if python else node,
+        selection=selection,
+    )
+    version, build, cuda, evidence = found.astuple()
     public = str(Version(version).public)
     gpus = facts.gpus
     nv = facts.nvidia
@@ -465,10 +516,16 @@ def audit(path: str | Path, facts: Facts) -> Audit:
             ok=ok,
             message=message,
             fix=fix,
-            warnings=warnings,
+            warnings=found.warnings + warnings,
+            selection=found.selection,
+            python=found.python or facts.python,
+            python_why=found.python_why,
+            node=node,
         )
 
     head = f"torch {version} ({evidence})"
+    if found.selection:
+        head = f"{found.selection}: {head}"
 
     def better() -> str | None:
         try:
@@ -477,10 +534,12 @@ def audit(path: str | Path, facts: Facts) -> Audit:
             return None
         if choice.backend is None or choice.backend == build:
             return None
-        return (
-            f"use the {choice.backend} build from {choice.index_url} "
-            "('hpcenv plan PROFILE' picks it)"
-        )
+        if pkgs.kind == "uv.lock":
+            where = Path(pkgs.source).parent
+            how = f"'hpcenv build PROFILE --project {where}' installs the project with it"
+        else:
+            how = "'hpcenv plan PROFILE' picks it"
+        return f"use the {choice.backend} build from {choice.index_url} ({how})"
 
     if build == "cpu":
         if gpus:
@@ -495,6 +554,16 @@ def audit(path: str | Path, facts: Facts) -> Audit:
             True,
             message=f"{head} is a CPU build; this node has no NVIDIA GPU",
         )
+    if build.startswith(("rocm", "xpu")):
+        kind = "a ROCm (AMD GPU)" if build.startswith("rocm") else "an XPU (Intel GPU)"
+        if gpus:
+            return result(
+                False,
+                message=f"{head} is {kind} build, but this node has {describe_gpus(gpus)}: "
+                "torch.cuda.is_available() will be False",
+                fix=better(),
+            )
+        return result(True, message=f"{head} is {kind} build; this node has no NVIDIA GPU")
     if nv is None or not gpus:
         return result(
             True,
@@ -535,4 +604,13 @@ def audit(path: str | Path, facts: Facts) -> Audit:
     )
 
 
-__all__ = ["Audit", "Dep", "Packages", "audit", "identify", "marker_environment", "read"]
+__all__ = [
+    "Audit",
+    "Found",
+    "Packages",
+    "audit",
+    "examine",
+    "identify",
+    "marker_environment",
+    "read",
+]

@@ -1,18 +1,20 @@
 """Say which torch build a resolved lock (uv.lock, or a requirements file from 'uv pip
 compile') or an installed venv holds - local label, else the nvidia-cuda-runtime version
-it pulls, else CPU - and whether this node (or --facts FILE) can run it, with the fix.
-Exit code 3 when it cannot (or when it is CPU-only on a GPU node), 0 when it can."""
+it pulls, else CPU - and whether this node (or --facts FILE, or a profile's declared node
+with --declared PROFILE) can run it, with the fix. A uv.lock is read the way 'uv sync'
+installs it: the fork for the node and Python, the project's default groups, and uv's
+--extra/--all-extras/--group/--no-default-groups. Exit code 3 when it cannot run (or is
+CPU-only on a GPU node), 2 on bad input, 0 when it can; --json prints JSON in every case."""
 
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
-from rich.table import Table
-from rich.text import Text
-
-from hpcenv import audit, facts, report
 from hpcenv.commands import add_facts_option, add_json_option, print_json
-from hpcenv.errors import NoCompatibleBuild
+
+if TYPE_CHECKING:
+    from hpcenv.audit import Audit
 
 NAME = "audit"
 HELP = "check which torch build a lock or venv holds and whether this node can run it"
@@ -22,12 +24,50 @@ ORDER = 32
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("target", metavar="LOCK_OR_VENV", help="uv.lock, requirements, or venv")
     add_facts_option(parser)
+    parser.add_argument(
+        "--declared",
+        metavar="PROFILE",
+        help="audit for the node a profile declares in [platform] (no facts file needed; CI)",
+    )
+    parser.add_argument(
+        "--extra", action="append", default=[], metavar="NAME", help="uv.lock: include an extra"
+    )
+    parser.add_argument("--all-extras", action="store_true", help="uv.lock: include every extra")
+    parser.add_argument(
+        "--group",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="uv.lock: include a dependency group (besides the default groups)",
+    )
+    parser.add_argument(
+        "--no-default-groups",
+        action="store_true",
+        help="uv.lock: leave out the project's default groups ([tool.uv] default-groups, else dev)",
+    )
+    parser.add_argument(
+        "--python",
+        metavar="X.Y",
+        help="uv.lock: evaluate for this Python (default: the project's .python-version, "
+        "else the node's if requires-python admits it)",
+    )
     add_json_option(parser)
 
 
 def run(args: argparse.Namespace) -> int:
-    found = facts.for_args(args.facts)
-    result = audit.audit(args.target, found)
+    from rich.table import Table
+    from rich.text import Text
+
+    from hpcenv import report
+    from hpcenv.errors import HpcenvError, NoCompatibleBuild
+
+    try:
+        result, node = _audit(args)
+    except HpcenvError as exc:
+        if args.json:
+            error = {"source": args.target, "ok": False, "error": str(exc)}
+            print_json({**error, "exit_code": exc.exit_code})
+        raise
     if args.json:
         print_json(result.to_json())
     else:
@@ -36,6 +76,11 @@ def run(args: argparse.Namespace) -> int:
         )
         table.add_column(style="bold")
         table.add_column(overflow="fold")
+        table.add_row("node", Text(node))
+        if result.selection:
+            table.add_row("audited", Text(result.selection))
+        if result.python_why:
+            table.add_row("python", Text(f"{result.python}: {result.python_why}"))
         table.add_row("torch", Text(f"{result.torch_version}: {result.build}"))
         table.add_row("evidence", Text(result.evidence))
         table.add_row("verdict", Text(result.message, style="green" if result.ok else "red"))
@@ -48,3 +93,26 @@ def run(args: argparse.Namespace) -> int:
         fix = f"; fix: {result.fix}" if result.fix else ""
         raise NoCompatibleBuild(f"{result.message}{fix}")
     return 0
+
+
+def _audit(args: argparse.Namespace) -> tuple[Audit, str]:
+    from hpcenv import audit, facts, profile, uvlock
+    from hpcenv.errors import BadInput
+
+    if args.declared and args.facts:
+        raise BadInput("give either --facts FILE or --declared PROFILE, not both")
+    if args.declared:
+        prof = profile.load(args.declared)
+        found = profile.declared_facts(prof)
+        node = f"profile {prof.name}'s declared node"
+    else:
+        found = facts.for_args(args.facts)
+        node = f"the node in {args.facts}" if args.facts else "this node"
+    selection = uvlock.Selection(
+        extras=tuple(args.extra),
+        all_extras=args.all_extras,
+        groups=tuple(args.group),
+        no_default_groups=args.no_default_groups,
+    )
+    result = audit.audit(args.target, found, selection=selection, python=args.python, node=node)
+    return result, node
