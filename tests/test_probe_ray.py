@@ -49,6 +49,16 @@ class LoopbackOnlyLauncher:
     def hosts_for(self, ranks: int) -> list[str]:
         return self.inner.hosts_for(ranks)
 
+    @property
+    def nodes(self) -> int:
+        return self.inner.nodes
+
+    def default_ranks(self) -> int:
+        return self.inner.default_ranks()
+
+    def rank_exit_codes(self, env: Mapping[str, str], ranks: int, codes: Any) -> list[Any]:
+        return self.inner.rank_exit_codes(env, ranks, codes)
+
 
 def test_local_ray_runs_tasks_on_every_node(probe_python: Path, tmp_path: Path) -> None:  # noqa: F811
     require("ray", has_ray(probe_python), "ray could not be installed from PyPI")

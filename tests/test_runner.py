@@ -160,6 +160,16 @@ class FirstRankOnlyLauncher:
     def hosts_for(self, ranks: int) -> list[str]:
         return ["nid000001", "nid000002"][:ranks]
 
+    nodes = 2
+
+    def default_ranks(self) -> int:
+        return 2
+
+    def rank_exit_codes(
+        self, env: Mapping[str, str], ranks: int, codes: Sequence[int | None]
+    ) -> list[int | None]:
+        return list(codes)
+
 
 def test_rank_that_never_starts_is_named_with_its_host(script_dir: Path, tmp_path: Path) -> None:
     result = run(script_dir, tmp_path, "ok", launcher=FirstRankOnlyLauncher())

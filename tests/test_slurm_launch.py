@@ -43,17 +43,19 @@ if os.environ.get("DIE_RANK"):
 
 DRIVER = """\
 import json, os, sys
+from hpcenv.kit.ports import free_port
 from hpcenv.slurm import srun
 launcher = srun.launcher_for()
 assert launcher is not None, "no allocation seen"
 launcher.wait_s = 5
-env = dict(os.environ, RANK="99", HPCENV_MARKER="x; rm -rf ~",
+port = free_port()
+env = dict(os.environ, RANK="99", HPCENV_MARKER="x; rm -rf ~", MASTER_PORT=str(port),
            HPCENV_RESULT_DIR=sys.argv[2], HPCENV_PROBE_NAME="demo")
 procs = launcher.start([sys.executable, sys.argv[1], sys.argv[2]], env, launcher.default_ranks())
 procs[0].wait(timeout=120)
 print(json.dumps({"rc": procs[0].returncode, "hosts": launcher.hosts_for(2),
                   "failed": launcher.failed(env), "stderr": launcher.srun_log(env).read_text(),
-                  "master": [launcher.master_addr, launcher.master_port]}))
+                  "master": [launcher.master_addr, port], "nodes": launcher.nodes}))
 """
 
 
@@ -94,6 +96,7 @@ def test_srun_launcher_starts_one_rank_per_task(slurm: SlurmCluster, tmp_path: P
         assert r["marker"] == "x; rm -rf ~"  # passed through the environment, not a shell
         assert r["master"] == [report["master"][0], str(report["master"][1])]  # type: ignore[index]
     assert ranks[0]["master"][0] == slurm.node
+    assert report["nodes"] == 1
     for k in (0, 1):  # each rank's output in the runner's per-rank files
         assert (tmp_path / f"demo.rank{k}.stderr").read_text() == f"rank {k} says hi\n"
 

@@ -39,7 +39,7 @@ import hpcenv
 from hpcenv import command, paths, redact
 from hpcenv import profile as profiles
 from hpcenv.errors import BadInput, Interrupted
-from hpcenv.kit import registry
+from hpcenv.kit import nvidia_proc, registry
 from hpcenv.kit.ports import free_port
 from hpcenv.kit.probe import rank_file
 from hpcenv.profile import Profile
@@ -53,7 +53,8 @@ STDERR_TAIL_LINES = 20
 
 
 class Launcher(Protocol):
-    """Starts the ranks of one probe.
+    """Starts the ranks of one probe: everything the runner and the probe command ask
+    of a launcher (``LocalLauncher`` here, ``hpcenv.slurm.srun.SrunLauncher`` in a job).
 
     ``env`` holds everything the ranks need, including ``HPCENV_RESULT_DIR`` and
     ``HPCENV_PROBE_NAME`` (for the output file names above) and MASTER_ADDR /
@@ -62,11 +63,41 @@ class Launcher(Protocol):
     the runner can stop them with everything they started.
     """
 
+    @property
+    def nodes(self) -> int:
+        """How many hosts the ranks span (the profile's multi-node env applies above 1)."""
+        ...
+
+    def default_ranks(self) -> int:
+        """Ranks of a multi-rank probe when the user names none."""
+        ...
+
+    def hosts_for(self, ranks: int) -> list[str]:
+        """The host each rank runs on."""
+        ...
+
     def start(
         self, argv: Sequence[str], env: Mapping[str, str], ranks: int
-    ) -> list[subprocess.Popen[Any]]: ...
+    ) -> list[subprocess.Popen[Any]]:
+        """Start the ranks; one process per rank, or one for all of them."""
+        ...
 
-    def hosts_for(self, ranks: int) -> list[str]: ...
+    def rank_exit_codes(
+        self, env: Mapping[str, str], ranks: int, codes: Sequence[int | None]
+    ) -> list[int | None]:
+        """Per-rank exit codes from the started processes' (``None``: still running when
+        the runner stopped it, or stopped by the launcher after another rank failed)."""
+        ...
+
+
+def local_default_ranks() -> int:
+    """One rank per GPU on this node (as CUDA_VISIBLE_DEVICES narrows them), else 2
+    (gloo on CPU)."""
+    count = len(nvidia_proc.gpu_models())
+    cvd = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if cvd is not None and count:
+        count = min(count, len([d for d in cvd.split(",") if d.strip()]))
+    return count if count >= 1 else 2
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -74,6 +105,13 @@ class LocalLauncher:
     """All ranks on this host, one process each, torchrun-style variables set."""
 
     host: str = field(default_factory=socket.gethostname)
+
+    @property
+    def nodes(self) -> int:
+        return 1
+
+    def default_ranks(self) -> int:
+        return local_default_ranks()
 
     def start(
         self, argv: Sequence[str], env: Mapping[str, str], ranks: int
@@ -106,6 +144,18 @@ class LocalLauncher:
 
     def hosts_for(self, ranks: int) -> list[str]:
         return [self.host] * ranks
+
+    def rank_exit_codes(
+        self, env: Mapping[str, str], ranks: int, codes: Sequence[int | None]
+    ) -> list[int | None]:
+        return list(codes)  # one process per rank already
+
+
+def launcher_here(env: Mapping[str, str] | None = None) -> Launcher:
+    """srun over the allocation inside a SLURM job (with srun on PATH), else local ranks."""
+    from hpcenv.slurm import srun
+
+    return srun.launcher_for(env) or LocalLauncher()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -351,11 +401,11 @@ def run_probe(
     procs = launcher.start(argv, env, spec.ranks)
     try:
         timed_out, stopped = _wait(procs, spec.timeout_s)
-        codes = [p.poll() for p in procs]  # None: still running, stopped by us below
-        per_rank = getattr(launcher, "rank_exit_codes", None)
-        if per_rank is not None:  # one srun for all ranks: which rank failed, per srun
-            codes = per_rank(env, spec.ranks, codes)
-            stopped = stopped or (None in codes and any(c not in (0, None) for c in codes))
+        # None: still running (stopped by us below), or stopped by the launcher (one srun
+        # for all ranks ends the others when one fails): then they stopped after a crash
+        codes = launcher.rank_exit_codes(env, spec.ranks, [p.poll() for p in procs])
+        crashed = any(c not in (0, None) for c in codes)
+        stopped = stopped or (not timed_out and None in codes and crashed)
     except KeyboardInterrupt as exc:
         command.shutdown_all(procs)
         raise Interrupted(f"interrupted; probe {spec.name} was stopped") from exc
@@ -430,14 +480,13 @@ def run_suite(
     ranks: int,
     result_dir: Path,
     timeout_s: float | None = None,
-    nodes: int = 1,
     extra_args: Mapping[str, Sequence[str]] | None = None,
     on_start: Any = None,
     on_done: Any = None,
 ) -> list[ProbeResult]:
     """Run ``names`` one after the other in ``target``; multi-rank ones with ``ranks``."""
     check_names(names)
-    env = target.profile.env_for(nodes=nodes) if target.profile else {}
+    env = target.profile.env_for(nodes=launcher.nodes) if target.profile else {}
     results = []
     for name in names:
         spec = ProbeSpec(
@@ -467,6 +516,7 @@ __all__ = [
     "collect",
     "config_for",
     "kit_path",
+    "launcher_here",
     "resolve_target",
     "run_probe",
     "run_suite",

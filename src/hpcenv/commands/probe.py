@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import os
 from pathlib import Path
 
 from hpcenv import junit, paths, report, runner
@@ -15,7 +14,6 @@ from hpcenv.commands import add_json_option, print_json
 from hpcenv.errors import BadInput, ProbeFailed
 from hpcenv.kit import registry
 from hpcenv.results import ProbeResult, Status, overall
-from hpcenv.slurm import srun as slurm_srun
 
 NAME = "probe"
 HELP = f"run probes ({', '.join(registry.NAMES)}) in an env"
@@ -61,16 +59,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_json_option(parser)
 
 
-def default_ranks() -> int:
-    """One rank per GPU on this node, else 2 (gloo on CPU)."""
-    gpus = Path("/proc/driver/nvidia/gpus")
-    count = len(list(gpus.iterdir())) if gpus.is_dir() else 0
-    cvd = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if cvd is not None and count:
-        count = min(count, len([d for d in cvd.split(",") if d.strip()]))
-    return count if count >= 1 else 2
-
-
 def execute(
     target: runner.Target,
     names: tuple[str, ...],
@@ -83,9 +71,9 @@ def execute(
     """Run ``names`` in ``target`` (srun inside a SLURM allocation, local ranks otherwise),
     printing progress on stderr. Shared by ``probe`` and ``doctor``."""
     runner.check_names(names)
-    srun = slurm_srun.launcher_for()  # inside a SLURM allocation: one srun over all its nodes
+    launcher = runner.launcher_here()  # in a SLURM allocation: one srun over all its nodes
     if ranks is None:
-        ranks = srun.default_ranks() if srun is not None else default_ranks()
+        ranks = launcher.default_ranks()
     if ranks < 1:
         raise BadInput(f"--ranks {ranks}: must be 1 or more")
     if timeout is not None and timeout <= 0:
@@ -107,9 +95,8 @@ def execute(
     results = runner.run_suite(
         target,
         names,
-        launcher=srun if srun is not None else runner.LocalLauncher(),
+        launcher=launcher,
         ranks=ranks,
-        nodes=len(srun.layout.hosts) if srun is not None else 1,
         result_dir=result_dir,
         timeout_s=timeout,
         extra_args=extra or {},

@@ -122,7 +122,10 @@ class SrunLauncher:
         self.wait_s = wait_s
         self.srun = shutil.which("srun", path=env_now.get("PATH")) or "srun"
         self.master_addr = self.layout.hosts[0]
-        self.master_port = free_port()
+
+    @property
+    def nodes(self) -> int:
+        return len(self.layout.hosts)
 
     def default_ranks(self) -> int:
         return self.layout.ranks
@@ -135,10 +138,12 @@ class SrunLauncher:
         return srun_argv(self.layout, argv, ranks=ranks, wait_s=self.wait_s, srun=self.srun)
 
     def env_for(self, env: Mapping[str, str]) -> dict[str, str]:
+        """The ranks' environment: no torchrun rank variables, MASTER_ADDR on the first
+        host, and the runner's fresh MASTER_PORT (one found here when there is none).
+        The launcher itself does not change: one launcher starts many probes."""
         out = {k: v for k, v in env.items() if k not in RANK_VARS}
         out["MASTER_ADDR"] = self.master_addr
-        self.master_port = free_port()  # a fresh rendezvous for every probe started
-        out["MASTER_PORT"] = str(self.master_port)
+        out["MASTER_PORT"] = env.get("MASTER_PORT") or str(free_port())
         return out
 
     def output_args(self, env: Mapping[str, str]) -> list[str]:
