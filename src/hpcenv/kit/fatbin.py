@@ -51,7 +51,9 @@ Entry header (at least 64 bytes; the payload follows it):
 
 A concatenated entry (kind 0x100) holds at its options offset ``u32 count``, ``u32 size
 of this table`` (8 + 64 * count) and ``count`` 64-byte headers laid out as above (0x04
-being the member's offset in the decompressed payload), one per cubin [M].
+being the member's offset in the decompressed payload), one per cubin; the members' flags
+carry no compression bit (the concatenated payload is compressed as a whole), and
+cuobjdump reports them uncompressed, as ``scan`` does [M].
 """
 
 from __future__ import annotations
@@ -208,6 +210,10 @@ def arch_name(sm: int, flags: int) -> str:
     return f"{sm // 10}.{sm % 10}{suffix}"
 
 
+def _compression(flags: int) -> str | None:
+    return "lz4" if flags & FLAG_LZ4 else "zstd" if flags & FLAG_ZSTD else None
+
+
 class _Reader:
     def __init__(self, data: Buffer, name: str) -> None:
         self.data = data
@@ -261,17 +267,14 @@ class _Reader:
                     f"fatbin entry with header size {hsize} and payload {size} does not fit "
                     "its container",
                 )
-            compression = "lz4" if flags & FLAG_LZ4 else "zstd" if flags & FLAG_ZSTD else None
             if kind == KIND_CONCAT:
-                yield from self._concatenated(
-                    section, pos, hsize=hsize, opts=opts, compression=compression, unit=unit
-                )
+                yield from self._concatenated(section, pos, hsize=hsize, opts=opts, unit=unit)
             else:
                 yield Entry(
                     kind=KINDS.get(kind, f"kind-{kind}"),
                     arch=arch_name(sm, flags),
                     version=f"{major}.{minor}",
-                    compression=compression,
+                    compression=_compression(flags),
                     section=section,
                     offset=pos,
                     unit=unit,
@@ -279,7 +282,7 @@ class _Reader:
             pos += hsize + size
 
     def _concatenated(
-        self, section: str, pos: int, *, hsize: int, opts: int, compression: str | None, unit: int
+        self, section: str, pos: int, *, hsize: int, opts: int, unit: int
     ) -> Iterator[Entry]:
         table = pos + opts
         if opts < _ENTRY.size or opts + _CONCAT.size > hsize:
@@ -297,7 +300,7 @@ class _Reader:
                 kind=KINDS.get(kind, f"kind-{kind}"),
                 arch=arch_name(sm, flags),
                 version=f"{major}.{minor}",
-                compression=compression,
+                compression=_compression(flags),  # as cuobjdump: the member's own flags
                 section=section,
                 offset=at,
                 unit=unit,

@@ -1,0 +1,226 @@
+"""The fatbin reader against NVIDIA's own tools: fixtures compiled here with PyPI's nvcc
+for chosen ``-gencode`` targets, and real CUDA libraries from PyPI wheels, each entry
+compared with ``cuobjdump -all`` (arch with its a/f suffix, code version, compressed) and
+the archs with ``cuobjdump -all --list-elf`` / ``--list-ptx``. Artifacts come from
+``cuda_artifacts`` (downloaded once, sha256-checked; see its docstring for versions)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+import cuda_artifacts
+from conftest import require
+from hpcenv.kit import fatbin
+from hpcenv.kit.coverage import parse_arch
+
+KERNELS = """
+__global__ void add(float *a, const float *b, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) a[i] += b[i]; }
+__global__ void mul(float *a, const float *b, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) a[i] *= b[i]; }
+extern "C" void launch(float *a, const float *b, int n) { add<<<(n + 255) / 256, 256>>>(a, b, n); }
+"""
+
+#: (kind in cuobjdump's words, "sm_XY[a|f]", "[major,minor]", compressed)
+Row = tuple[str, str, str, bool]
+_KIND = {"elf": "sass", "ptx": "ptx", "nvvm": "lto"}
+
+
+def tool(name: str) -> Path:
+    try:
+        path = cuda_artifacts.cuobjdump() if name == "cuobjdump" else cuda_artifacts.nvcc()
+    except cuda_artifacts.Unavailable as exc:
+        require(name, False, str(exc))
+        raise
+    return path
+
+
+def cuobjdump_rows(lib: Path) -> tuple[list[Row], int, str]:
+    """Every entry ``cuobjdump -all FILE`` prints, its exit code and its stderr."""
+    done = subprocess.run(
+        [str(tool("cuobjdump")), "-all", str(lib)], capture_output=True, text=True, timeout=600
+    )
+    rows: list[Row] = []
+    for block in re.split(r"\n\s*\n", done.stdout):
+        head = re.search(r"Fatbin (elf|ptx|nvvm) code:", block)
+        if not head:
+            continue
+        arch = re.search(r"arch = (sm_\w+)", block)
+        version = re.search(r"code version = (\[\d+,\d+\])", block)
+        assert arch and version, block
+        compressed = any(line.strip() == "compressed" for line in block.splitlines())
+        rows.append((_KIND[head.group(1)], arch.group(1), version.group(1), compressed))
+    return rows, done.returncode, done.stderr
+
+
+def our_rows(code: fatbin.CudaCode) -> list[Row]:
+    out = []
+    for e in code.entries:
+        major, minor, suffix = parse_arch(e.arch)
+        cv = "[" + e.version.replace(".", ",") + "]"
+        out.append((e.kind, f"sm_{major}{minor}{suffix}", cv, e.compression is not None))
+    return out
+
+
+def cuobjdump_lists(lib: Path) -> tuple[Counter[str], Counter[str]]:
+    """Per-arch counts of ``-all --list-elf`` and ``-all --list-ptx`` (names end .sm_XY.*)."""
+    counts = []
+    for flag in ("--list-elf", "--list-ptx"):
+        out = subprocess.run(
+            [str(tool("cuobjdump")), "-all", flag, str(lib)],
+            capture_output=True, text=True, timeout=600,
+        ).stdout  # fmt: skip
+        counts.append(Counter(re.findall(r"\.(sm_\w+?)\.(?:cubin|ptx)$", out, re.M)))
+    return counts[0], counts[1]
+
+
+def as_listed(archs: dict[str, int], kind: str) -> Counter[str]:
+    """Our counts in ``--list-elf``/``--list-ptx`` names: a family (f) cubin is listed
+    without its suffix there (``cuobjdump -all`` itself prints ``arch = sm_100f``)."""
+    out: Counter[str] = Counter()
+    for arch, n in archs.items():
+        major, minor, suffix = parse_arch(arch)
+        if kind == "sass" and suffix == "f":
+            suffix = ""
+        out[f"sm_{major}{minor}{suffix}"] += n
+    return out
+
+
+# --- fixtures compiled with nvcc -----------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    nvcc = tool("nvcc")
+    require("gcc", shutil.which("gcc") is not None, "gcc (nvcc's host compiler) not on PATH")
+    tmp = tmp_path_factory.mktemp("nvcc")
+    src = tmp / "k.cu"
+    src.write_text(KERNELS)
+    targets = {
+        # a shared library: SASS 7.5 and 9.0a, SASS+PTX 10.0f, SASS 12.1f, PTX 8.0
+        "lib.so": ["-shared", "-Xcompiler", "-fPIC",
+                   "-gencode", "arch=compute_75,code=sm_75",
+                   "-gencode", "arch=compute_80,code=compute_80",
+                   "-gencode", "arch=compute_90a,code=sm_90a",
+                   "-gencode", "arch=compute_100f,code=[sm_100f,compute_100f]",
+                   "-gencode", "arch=compute_120f,code=sm_121"],
+        "lz4.o": ["-c", "--compress-mode=speed", "-Xfatbin", "-compress-all",
+                  "-gencode", "arch=compute_80,code=[sm_80,compute_80]"],
+        "stored.o": ["-c", "--no-compress", "-gencode", "arch=compute_86,code=[sm_86,compute_86]"],
+        "concat.o": ["-c", "--concat", "-gencode", "arch=compute_80,code=[sm_80,compute_80]",
+                     "-gencode", "arch=compute_90,code=sm_90",
+                     "-gencode", "arch=compute_90a,code=sm_90a"],
+        "rdc.o": ["-c", "-rdc=true", "-gencode", "arch=compute_80,code=[sm_80,compute_80]"],
+        "lto.o": ["-c", "-dc", "-gencode", "arch=compute_80,code=lto_80"],
+        "raw.fatbin": ["-fatbin", "-gencode", "arch=compute_75,code=[sm_75,compute_75]"],
+    }  # fmt: skip
+    out = {}
+    for name, args in targets.items():
+        dest = tmp / name
+        done = subprocess.run(
+            [str(nvcc), *args, "-o", str(dest), str(src)], capture_output=True, text=True
+        )
+        assert done.returncode == 0, f"nvcc {' '.join(args)}: {done.stderr[-2000:]}"
+        out[name] = dest
+    return out
+
+
+def test_compiled_targets_keep_their_suffixes(built: dict[str, Path]) -> None:
+    code = fatbin.scan(built["lib.so"])
+    assert {"7.5", "9.0a", "10.0f", "12.1f"} == set(code.sass)
+    assert {"8.0", "10.0f"} == set(code.ptx)
+    assert code.ptx_isa == {"8.0": "9.5", "10.0f": "9.5"}  # nvcc 13.5 writes PTX ISA 9.5
+    assert code.sections == (".nv_fatbin",)
+
+
+def test_compression_modes(built: dict[str, Path]) -> None:
+    lz4 = fatbin.scan(built["lz4.o"])
+    assert {e.compression for e in lz4.entries} == {"lz4"}
+    stored = fatbin.scan(built["stored.o"])
+    assert stored.compressed == 0 and stored.sass == {"8.6": 1} and stored.ptx == {"8.6": 1}
+    default = fatbin.scan(built["lib.so"])
+    assert "zstd" in {e.compression for e in default.entries}  # nvcc 13's default
+
+
+def test_concatenated_relocatable_lto_and_raw(built: dict[str, Path]) -> None:
+    assert fatbin.scan(built["concat.o"]).sass == {"8.0": 1, "9.0": 1, "9.0a": 1}
+    rdc = fatbin.scan(built["rdc.o"])
+    assert rdc.sections == ("__nv_relfatbin",) and rdc.ptx == {"8.0": 1}
+    lto = fatbin.scan(built["lto.o"])
+    assert lto.lto == {"8.0": 1} and lto.sass == {} and lto.ptx == {}
+    raw = fatbin.scan(built["raw.fatbin"])
+    assert raw.sections == (fatbin.RAW,) and raw.sass == {"7.5": 1} and raw.ptx == {"7.5": 1}
+
+
+@pytest.mark.parametrize(
+    "name", ["lib.so", "lz4.o", "stored.o", "concat.o", "rdc.o", "lto.o", "raw.fatbin"]
+)
+def test_fixture_entries_equal_cuobjdump(built: dict[str, Path], name: str) -> None:
+    rows, rc, err = cuobjdump_rows(built[name])
+    assert rc == 0, err
+    assert Counter(our_rows(fatbin.scan(built[name]))) == Counter(rows)
+
+
+# --- real libraries from PyPI wheels -------------------------------------------------
+
+
+def real(key: str) -> Path:
+    try:
+        return cuda_artifacts.library(key)
+    except cuda_artifacts.Unavailable as exc:
+        require("cuda-libraries", False, str(exc))
+        raise
+
+
+@pytest.mark.parametrize("key", ["bnb-cuda118", "bnb-cuda128", "bnb-cuda130", "curand", "nccl"])
+def test_real_library_equals_cuobjdump(key: str) -> None:
+    lib = real(key)
+    code = fatbin.scan(lib)
+    rows, rc, err = cuobjdump_rows(lib)
+    assert rc == 0, err
+    assert rows, "cuobjdump listed nothing: the comparison would prove nothing"
+    assert Counter(our_rows(code)) == Counter(rows)
+    elf, ptx = cuobjdump_lists(lib)
+    assert as_listed(code.sass, "sass") == elf
+    assert as_listed(code.ptx, "ptx") == ptx
+
+
+def test_ptx_only_in_relocatable_fatbin_is_found() -> None:
+    """bitsandbytes' CUDA 12.8 library: its PTX (for sm_120, ISA 8.7) sits only in
+    ``__nv_relfatbin``; plain ``cuobjdump --list-ptx`` (without ``-all``) finds none."""
+    lib = real("bnb-cuda128")
+    code = fatbin.scan(lib)
+    assert code.ptx == {"12.0": 6} and code.ptx_isa == {"12.0": "8.7"}
+    assert code.by_section()[".nv_fatbin"]["ptx"] == {}
+    plain = subprocess.run(
+        [str(tool("cuobjdump")), "--list-ptx", str(lib)], capture_output=True, text=True
+    )
+    assert ".ptx" not in plain.stdout
+
+
+def test_family_cubins_in_nccl() -> None:
+    code = fatbin.scan(real("nccl"))
+    assert code.sass["10.0f"] == 20
+    assert "10.0f" in code.partial_sass and "10.0" in code.full_sass
+
+
+def test_library_cuobjdump_rejects_is_read_past_its_stop() -> None:
+    """xformers 0.0.28.post3's ``_C.so``: cuobjdump prints the first fatbin container's 7
+    entries, then stops with "Invalid ELF". Its headers are readable: hpcenv reads all 19
+    containers, and agrees with cuobjdump on everything cuobjdump printed."""
+    lib = real("xformers")
+    rows, rc, err = cuobjdump_rows(lib)
+    assert rc != 0 and "Invalid ELF" in err
+    code = fatbin.scan(lib)
+    ours = Counter(our_rows(code))
+    assert not Counter(rows) - ours  # every entry cuobjdump printed, we report too
+    assert sum(ours.values()) > len(rows)
+    assert code.containers == 19
+    assert code.sass == {"6.0": 19, "7.0": 19, "7.5": 19, "8.0": 19, "9.0a": 19}
+    assert code.ptx == {"6.0": 19, "8.0": 19}
