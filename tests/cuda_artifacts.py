@@ -237,9 +237,12 @@ def libtorch_cuda() -> Path:
         tmp = dest.with_suffix(".part")
         try:
             remote = io.BufferedReader(HttpRange(url), buffer_size=32 << 20)
-            with zipfile.ZipFile(remote) as zf, zf.open("torch/lib/libtorch_cuda.so") as src:
-                with open(tmp, "wb") as out:
-                    shutil.copyfileobj(src, out, 8 << 20)
+            with (
+                zipfile.ZipFile(remote) as zf,
+                zf.open("torch/lib/libtorch_cuda.so") as src,
+                open(tmp, "wb") as out,
+            ):
+                shutil.copyfileobj(src, out, 8 << 20)
             os.replace(tmp, dest)  # the member's CRC was checked by zipfile while reading
         except (urllib.error.URLError, OSError, zipfile.BadZipFile) as exc:
             raise Unavailable(f"cannot read libtorch_cuda.so from {url}: {exc}") from exc
