@@ -71,7 +71,7 @@ def selection(flags: list[str]) -> uvlock.Selection:
 
 def copy_project(name: str, tmp_path: Path) -> Path:
     dest = tmp_path / name
-    shutil.copytree(PROJECTS / name, dest)
+    shutil.copytree(PROJECTS / name, dest, ignore=shutil.ignore_patterns(".*cache", "__pycache__"))
     return dest
 
 

@@ -51,6 +51,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="uv.lock: evaluate for this Python (default: the project's .python-version, "
         "else the node's if requires-python admits it)",
     )
+    parser.add_argument("--junit", metavar="FILE", help="write the verdict as JUnit XML (CI)")
+    parser.add_argument(
+        "--summary",
+        metavar="FILE",
+        help='append the verdict as Markdown (e.g. "$GITHUB_STEP_SUMMARY" in a GitHub job)',
+    )
     add_json_option(parser)
 
 
@@ -64,10 +70,12 @@ def run(args: argparse.Namespace) -> int:
     try:
         result, node = _audit(args)
     except HpcenvError as exc:
+        _ci_reports(args, None, str(exc))
         if args.json:
             error = {"source": args.target, "ok": False, "error": str(exc)}
             print_json({**error, "exit_code": exc.exit_code})
         raise
+    _ci_reports(args, result, None)
     if args.json:
         print_json(result.to_json())
     else:
@@ -116,3 +124,38 @@ def _audit(args: argparse.Namespace) -> tuple[Audit, str]:
     )
     result = audit.audit(args.target, found, selection=selection, python=args.python, node=node)
     return result, node
+
+
+def _ci_reports(args: argparse.Namespace, result: Audit | None, error: str | None) -> None:
+    """``--junit`` (one testcase: pass, fail, or error for bad input) and ``--summary``."""
+    if not (args.junit or args.summary):
+        return
+    from pathlib import Path
+
+    from hpcenv import junit
+    from hpcenv.kit.status import Status
+    from hpcenv.results import ProbeResult
+
+    where = f"--declared {args.declared}" if args.declared else (args.facts or "this node")
+    name = f"audit {args.target} ({where})"
+    if result is None:
+        status, summary, remedy = Status.ERROR, error or "", ""
+    else:
+        status = Status.PASS if result.ok else Status.FAIL
+        summary, remedy = result.message, result.fix or ""
+    if args.junit:
+        case = ProbeResult(name=name, status=status, summary=summary, remedy=remedy)
+        junit.write(Path(args.junit), [case], suite_name="hpcenv audit")
+    if args.summary:
+        mark = {Status.PASS: "runs", Status.FAIL: "cannot run", Status.ERROR: "error"}[status]
+        rows = [("verdict", f"**{mark}**: {summary}")]
+        if remedy:
+            rows.append(("fix", remedy))
+        if result is not None:
+            rows += [("torch", f"{result.torch_version} ({result.build})")]
+            rows += [("audited", result.selection)] if result.selection else []
+            rows += [("warning", w) for w in result.warnings]
+        pipe = "\\|"  # a | inside a Markdown table cell
+        cells = "".join(f"| {k} | {v.replace('|', pipe)} |\n" for k, v in rows)
+        with Path(args.summary).open("a") as fh:
+            fh.write(f"### hpcenv {name}\n\n| | |\n|---|---|\n{cells}\n")
