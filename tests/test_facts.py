@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import FACTS, require
+from conftest import FACTS
 from hpcenv import facts, nvidia
 from hpcenv.cli import main
 from hpcenv.errors import BadInput
@@ -209,30 +209,6 @@ def test_slurm_allocation_from_env() -> None:
     implicit["SLURM_TASKS_PER_NODE"] = "1(x2)"
     s2 = allocation.from_env(implicit)
     assert s2 is not None and s2.ntasks_per_node is None
-
-
-def test_libfabric_providers_real_fi_info() -> None:
-    require("fi_info", shutil.which("fi_info") is not None, "install libfabric-bin")
-    providers = facts.libfabric_providers()
-    assert providers and "tcp" in providers
-
-
-def test_fi_info_list_parsing() -> None:
-    text = "cxi:\n    version: 1.0\ntcp:\n    version: 116.10\nshm:\n    version: 118.10\n"
-    assert facts.parse_fi_info_list(text) == ("cxi", "tcp", "shm")
-
-
-def test_net_plugin_lookup(tmp_path: Path) -> None:
-    lib = tmp_path / "lib"
-    lib.mkdir()
-    (lib / "libnccl-net-ofi.so").write_bytes(b"")
-    env = {"LD_LIBRARY_PATH": str(lib)}
-    assert facts.find_net_plugin(env) is None
-    assert facts.find_net_plugin({**env, "NCCL_NET_PLUGIN": "ofi"}) == str(
-        lib / "libnccl-net-ofi.so"
-    )
-    (lib / "libnccl-net.so").write_bytes(b"")
-    assert facts.find_net_plugin(env) == str(lib / "libnccl-net.so")
 
 
 def test_modules_from_lmod_env() -> None:

@@ -9,16 +9,13 @@ from __future__ import annotations
 import os
 import platform
 import re
-import shutil
 import socket
 import threading
 from collections.abc import Mapping
 from pathlib import Path
 
-from hpcenv import command, nvidia
-from hpcenv.errors import CommandFailed
+from hpcenv import fabric, nvidia
 from hpcenv.facts_model import Facts, NetworkFacts, load
-from hpcenv.kit.libfabric import FI_INFO_TIMEOUT_S, parse_fi_info_list
 from hpcenv.kit.netplugin import find_net_plugin
 from hpcenv.slurm import allocation
 
@@ -38,17 +35,6 @@ def memory_gib(meminfo: Path = Path("/proc/meminfo")) -> float | None:
     return round(int(m.group(1)) / 1024 / 1024, 1) if m else None
 
 
-def libfabric_providers(timeout: float = FI_INFO_TIMEOUT_S) -> tuple[str, ...] | None:
-    """Providers ``fi_info -l`` lists; None when fi_info is not installed, () when it fails."""
-    fi_info = shutil.which("fi_info")
-    if fi_info is None:
-        return None
-    try:
-        return parse_fi_info_list(command.run([fi_info, "-l"], timeout=timeout).stdout)
-    except CommandFailed:
-        return ()
-
-
 def loaded_modules(env: Mapping[str, str]) -> tuple[str, ...]:
     return tuple(m for m in env.get("LOADEDMODULES", "").split(":") if m)
 
@@ -56,19 +42,20 @@ def loaded_modules(env: Mapping[str, str]) -> tuple[str, ...]:
 def collect(env: Mapping[str, str] | None = None, *, network: bool = True) -> Facts:
     """The facts of this host.
 
-    ``fi_info -l`` is the slowest read (libfabric loads every provider, ~0.3 s), so it
-    runs in a thread while the NVIDIA driver and the rest are read. ``network=False``
-    skips it and the plugin search (building needs no network facts, and a no-op build
-    must be fast): the network facts are then unknown.
+    ``fi_info -l`` is the slowest read (libfabric loads every provider, ~0.3 s): it is
+    cached (``hpcenv.fabric``), and when it runs it runs in a thread while the NVIDIA
+    driver and the rest are read. ``network=False`` skips it and the plugin search
+    (building needs no network facts, and a no-op build must be fast): the network
+    facts are then unknown.
     """
     env = os.environ if env is None else env
     providers: list[tuple[str, ...] | None] = [None]
-    fabric = threading.Thread(target=lambda: providers.__setitem__(0, libfabric_providers()))
+    reader = threading.Thread(target=lambda: providers.__setitem__(0, fabric.providers(env)))
     if network:
-        fabric.start()
+        reader.start()
     nv = nvidia.read()
     if network:
-        fabric.join()
+        reader.join()
     return Facts(
         hostname=socket.gethostname(),
         arch=platform.machine(),

@@ -14,7 +14,6 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from hpcenv import command
 from hpcenv.errors import CommandFailed
 from hpcenv.facts_model import Gpu, NvidiaFacts
 from hpcenv.kit import nvidia_proc
@@ -121,6 +120,8 @@ def read_smi(timeout: float = 15.0) -> NvidiaFacts | None:
     smi = shutil.which("nvidia-smi")
     if smi is None:
         return None
+    from hpcenv import command  # here: a node without nvidia-smi never pays for it
+
     try:
         out = command.run(
             [smi, f"--query-gpu={','.join(SMI_FIELDS)}", "--format=csv,noheader,nounits"],

@@ -11,11 +11,13 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 
-def home() -> Path:
-    return Path(os.environ.get("HPCENV_HOME") or Path.cwd() / ".hpcenv").absolute()
+def home(env: Mapping[str, str] | None = None) -> Path:
+    env = os.environ if env is None else env
+    return Path(env.get("HPCENV_HOME") or Path.cwd() / ".hpcenv").absolute()
 
 
 def venvs_dir() -> Path:
@@ -31,8 +33,9 @@ def venv_python(venv: Path) -> Path:
     return venv / "bin" / "python"
 
 
-def cache_dir() -> Path:
-    return Path(os.environ.get("HPCENV_CACHE") or home() / "cache").absolute()
+def cache_dir(env: Mapping[str, str] | None = None) -> Path:
+    env = os.environ if env is None else env
+    return Path(env.get("HPCENV_CACHE") or home(env) / "cache").absolute()
 
 
 def logs_dir() -> Path:

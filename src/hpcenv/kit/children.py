@@ -15,7 +15,6 @@ import ctypes
 import os
 import signal
 import subprocess
-import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -68,6 +67,8 @@ def run_children(
     them too, and they die with the caller (``die_with``): none is left holding a GPU.
     stdout and stderr go to one temporary file each (no pipe to fill up and block).
     """
+    import tempfile  # here: hpcenv.command imports this module, `hpcenv facts` must not pay
+
     procs: list[subprocess.Popen[bytes]] = []
     late: list[bool] = []
     with contextlib.ExitStack() as stack:

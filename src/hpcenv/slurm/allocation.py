@@ -14,7 +14,6 @@ import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from hpcenv import command
 from hpcenv.errors import BadInput, CommandFailed
 from hpcenv.facts_model import SlurmFacts
 from hpcenv.kit import slurm_env
@@ -60,6 +59,8 @@ def hostnames(nodelist: str, *, env: Mapping[str, str] | None = None) -> list[st
         raise BadInput("empty SLURM node list; is SLURM_JOB_NODELIST set?")
     scontrol = shutil.which("scontrol", path=(env or os.environ).get("PATH"))
     if scontrol is not None:
+        from hpcenv import command  # here: reading the facts in a job must stay cheap
+
         try:
             done = command.run([scontrol, "show", "hostnames", nodelist], env=env, timeout=30)
         except CommandFailed:
