@@ -6,7 +6,6 @@ the archs with ``cuobjdump -all --list-elf`` / ``--list-ptx``. Artifacts come fr
 
 from __future__ import annotations
 
-import re
 import shutil
 import subprocess
 from collections import Counter
@@ -14,10 +13,9 @@ from pathlib import Path
 
 import pytest
 
-import cuda_artifacts
 from conftest import require
+from cuobjdump_oracle import as_listed, cuobjdump_lists, cuobjdump_rows, our_rows, real, tool
 from hpcenv.kit import fatbin
-from hpcenv.kit.coverage import parse_arch
 
 KERNELS = """
 __global__ void add(float *a, const float *b, int n) {
@@ -26,71 +24,6 @@ __global__ void mul(float *a, const float *b, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) a[i] *= b[i]; }
 extern "C" void launch(float *a, const float *b, int n) { add<<<(n + 255) / 256, 256>>>(a, b, n); }
 """
-
-#: (kind in cuobjdump's words, "sm_XY[a|f]", "[major,minor]", compressed)
-Row = tuple[str, str, str, bool]
-_KIND = {"elf": "sass", "ptx": "ptx", "nvvm": "lto"}
-
-
-def tool(name: str) -> Path:
-    try:
-        path = cuda_artifacts.cuobjdump() if name == "cuobjdump" else cuda_artifacts.nvcc()
-    except cuda_artifacts.Unavailable as exc:
-        require(name, False, str(exc))
-        raise
-    return path
-
-
-def cuobjdump_rows(lib: Path) -> tuple[list[Row], int, str]:
-    """Every entry ``cuobjdump -all FILE`` prints, its exit code and its stderr."""
-    done = subprocess.run(
-        [str(tool("cuobjdump")), "-all", str(lib)], capture_output=True, text=True, timeout=600
-    )
-    rows: list[Row] = []
-    for block in re.split(r"\n\s*\n", done.stdout):
-        head = re.search(r"Fatbin (elf|ptx|nvvm) code:", block)
-        if not head:
-            continue
-        arch = re.search(r"arch = (sm_\w+)", block)
-        version = re.search(r"code version = (\[\d+,\d+\])", block)
-        assert arch and version, block
-        compressed = any(line.strip() == "compressed" for line in block.splitlines())
-        rows.append((_KIND[head.group(1)], arch.group(1), version.group(1), compressed))
-    return rows, done.returncode, done.stderr
-
-
-def our_rows(code: fatbin.CudaCode) -> list[Row]:
-    out = []
-    for e in code.entries:
-        major, minor, suffix = parse_arch(e.arch)
-        cv = "[" + e.version.replace(".", ",") + "]"
-        out.append((e.kind, f"sm_{major}{minor}{suffix}", cv, e.compression is not None))
-    return out
-
-
-def cuobjdump_lists(lib: Path) -> tuple[Counter[str], Counter[str]]:
-    """Per-arch counts of ``-all --list-elf`` and ``-all --list-ptx`` (names end .sm_XY.*)."""
-    counts = []
-    for flag in ("--list-elf", "--list-ptx"):
-        out = subprocess.run(
-            [str(tool("cuobjdump")), "-all", flag, str(lib)],
-            capture_output=True, text=True, timeout=600,
-        ).stdout  # fmt: skip
-        counts.append(Counter(re.findall(r"\.(sm_\w+?)\.(?:cubin|ptx)$", out, re.M)))
-    return counts[0], counts[1]
-
-
-def as_listed(archs: dict[str, int], kind: str) -> Counter[str]:
-    """Our counts in ``--list-elf``/``--list-ptx`` names: a family (f) cubin is listed
-    without its suffix there (``cuobjdump -all`` itself prints ``arch = sm_100f``)."""
-    out: Counter[str] = Counter()
-    for arch, n in archs.items():
-        major, minor, suffix = parse_arch(arch)
-        if kind == "sass" and suffix == "f":
-            suffix = ""
-        out[f"sm_{major}{minor}{suffix}"] += n
-    return out
-
 
 # --- fixtures compiled with nvcc -----------------------------------------------------
 
@@ -168,14 +101,6 @@ def test_fixture_entries_equal_cuobjdump(built: dict[str, Path], name: str) -> N
 
 
 # --- real libraries from PyPI wheels -------------------------------------------------
-
-
-def real(key: str) -> Path:
-    try:
-        return cuda_artifacts.library(key)
-    except cuda_artifacts.Unavailable as exc:
-        require("cuda-libraries", False, str(exc))
-        raise
 
 
 @pytest.mark.parametrize("key", ["bnb-cuda118", "bnb-cuda128", "bnb-cuda130", "curand", "nccl"])

@@ -41,7 +41,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from hpcenv import knowledge, uvlock
+from hpcenv import archs, knowledge, uvlock
 from hpcenv.errors import BadInput, NoCompatibleBuild
 from hpcenv.facts_model import Facts
 from hpcenv.resolve import assess, describe_gpus, driver_reason, try_resolve_torch
@@ -368,6 +368,8 @@ def examine(
             if cuda := _cuda_from_runtime(rt):
                 build = "cu" + cuda.replace(".", "")
                 return Found(version=version, build=build, cuda=cuda, evidence=f"pulls {name} {rt}")
+    if pkgs.kind == "venv" and (binary := archs.torch_build(Path(pkgs.source))):
+        return Found(version=version, build=binary[0], cuda=binary[1], evidence=binary[2])
     return Found(
         version=version,
         build="cpu",
@@ -581,7 +583,16 @@ def audit(
             f"CUDA {cuda} runs on driver {nv.driver_version} only under minor-version "
             f"compatibility (no PTX JIT; update to >= {a.min_driver} for full support)"
         )
-    if a.archs is None:
+    # a venv's binaries are read (hpcenv.archs): every distribution with CUDA code is judged
+    kernels = (
+        archs.check_venv(Path(pkgs.source), facts, torch_cuda=cuda) if pkgs.kind == "venv" else None
+    )
+    if kernels is not None:
+        problems += kernels.problems
+        warnings += kernels.warnings
+    if kernels is not None and kernels.torch_read:
+        pass  # torch's own libraries were read: the table's arch sets are not needed
+    elif a.archs is None:
         warnings.append(
             f"hpcenv does not know the GPU archs of {build} in torch {public} on {facts.arch}; "
             "only the driver was checked"

@@ -55,6 +55,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except HpcenvError as exc:
         print(f"hpcenv: error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except BrokenPipeError:  # `hpcenv facts --json | head` (before OSError, its base)
+        return 0
     except OSError as exc:  # a path hpcenv was given cannot be read or written
         where = f": {exc.filename}" if exc.filename else ""
         print(f"hpcenv: error: {exc.strerror or exc}{where}", file=sys.stderr)
@@ -62,8 +64,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("hpcenv: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:  # `hpcenv facts --json | head`
-        return 0
 
 
 if __name__ == "__main__":  # pragma: no cover
