@@ -121,6 +121,13 @@ def doctor(session: nox.Session) -> None:
 
 
 @nox.session
+def cluster(session: nox.Session) -> None:
+    """A real N-node SLURM on this machine (root): -- up [--nodes 3] [--slow node3] | down."""
+    _hpcenv(session)
+    session.run("python", str(ROOT / "tests" / "cluster.py"), *(session.posargs or ["status"]))
+
+
+@nox.session
 def bench(session: nox.Session) -> None:
     """Performance against baselines; writes bench/results.json and bench/RESULTS.md."""
     _dev(session)
