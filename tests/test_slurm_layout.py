@@ -161,3 +161,26 @@ def test_a_node_where_launching_failed_names_its_ranks(tmp_path: Path) -> None:
     failed = launcher.failed(env)
     assert sorted(failed) == [4, 5, 6, 7]
     assert failed[4] == "nid002: task launch failed: Invalid node name"
+
+
+def test_a_rank_killed_first_is_the_cause_and_named_by_its_signal(tmp_path: Path) -> None:
+    """What srun printed when the rank on node3 was SIGKILLed mid-allreduce (the OOM
+    killer's signal; tests/test_multinode.py does it for real): rank 1 is the cause,
+    rank 0 was terminated because of it."""
+    alloc = allocation.from_env(CPU_JOB)
+    assert alloc is not None
+    launcher = srun.SrunLauncher(alloc, hosts=["node1", "node3"], env=CPU_JOB)
+    env = {"HPCENV_RESULT_DIR": str(tmp_path), "HPCENV_PROBE_NAME": "nccl"}
+    (tmp_path / "nccl.srun.stderr").write_text(
+        "srun: error: node3: task 1: Killed\n"
+        "srun: launch/slurm: _step_signal: Terminating StepId=2.0\n"
+        "srun: error: node1: task 0: Terminated\n"
+        "srun: Force Terminated StepId=2.0\n"
+    )
+    assert launcher.rank_exit_codes(env, 2, [137]) == [None, -9]
+    (tmp_path / "nccl.srun.stderr").write_text(
+        "srun: error: node1: task 0: Segmentation fault\n"
+        "srun: error: node3: task 1: Killed\n"
+    )
+    assert launcher.rank_exit_codes(env, 2, [139]) == [-11, None]
+    assert runner.exit_text(-9) == "killed by SIGKILL" and runner.exit_text(3) == "exit 3"

@@ -26,6 +26,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -299,6 +300,26 @@ def _wait(procs: Sequence[subprocess.Popen[Any]], timeout: float) -> tuple[bool,
         time.sleep(0.05)
 
 
+#: What to do about a rank SIGKILLed from outside (the runner takes codes before it stops
+#: anything, so the signal was not ours).
+KILLED_REMEDY = (
+    "SIGKILL came from outside the probe: the kernel's OOM killer or a cgroup memory "
+    "limit (check 'dmesg' and 'sacct -o JobID,MaxRSS,State' for that host), an admin, or "
+    "the node failing; rerun, and exclude the host if it happens there again"
+)
+
+
+def exit_text(code: int) -> str:
+    """``exit 3``, or ``killed by SIGKILL`` for a death by signal (a negative code, as
+    ``subprocess`` and the srun launcher report it)."""
+    if code >= 0:
+        return f"exit {code}"
+    try:
+        return f"killed by {signal.Signals(-code).name}"
+    except ValueError:
+        return f"killed by signal {-code}"
+
+
 def collect(
     spec: ProbeSpec,
     result_dir: Path,
@@ -333,16 +354,17 @@ def collect(
             continue
         if started is not None:
             host = str(started.get("host") or host)
-        crashed = code not in (0, None)  # exited by itself, not stopped by the runner
-        if crashed:
+        if code not in (0, None):  # exited by itself, not stopped by the runner
             last = tail.splitlines()[-1] if tail else "no output on stderr"
             out.append(
                 RankResult(
                     rank=k,
                     host=host,
                     status=Status.ERROR,
-                    summary=f"rank {k} on host {host} crashed (exit {code}): {last}",
-                    remedy="read the stderr tail in the details; run the probe by hand "
+                    summary=f"rank {k} on host {host} crashed ({exit_text(code)}): {last}",
+                    remedy=KILLED_REMEDY
+                    if code == -signal.SIGKILL
+                    else "read the stderr tail in the details; run the probe by hand "
                     "with the environment's python to reproduce: "
                     f"probes/{registry.script_name(spec.name)}",
                     stderr_tail=tail,

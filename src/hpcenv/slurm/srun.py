@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -91,6 +92,15 @@ def failed_tasks(srun_stderr: str) -> dict[int, str]:
 _NODE_FAIL = re.compile(
     r"srun: error: Task launch for \S+ failed on node (?P<host>[^:\s]+): (?P<why>.+?)\s*$", re.M
 )
+
+
+#: srun names a task's deadly signal as strsignal(3) does: "Killed", "Segmentation fault".
+_SIGNAL_NAMED = {text: int(s) for s in signal.Signals if (text := signal.strsignal(s))}
+
+
+def signal_of(why: str) -> int | None:
+    """The signal in what srun said about a task (``node3: Killed`` -> 9), else None."""
+    return _SIGNAL_NAMED.get(why.rsplit(": ", 1)[-1].strip())
 
 
 def failed_nodes(srun_stderr: str) -> dict[str, str]:
@@ -178,25 +188,37 @@ class SrunLauncher:
         self, env: Mapping[str, str], ranks: int, codes: Sequence[int | None]
     ) -> list[int | None]:
         """Per-rank exit codes from srun's one: the rank that exited non-zero gets its
-        own code; ranks srun killed because of it get ``None`` ("stopped"), so the
-        report blames the rank that failed, not the ones taken down with it."""
+        own code, a rank that died of a signal ``-signal`` (as ``subprocess`` says it);
+        ranks srun killed because of it get ``None`` ("stopped"), so the report blames
+        the rank that failed, not the ones taken down with it.
+
+        srun reports the first failure first: a rank SIGKILLed from outside (the OOM
+        killer, a node going down) is the cause even though "Killed" is also what the
+        ranks stopped after it say; SIGKILL/SIGTERM after the first are collateral.
+        """
         srun_code = codes[0] if codes else None
         if srun_code is None or srun_code == 0:
             return [srun_code] * ranks
         said = self.failed(env)
         if not said:
             return [srun_code] * ranks
+        first = next(iter(said))
         out: list[int | None] = []
         for k in range(ranks):
             why = said.get(k)
             m = re.search(r"Exited with exit code (\d+)", why or "")
+            sig = signal_of(why) if why else None
             if why is None:
                 out.append(0)
             elif m:
                 out.append(int(m.group(1)))
-            elif re.search(r"Killed|Terminated|CANCELLED", why):
+            elif sig is not None and k == first:
+                out.append(-sig)
+            elif sig in (signal.SIGKILL, signal.SIGTERM) or "CANCELLED" in why:
                 out.append(None)
-            else:  # Segmentation fault, Aborted...: a failure of its own
+            elif sig is not None:  # Segmentation fault, Aborted...: a failure of its own
+                out.append(-sig)
+            else:
                 out.append(srun_code)
         return out
 
