@@ -66,6 +66,20 @@ def test_cpu_profiles_get_two_ranks_for_multi_rank_probes() -> None:
     assert not any(d.startswith(("--gpus", "--gres")) for d in _directives(_render("local")))
 
 
+def test_a_profile_file_and_a_venv_reach_the_job(tmp_path: Path) -> None:
+    """A profile given by path is named by its absolute path in the job (its name finds
+    no envs/ file there), and ``--env VENV`` keeps the profile's settings (--profile)."""
+    mine = tmp_path / "mine.toml"
+    mine.write_text((REPO / "envs" / "local.toml").read_text())
+    prof = profile.load(str(mine))
+    job = sbatch.render(prof, "nccl", workdir=tmp_path, venv="/opt/venv")
+    assert f" -m hpcenv probe nccl --env /opt/venv --profile {mine} --json" in job.script
+    build = sbatch.render(prof, "build", workdir=tmp_path).script
+    assert f" -m hpcenv build {mine}" in build
+    named = sbatch.render(profile.load("local"), "nccl", workdir=tmp_path, venv="/v").script
+    assert " -m hpcenv probe nccl --env /v --profile local --json" in named
+
+
 def test_supercloud_gres_with_type() -> None:
     d = _directives(_render("supercloud"))
     assert "--gres=gpu:volta:2" in d and "--ntasks-per-node=2" in d

@@ -40,7 +40,7 @@ from pathlib import Path
 from hpcenv import command, paths, redact
 from hpcenv.errors import BadInput, CommandFailed
 from hpcenv.kit import registry
-from hpcenv.profile import KNOWN_PROBES, Profile
+from hpcenv.profile import KNOWN_PROBES, Profile, available
 
 TARGETS = ("probe", "build", *KNOWN_PROBES)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -134,13 +134,30 @@ def tasks_per_node(profile: Profile, override: int | None = None, target: str = 
     return 2 if target in MULTI_RANK_TARGETS else 1
 
 
+def profile_ref(profile: Profile) -> str:
+    """How the job names the profile: by name when that finds this very file (envs/),
+    else by its absolute path (a profile file given by path, e.g. ``./mine.toml``)."""
+    if profile.path is None:
+        return profile.name
+    found = available().get(profile.name)
+    if found is not None and found.resolve() == profile.path.resolve():
+        return profile.name
+    return str(profile.path.absolute())
+
+
 def hpcenv_argv(profile: Profile, target: str, venv: str | None) -> list[str]:
-    """The hpcenv command the job runs (with this Python, so the job sees this hpcenv)."""
+    """The hpcenv command the job runs (with this Python, so the job sees this hpcenv).
+
+    With ``venv`` (``--env``) the probes still take their settings (sizes, timeouts,
+    modules) from the profile: ``--profile`` names it.
+    """
     base = [sys.executable, "-m", "hpcenv"]
+    ref = profile_ref(profile)
     if target == "build":
-        return [*base, "build", profile.name]
+        return [*base, "build", ref]
     names = [] if target == "probe" else [target]
-    return [*base, "probe", *names, "--env", venv or profile.name, "--json"]
+    settings = ["--profile", ref] if venv else []
+    return [*base, "probe", *names, "--env", venv or ref, *settings, "--json"]
 
 
 def render(
