@@ -2,7 +2,7 @@
 profile's cluster: its partition, GPU request syntax, modules, environment and
 scratch. Prints the script; --submit writes it next to the job logs (creating the
 log directory first) and submits it; --wait then waits for the job and prints
-the report it wrote."""
+the report it wrote (with --json, stdout holds that JSON report and nothing else)."""
 
 from __future__ import annotations
 
@@ -52,6 +52,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="submit, wait for the job and print its report (time queued is not bounded; "
         "time running is, by [slurm] time + 10 min)",
     )
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="with --wait: stdout is the job's JSON report only (progress goes to stderr)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -72,7 +77,8 @@ def run(args: argparse.Namespace) -> int:
     # Secrets are not in the script: sbatch hands its environment to the job.
     env = {**os.environ, **sbatch.secret_env(prof, nodes=args.nodes)}
     job_id = sbatch.submit(script, env=env)
-    print(f"submitted job {job_id} ({script})", flush=True)
+    # --json keeps stdout for the report alone
+    print(f"submitted job {job_id} ({script})", flush=True, file=sys.stderr if args.json else None)
     if not args.wait:
         return 0
     # The bound is the job's own time limit (plus slack), counted only while it runs:
