@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from hpcenv import runner
 from hpcenv.errors import BadInput
 from hpcenv.kit.ports import free_port
 from hpcenv.slurm import allocation, srun
