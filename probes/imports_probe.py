@@ -3,9 +3,10 @@ compiled extensions load.
 
 Requirement names are distribution names (``ray[default]>=2.49``); the modules they
 provide come from the distribution's ``top_level.txt`` or, failing that, its
-``RECORD``. A compiled extension that fails to load with a linker error (undefined
-symbol, missing .so, GLIBC version) is the classic sign of a wheel built for another
-torch, CUDA or glibc, so each one is loaded, not just the package's top module.
+``RECORD`` (``hpcenv.kit.imports``, shared with the build's import check). A compiled
+extension that fails to load with a linker error (undefined symbol, missing .so, GLIBC
+version) is the classic sign of a wheel built for another torch, CUDA or glibc, so each
+one is loaded, not just the package's top module.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import warnings
 from typing import Any
 
 from hpcenv.kit import probe
+from hpcenv.kit.imports import import_names
 from hpcenv.kit.status import Status
 
 NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
@@ -39,33 +41,6 @@ def dist_name(requirement: str) -> str | None:
         return None
     m = NAME.match(requirement)
     return m.group(1) if m else None
-
-
-def import_names(dist: md.Distribution) -> list[str]:
-    """Top-level modules a distribution provides."""
-    text = dist.read_text("top_level.txt")
-    if text:
-        names = [n.strip() for n in text.splitlines() if n.strip() and not n.startswith("_")]
-        if names:
-            return names
-    names = []
-    for f in dist.files or []:
-        parts = f.parts
-        if not parts or parts[0].endswith((".dist-info", ".data")) or parts[0] in ("..", "bin"):
-            continue
-        top = parts[0]
-        if len(parts) == 1:
-            if top.endswith(".py"):
-                top = top[:-3]
-            elif any(top.endswith(s) for s in importlib.machinery.EXTENSION_SUFFIXES):
-                top = top.split(".")[0]
-            else:
-                continue
-        if top.startswith("_") or top == "__pycache__" or not top.isidentifier():
-            continue
-        if top not in names:
-            names.append(top)
-    return names
 
 
 def extension_modules(dist: md.Distribution, tops: list[str]) -> list[str]:

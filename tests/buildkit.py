@@ -32,6 +32,7 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from packaging.utils import canonicalize_name
 
 from conftest import REPO, require
 from hpcenv import uv
@@ -149,7 +150,7 @@ class StandInIndex:
 
     def add(self, index: str, wheel: Path) -> None:
         """Publish ``wheel`` (already in ``files/``) on sub-index ``index``."""
-        project = uv.normalise(wheel.name.split("-")[0])
+        project = canonicalize_name(wheel.name.split("-")[0])
         self.pages.setdefault(index, {}).setdefault(project, []).append(wheel)
 
     def write(self) -> None:

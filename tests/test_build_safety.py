@@ -75,7 +75,7 @@ def reached(stage: str, new_logs: set[Path]) -> bool:
         if stage == "sync" and at >= 0 and "# exit" not in text[at:]:
             return True
         done = text.find("# exit", at) if at >= 0 else -1
-        if stage == "import-probe" and done >= 0 and "bin/python -c" in text[done:]:
+        if stage == "import-probe" and done >= 0 and "-m hpcenv.kit.imports" in text[done:]:
             return True
     return False
 

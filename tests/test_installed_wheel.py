@@ -1,6 +1,6 @@
 """hpcenv installed from its own wheel runs probes: the probe scripts ship inside the
 wheel (``hpcenv/_probes``) and the target environment imports the probe kit, and
-nothing else of hpcenv nor its dependencies, from ``runner.kit_path``.
+nothing else of hpcenv nor its dependencies, from ``paths.kit_path``.
 
 Real parts: ``uv build`` of this checkout, ``uv pip install`` of the wheel (and its
 dependencies from PyPI or the uv cache) into a fresh venv, a second bare venv as the

@@ -32,7 +32,7 @@ def _imports(path: Path) -> set[str]:
     "path", [REPO / "src" / "hpcenv" / "__init__.py", *sorted(KIT.glob("*.py"))], ids=str
 )
 def test_the_kit_imports_the_standard_library_and_itself_only(path: Path) -> None:
-    """A target environment sees the kit and nothing else of hpcenv (runner.kit_path)."""
+    """A target environment sees the kit and nothing else of hpcenv (paths.kit_path)."""
     allowed = set(sys.stdlib_module_names) | {"__future__"}
     for name in _imports(path):
         top = name.split(".")[0]

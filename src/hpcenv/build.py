@@ -4,13 +4,13 @@ The chain (each step timed into the JSON build report, shown with rich progress)
 
 1. take ``venvs/<profile>.lock`` (``envlock``): two builds of one environment never
    interleave; remove leftovers of killed builds (build dirs without a marker);
-2. the lock (``lock.ensure``: kept when its inputs digest matches, else compiled);
+2. the lock: kept when its inputs digest matches (``lock.mismatch``), else compiled;
 3. the stamp: hash of plan digest, lock content, the facts that matter, the fixes'
    sources and hpcenv's version. The current build has the same stamp -> nothing to
    do (no uv call; well under a second);
 4. ``uv venv`` into a new sibling ``venvs/<profile>-<stamp>-<time>``; ``uv pip sync``
    of the lock (or, with a project, ``swap``); flash-attn per plan; fixes;
-5. import probe with the new venv's Python (torch and every package);
+5. import check with the new venv's Python (torch and every package: ``import_check``);
 6. marker file, then ``os.replace`` of a temporary symlink over ``venvs/<profile>``:
    readers see the old build or the new one, never a half-built one;
 7. older builds removed, the previous one kept (for a quick manual roll-back).
@@ -37,8 +37,9 @@ from pathlib import Path
 from typing import IO, Any, TypeVar, cast
 
 from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
 
-from hpcenv import __version__, command, envlock, fixes, lock, paths, redact, uv
+from hpcenv import __version__, envlock, fixes, import_check, lock, paths, redact, uv
 from hpcenv.errors import BadInput, BuildFailed, CommandFailed
 from hpcenv.facts_model import Facts
 from hpcenv.plan_model import Plan
@@ -47,44 +48,6 @@ from hpcenv.plan_model import Plan
 MARKER = ".hpcenv-build.json"
 
 T = TypeVar("T")
-
-#: Run by the new venv's Python: import torch and each package's top-level module.
-IMPORT_PROBE = r"""
-import importlib, importlib.metadata as md, json, sys
-names = json.loads(sys.argv[1])
-result = {"python": sys.version.split()[0], "torch": None, "imports": {}, "failed": {}}
-
-def modules(dist, name):
-    want = name.replace("-", "_").lower()
-    tops = (dist.read_text("top_level.txt") or "").split()
-    if not tops:
-        for f in dist.files or ():
-            parts = f.parts
-            if parts[0].endswith((".dist-info", ".data")) or parts[0] == "..":
-                continue
-            if len(parts) > 1 and parts[1] == "__init__.py":
-                tops.append(parts[0])
-            elif len(parts) == 1 and parts[0].endswith(".py"):
-                tops.append(parts[0][:-3])
-    tops = sorted({t for t in tops if not t.startswith("_")})
-    return [t for t in tops if t.lower() == want] or tops[:1] or [want]
-
-for name in names:
-    try:
-        dist = md.distribution(name)
-    except md.PackageNotFoundError:
-        result["failed"][name] = "not installed"
-        continue
-    for mod in modules(dist, name):
-        try:
-            importlib.import_module(mod)
-            result["imports"][name] = mod
-        except Exception as exc:
-            result["failed"][name] = f"import {mod}: {type(exc).__name__}: {exc}"
-if "torch" in sys.modules:
-    result["torch"] = sys.modules["torch"].__version__
-print(json.dumps(result))
-"""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -199,48 +162,13 @@ def switch(profile: str, target: Path) -> None:
 
 
 def package_names(plan: Plan) -> list[str]:
-    names = []
+    names: list[str] = []
     for req in plan.packages:
         try:
-            names.append(uv.normalise(Requirement(req).name))
+            names.append(canonicalize_name(Requirement(req).name))
         except InvalidRequirement:
             continue
     return names
-
-
-def import_probe(venv: Path, names: list[str], *, log: IO[str] | None) -> dict[str, Any]:
-    """Import torch and every planned package in the new environment.
-
-    torch (the slowest import by far) runs in one process and the other packages in
-    another, at the same time. Bytecode is written on purpose (even under
-    PYTHONDONTWRITEBYTECODE): the imports then compile the modules once, and every
-    later start is faster.
-    """
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    python = str(paths.venv_python(venv))
-    groups = [["torch"]] + ([others] if (others := [n for n in names if n != "torch"]) else [])
-    runs = command.run_parallel(
-        [[python, "-c", IMPORT_PROBE, json.dumps(group)] for group in groups],
-        env=env,
-        log=log,
-        timeout=600,
-    )
-    result: dict[str, Any] = {"python": None, "torch": None, "imports": {}, "failed": {}}
-    for done in runs:
-        try:
-            part: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-        except (ValueError, IndexError) as exc:
-            raise BuildFailed(
-                f"import probe of {venv} did not run: {(done.stderr or done.stdout).strip()[-300:]}"
-            ) from exc
-        result["python"] = part["python"]
-        result["torch"] = result["torch"] or part["torch"]
-        result["imports"].update(part["imports"])
-        result["failed"].update(part["failed"])
-    if result["failed"]:
-        first = next(iter(result["failed"].items()))
-        raise BuildFailed(f"import probe failed in the new environment: {first[0]}: {first[1]}")
-    return result
 
 
 def _unique_dir(profile: str, stamp_: str) -> Path:
@@ -451,8 +379,8 @@ def _build_locked(
         # with a project, swap already imported every package built against torch
         names = package_names(plan) if project is None else []
         report["imports"] = steps(
-            "probe", "import probe", lambda: import_probe(target_dir, names, log=log)
-        )
+            "probe", "import check", lambda: import_check.check(target_dir, names, log=log)
+        ).serialize()
         report["installed"] = uv.freeze(target_dir, log=log)
         report["seconds"] = round(time.monotonic() - start, 3)
         (new_dir / MARKER).write_text(json.dumps(redact.deep(report), indent=2, default=str))
@@ -506,14 +434,6 @@ def _flash_attn(venv: Path, plan: Plan, *, log: IO[str]) -> dict[str, Any]:
 
         out.update(flashattn_build.install_flash_attn(venv, plan, log=log))
     return out
-
-
-def python_of(profile: str) -> Path:
-    """The Python of a profile's built environment (for probes)."""
-    path = paths.venv_python(paths.venv_dir(profile))
-    if not path.exists():
-        raise BuildFailed(f"profile {profile} is not built yet: run 'hpcenv build {profile}'")
-    return path
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from packaging.utils import canonicalize_name
+
 from hpcenv import command, envlock, paths, uv
 from hpcenv.errors import BuildFailed
 from hpcenv.plan_model import Plan
@@ -57,9 +59,9 @@ def cache_root() -> Path:
 
 
 def key_dir(name: str, version: str, key_fields: Mapping[str, str]) -> Path:
-    key = {"name": uv.normalise(name), "version": version, **key_fields}
+    key = {"name": canonicalize_name(name), "version": version, **key_fields}
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
-    return cache_root() / f"{uv.normalise(name)}-{version}-{digest}"
+    return cache_root() / f"{canonicalize_name(name)}-{version}-{digest}"
 
 
 def _cached(entry: Path) -> Path | None:
@@ -81,7 +83,7 @@ def build_cached_wheel(
     """
     start = time.monotonic()
     key = {
-        "name": uv.normalise(name),
+        "name": canonicalize_name(name),
         "version": version,
         **{k: str(v) for k, v in key_fields.items()},
     }

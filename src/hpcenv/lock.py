@@ -22,9 +22,10 @@ import json
 import os
 import platform
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
+
+from packaging.utils import canonicalize_name
 
 from hpcenv import __version__, redact, uv
 from hpcenv.command import quote
@@ -77,14 +78,6 @@ def inputs(plan: Plan, facts: Facts) -> dict[str, Any]:
 def inputs_digest(plan: Plan, facts: Facts) -> str:
     blob = json.dumps(inputs(plan, facts), sort_keys=True).encode()
     return hashlib.sha256(blob).hexdigest()[:16]
-
-
-@dataclass(frozen=True, kw_only=True)
-class LockResult:
-    path: Path
-    compiled: bool  # False: the existing lock matched and was kept
-    seconds: float
-    reason: str  # why it was (re)compiled or kept
 
 
 def read_header(path: Path) -> dict[str, str]:
@@ -185,21 +178,13 @@ def compile_lock(
     return path
 
 
-def ensure(plan: Plan, facts: Facts, *, log: IO[str] | None = None) -> tuple[Path, str]:
-    """The lock for ``plan``: kept when it matches, else (re)compiled. Returns (path, why)."""
-    path = lock_path(plan, facts)
-    why = mismatch(path, plan, facts)
-    if why is None:
-        return path, f"kept {path.name} (inputs digest matches)"
-    compile_lock(plan, facts, path=path, log=log)
-    return path, f"compiled {path.name}: {why}"
-
-
 def pinned(path: Path) -> dict[str, str]:
     """``{name: version}`` pinned in a lock (``torch`` -> ``2.9.1+cu126``)."""
     out: dict[str, str] = {}
     for line in path.read_text().splitlines():
         if line and not line[0].isspace() and not line.startswith(("#", "-")) and "==" in line:
             name, _, rest = line.partition("==")
-            out[uv.normalise(name.strip().split("[")[0])] = rest.split()[0].rstrip("\\").strip()
+            out[canonicalize_name(name.strip().split("[")[0])] = (
+                rest.split()[0].rstrip("\\").strip()
+            )
     return out

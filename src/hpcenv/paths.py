@@ -5,7 +5,8 @@
 - ``venvs/<profile>``: the built environment of a profile, a symlink switched
   atomically to the latest complete build ``venvs/<profile>-<stamp>``;
 - ``cache/``: built wheels (flash-attn) keyed by their ABI;
-- ``logs/``: build logs and JSON build reports.
+- ``logs/``: build logs and JSON build reports;
+- ``kit/<hash>``: the probe kit alone, for target environments' ``PYTHONPATH``.
 """
 
 from __future__ import annotations
@@ -50,3 +51,54 @@ def repo_dir(name: str) -> Path:
         if candidate.is_dir():
             return candidate
     raise FileNotFoundError(f"hpcenv installation is missing its {name}/ directory")
+
+
+def kit_path() -> Path:
+    """A directory holding only ``hpcenv/__init__.py`` and ``hpcenv/kit/``, for the probes'
+    ``PYTHONPATH``: the target environment imports the kit and sees nothing else of
+    hpcenv, nor hpcenv's dependencies (which sit next to hpcenv in an installed wheel's
+    site-packages, so that directory cannot be put on the path).
+
+    Copies, made once per kit content under ``$HPCENV_HOME/kit/<hash>`` (a job's other
+    nodes see it there, as they see the results directory) and never changed after:
+    a concurrent run finds it complete or makes its own and keeps the first.
+    """
+    import hashlib
+    import shutil
+    import tempfile
+
+    from hpcenv.errors import BadInput
+
+    pkg = Path(__file__).resolve().parent
+    files = {"hpcenv/__init__.py": pkg / "__init__.py"}
+    for f in sorted((pkg / "kit").iterdir()):
+        if f.is_file() and f.suffix in (".py", ".json"):
+            files[f"hpcenv/kit/{f.name}"] = f
+    digest = hashlib.sha256()
+    for rel, src in files.items():
+        digest.update(rel.encode() + b"\0" + src.read_bytes() + b"\0")
+    base = home() / "kit"
+    root = base / digest.hexdigest()[:16]
+    if root.is_dir():
+        return root
+    if base.is_symlink():
+        raise BadInput(f"{base} is a symbolic link hpcenv did not make; remove it")
+    base.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=base))
+    try:
+        for rel, src in files.items():
+            (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, tmp / rel)
+        tmp.rename(root)
+    except OSError:
+        if not root.is_dir():  # not a concurrent run that made it first: a real error
+            raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return root
+
+
+def kit_pythonpath(existing: str | None) -> str:
+    """``PYTHONPATH`` for a target environment's Python: the kit first, then what the
+    caller had (a user's own PYTHONPATH)."""
+    return os.pathsep.join(p for p in (str(kit_path()), existing) if p)

@@ -2,7 +2,7 @@
 
 A probe is ``probes/<name>_probe.py`` (``hpcenv.kit.registry``) run by the target
 venv's Python, with the probe kit (``hpcenv.kit``, and nothing else of hpcenv) on its
-``PYTHONPATH`` (``kit_path``). A ``Launcher``
+``PYTHONPATH`` (``paths.kit_path``). A ``Launcher``
 starts its ranks: ``LocalLauncher`` one process per rank on this host with the
 torchrun variables set; the SLURM launcher (``hpcenv.slurm``) one ``srun`` for all
 ranks. The runner waits for the processes or the probe's timeout, stops what is
@@ -22,21 +22,17 @@ for. Results fold into one ``ProbeResult`` (``results.gather``).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
-import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-import hpcenv
 from hpcenv import command, paths, redact
 from hpcenv import profile as profiles
 from hpcenv.errors import BadInput, Interrupted
@@ -176,45 +172,6 @@ def probes_dir() -> Path:
     return paths.repo_dir("probes")
 
 
-def kit_path() -> Path:
-    """A directory holding only ``hpcenv/__init__.py`` and ``hpcenv/kit/``, for the probes'
-    ``PYTHONPATH``: the target environment imports the kit and sees nothing else of
-    hpcenv, nor hpcenv's dependencies (which sit next to hpcenv in an installed wheel's
-    site-packages, so that directory cannot be put on the path).
-
-    Copies, made once per kit content under ``$HPCENV_HOME/kit/<hash>`` (a job's other
-    nodes see it there, as they see the results directory) and never changed after:
-    a concurrent run finds it complete or makes its own and keeps the first.
-    """
-    pkg = Path(hpcenv.__file__).resolve().parent
-    files = {"hpcenv/__init__.py": pkg / "__init__.py"}
-    for f in sorted((pkg / "kit").iterdir()):
-        if f.is_file() and f.suffix in (".py", ".json"):
-            files[f"hpcenv/kit/{f.name}"] = f
-    digest = hashlib.sha256()
-    for rel, src in files.items():
-        digest.update(rel.encode() + b"\0" + src.read_bytes() + b"\0")
-    base = paths.home() / "kit"
-    root = base / digest.hexdigest()[:16]
-    if root.is_dir():
-        return root
-    if base.is_symlink():
-        raise BadInput(f"{base} is a symbolic link hpcenv did not make; remove it")
-    base.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=base))
-    try:
-        for rel, src in files.items():
-            (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(src, tmp / rel)
-        tmp.rename(root)
-    except OSError:
-        if not root.is_dir():  # not a concurrent run that made it first: a real error
-            raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return root
-
-
 def config_for(profile: Profile) -> dict[str, Any]:
     """Profile settings a probe needs, passed as JSON in ``HPCENV_PROBE_CONFIG``."""
     p = profile
@@ -254,7 +211,7 @@ def probe_env(
         HPCENV_PROBE_CONFIG=json.dumps({**spec.config, "timeout_s": spec.timeout_s}),
         PYTHONUNBUFFERED="1",
         # the kit first; what the caller had after it (a user's own PYTHONPATH)
-        PYTHONPATH=os.pathsep.join(p for p in (str(kit_path()), env.get("PYTHONPATH")) if p),
+        PYTHONPATH=paths.kit_pythonpath(env.get("PYTHONPATH")),
     )
     # a fresh rendezvous, never one inherited from a surrounding job (torchrun, a
     # training run on this node); a launcher spanning hosts replaces the address
@@ -537,7 +494,6 @@ __all__ = [
     "check_names",
     "collect",
     "config_for",
-    "kit_path",
     "launcher_here",
     "resolve_target",
     "run_probe",

@@ -28,9 +28,10 @@ from pathlib import Path
 from typing import IO, Any
 
 from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from hpcenv import fixes, uv
+from hpcenv import fixes, import_check, uv
 from hpcenv.errors import BadInput, BuildFailed, NoCompatibleBuild
 from hpcenv.facts_model import Facts
 from hpcenv.plan_model import Plan
@@ -67,8 +68,8 @@ def installed(venv: Path) -> dict[str, dict[str, Any]]:
             except InvalidRequirement:
                 continue
             if req.marker is None or req.marker.evaluate(env):
-                reqs.add(uv.normalise(req.name))
-        out[uv.normalise(dist.metadata["Name"])] = {
+                reqs.add(canonicalize_name(req.name))
+        out[canonicalize_name(dist.metadata["Name"])] = {
             "version": dist.version,
             "requires": sorted(reqs),
         }
@@ -207,7 +208,5 @@ def sync_and_swap(
         before = after
     dependents = sorted(n for n, info in before.items() if "torch" in info["requires"])
     result["checked"] = dependents
-    from hpcenv.build import import_probe
-
-    result["imports"] = import_probe(venv, dependents, log=log)["imports"]
+    result["imports"] = dict(import_check.check(venv, dependents, log=log).imports)
     return result

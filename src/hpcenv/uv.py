@@ -27,15 +27,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+
 from hpcenv import command
 from hpcenv.command import Completed
 from hpcenv.errors import BadInput
 from hpcenv.plan_model import Plan
-
-#: A wheel file name: name-version(-build)?-py-abi-platform.whl
-WHEEL_NAME = re.compile(
-    r"^(?P<name>[^-]+)-(?P<version>[^-]+)(-\d[^-]*)?-(?P<py>[^-]+)-(?P<abi>[^-]+)-(?P<plat>[^-]+)\.whl$"
-)
 
 
 def uv_argv() -> list[str]:
@@ -66,10 +63,10 @@ def available() -> bool:
 
 def wheel_version(path: str | os.PathLike[str]) -> str:
     """The version (with local label) in a wheel's file name."""
-    m = WHEEL_NAME.match(Path(path).name)
-    if not m:
-        raise BadInput(f"{path}: not a wheel file name (name-version-py-abi-platform.whl)")
-    return m.group("version")
+    try:
+        return str(parse_wheel_filename(Path(path).name)[1])
+    except InvalidWheelFilename as exc:
+        raise BadInput(f"{path}: not a wheel file name (name-version-py-abi-platform.whl)") from exc
 
 
 def torch_requirement(plan: Plan) -> str | None:
@@ -263,7 +260,7 @@ def freeze(venv_path: Path, *, log: IO[str] | None = None) -> dict[str, str]:
     for line in done.stdout.splitlines():
         if "==" in line:
             name, _, version = line.partition("==")
-            out[normalise(name)] = version.strip()
+            out[canonicalize_name(name)] = version.strip()
     return out
 
 
@@ -306,10 +303,6 @@ def build_wheel(
         log=log,
         env=env,
     )
-
-
-def normalise(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def error_summary(output: str) -> str:

@@ -6,7 +6,7 @@ import of an hpcenv module outside ``hpcenv.kit``** (``tests/test_kit.py`` check
 A target environment has its own packages and must not see hpcenv's (rich, packaging,
 nvidia-ml-py) nor the rest of hpcenv: the runner puts a directory holding only
 ``hpcenv/__init__.py`` and ``hpcenv/kit/`` first on the probes' ``PYTHONPATH``
-(``hpcenv.runner.kit_path``). ``hpcenv/__init__.py`` therefore stays stdlib-only too.
+(``hpcenv.paths.kit_path``). ``hpcenv/__init__.py`` therefore stays stdlib-only too.
 
 - ``status``: the one ``Status`` and its combine rule;
 - ``probe``: the probe side of the runner protocol (rank, config, checks, result files);
