@@ -40,8 +40,7 @@ def write_wheel(out: Path, name: str, version: str, files: dict[str, bytes]) -> 
     meta = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
     files[f"{info}/METADATA"] = meta.encode()
     files[f"{info}/WHEEL"] = (
-        b"Wheel-Version: 1.0\nGenerator: hpcenv-tests\nRoot-Is-Purelib: false\n"
-        b"Tag: py3-none-any\n"
+        b"Wheel-Version: 1.0\nGenerator: hpcenv-tests\nRoot-Is-Purelib: false\nTag: py3-none-any\n"
     )
     rows = []
     for path, data in files.items():

@@ -20,7 +20,7 @@ OPT_WHEEL = Path("/opt/wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64
 
 
 def test_isambard_plan_on_recorded_gh200_facts() -> None:
-    plan = plan_for("isambard", str(GH200_FILE), environ={})
+    plan = plan_for("isambard", str(GH200_FILE), environ={})[0]
     assert plan.arch == "aarch64"
     assert plan.torch.version == "2.9.1"
     assert plan.torch.backend == "cu126"
@@ -46,28 +46,28 @@ def test_isambard_plan_on_recorded_gh200_facts() -> None:
 
 def test_isambard_with_x86_facts_is_refused() -> None:
     with pytest.raises(BadInput, match="is for aarch64 nodes") as info:
-        plan_for("isambard", str(V100_FILE), environ={})
+        plan_for("isambard", str(V100_FILE), environ={})[0]
     assert "v100-supercloud.json" in str(info.value)
 
 
 def test_declared_plan_for_a_cluster_from_anywhere() -> None:
-    plan = plan_for("supercloud", None, declared=True, environ={})
+    plan = plan_for("supercloud", None, declared=True, environ={})[0]
     assert plan.arch == "x86_64"
     assert plan.torch.backend == "cu126"
     assert plan.flash_attn.action == "skip"
-    isambard = plan_for("isambard", None, declared=True, environ={})
+    isambard = plan_for("isambard", None, declared=True, environ={})[0]
     assert isambard.torch.backend == "cu126"
     assert isambard.fix_settings == {"TORCH_CUDA_ARCH_LIST": "9.0"}
 
 
 def test_declared_and_facts_together_is_bad_input() -> None:
     with pytest.raises(BadInput):
-        plan_for("isambard", str(GH200_FILE), declared=True)
+        plan_for("isambard", str(GH200_FILE), declared=True)[0]
 
 
 def test_index_url_from_the_environment_wins() -> None:
     env = {"HPCENV_TORCH_INDEX_URL": "https://mirror.example/pytorch/"}
-    plan = plan_for("isambard", str(GH200_FILE), environ=env)
+    plan = plan_for("isambard", str(GH200_FILE), environ=env)[0]
     assert plan.torch.index_url == "https://mirror.example/pytorch/cu126"
 
 
@@ -116,16 +116,16 @@ def test_torch_wheel_must_match_version_label_platform_and_python(tmp_path: Path
     ):
         _touch(tmp_path, name)
     env = {"HPCENV_FIND_LINKS": str(tmp_path)}
-    assert plan_for("isambard", str(GH200_FILE), environ=env).torch_wheel is None
+    assert plan_for("isambard", str(GH200_FILE), environ=env)[0].torch_wheel is None
     good = _touch(tmp_path, "torch-2.9.1+cu126-cp312-cp312-manylinux_2_28_aarch64.whl")
-    plan = plan_for("isambard", str(GH200_FILE), environ=env)
+    plan = plan_for("isambard", str(GH200_FILE), environ=env)[0]
     assert plan.torch_wheel == str(good.resolve())
     assert any(s.what == f"install torch from {good.resolve()}" for s in plan.steps)
 
 
 def test_unlabelled_wheel_counts_only_for_the_pypi_variant(tmp_path: Path) -> None:
     _touch(tmp_path, "torch-2.9.1-cp312-cp312-manylinux_2_28_aarch64.whl")  # PyPI: CPU
-    gh200 = plan_for("isambard", str(GH200_FILE), environ={"HPCENV_FIND_LINKS": str(tmp_path)})
+    gh200 = plan_for("isambard", str(GH200_FILE), environ={"HPCENV_FIND_LINKS": str(tmp_path)})[0]
     assert gh200.torch_wheel is None  # the plan wants cu126, not PyPI's CPU build
     p = profile.load("local")
     choice = make_plan(p, node("aarch64", None), environ={}).torch
@@ -152,10 +152,10 @@ def test_local_profile_uses_the_site_wheel_on_a_cpu_node() -> None:
 
 
 def test_digest_changes_with_what_gets_built_not_with_prose() -> None:
-    a = plan_for("isambard", str(GH200_FILE), environ={})
-    b = plan_for("isambard", str(GH200_FILE), environ={})
+    a = plan_for("isambard", str(GH200_FILE), environ={})[0]
+    b = plan_for("isambard", str(GH200_FILE), environ={})[0]
     assert a.digest() == b.digest()
-    c = plan_for("isambard", str(GH200_FILE), environ={"HPCENV_TORCH_INDEX_URL": "https://m/w"})
+    c = plan_for("isambard", str(GH200_FILE), environ={"HPCENV_TORCH_INDEX_URL": "https://m/w"})[0]
     assert c.digest() != a.digest()
 
 
@@ -211,5 +211,5 @@ def test_plan_output_masks_secret_env_values_and_index_credentials(
         assert env_steps == ["HF_TOKEN=REDACTED NCCL_DEBUG=WARN", "WANDB_API_KEY=REDACTED"]
         assert data["torch"]["index_url"] == "https://REDACTED@mirror.example/pytorch/cu126"
     # The plan itself keeps the real values: the build needs them.
-    plan = plan_for(str(path), None, declared=True)
+    plan = plan_for(str(path), None, declared=True)[0]
     assert plan.env["HF_TOKEN"] == TOKEN and INDEX_PASSWORD in plan.torch.index_url

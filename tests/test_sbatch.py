@@ -410,3 +410,24 @@ def test_url_credentials_in_a_plain_variable_stay_out_of_the_script(tmp_path: Pa
     assert "pw999" not in script
     assert 'export PIP_INDEX_URL="${PIP_INDEX_URL:?' in script
     assert sbatch.secret_env(prof) == {"PIP_INDEX_URL": "https://bob:pw999@pypi.example/simple"}
+
+
+def test_a_finished_job_maps_to_the_error_it_stands_for(tmp_path: Path) -> None:
+    """Exit codes by meaning: a failed build job is a build failure (4), a probe job whose
+    report says fail is a probe failure (5), a job that ended otherwise is a failed job (8)."""
+    log = tmp_path / "job.err"
+    assert sbatch.outcome("7", "nccl", "COMPLETED", {"status": "pass"}, log=log) is None
+    cases: list[tuple[str, str, dict[str, object] | str | None, int]] = [
+        ("build", "FAILED", None, 4),
+        ("nccl", "FAILED", {"status": "fail"}, 5),
+        ("probe", "FAILED", {"status": "error"}, 5),
+        ("nccl", "FAILED", "Traceback ...", 8),  # died before writing a report
+        ("nccl", "TIMEOUT", {"status": "fail"}, 8),
+        ("build", "NODE_FAIL", None, 8),
+        ("nccl", "CANCELLED by 0", None, 8),
+    ]
+    for target, state, report, code in cases:
+        err = sbatch.outcome("7", target, state, report, log=log)
+        assert err is not None and err.exit_code == code, (target, state, err)
+        assert f"job 7 ended {state}" in str(err) and str(log) in str(err)
+

@@ -180,8 +180,7 @@ def test_a_rank_killed_first_is_the_cause_and_named_by_its_signal(tmp_path: Path
     )
     assert launcher.rank_exit_codes(env, 2, [137]) == [None, -9]
     (tmp_path / "nccl.srun.stderr").write_text(
-        "srun: error: node1: task 0: Segmentation fault\n"
-        "srun: error: node3: task 1: Killed\n"
+        "srun: error: node1: task 0: Segmentation fault\nsrun: error: node3: task 1: Killed\n"
     )
     assert launcher.rank_exit_codes(env, 2, [139]) == [-11, None]
     assert runner.exit_text(-9) == "killed by SIGKILL" and runner.exit_text(3) == "exit 3"

@@ -42,6 +42,7 @@ from packaging.utils import canonicalize_name
 from hpcenv import __version__, envlock, fixes, import_check, lock, paths, redact, uv
 from hpcenv.errors import BadInput, BuildFailed, CommandFailed
 from hpcenv.facts_model import Facts
+from hpcenv.plan import require_torch
 from hpcenv.plan_model import Plan
 
 #: Written into a build directory when (and only when) the build completed.
@@ -227,10 +228,7 @@ def build(
 ) -> BuildResult:
     """Build ``plan`` (see the module docstring). Raises ``BuildFailed``/``Busy``."""
     start = time.monotonic()
-    if plan.torch.error or not plan.torch.backend:
-        raise BuildFailed(
-            f"profile {plan.profile}: no torch build can run here: {plan.torch.error}"
-        )
+    require_torch(plan)
     here = platform.machine()
     if plan.arch and plan.arch != here:
         raise BadInput(

@@ -43,6 +43,19 @@ class Busy(HpcenvError):
     exit_code = 6
 
 
+class PreflightFailed(HpcenvError):
+    """A preflight check failed: this node is not fit for the job (GPUs, scratch, logs...)."""
+
+    exit_code = 7
+
+
+class JobFailed(HpcenvError):
+    """A SLURM job ended without completing, and not because its build or probes failed:
+    it timed out, was cancelled or preempted, ran out of memory, or its node failed."""
+
+    exit_code = 8
+
+
 class CommandFailed(HpcenvError):
     """A subprocess exited non-zero (raised by ``command.run``)."""
 

@@ -29,8 +29,9 @@ from packaging.utils import canonicalize_name
 
 from hpcenv import __version__, redact, uv
 from hpcenv.command import quote
-from hpcenv.errors import BadInput, BuildFailed, CommandFailed
+from hpcenv.errors import BuildFailed, CommandFailed
 from hpcenv.facts_model import Facts
+from hpcenv.plan import require_torch
 from hpcenv.plan_model import Plan
 
 HEADER_MARK = "# hpcenv-lock"
@@ -148,8 +149,7 @@ def compile_lock(
     log: IO[str] | None = None,
 ) -> Path:
     """Resolve ``plan`` for its platform and write the lock atomically; returns its path."""
-    if plan.torch.error or not plan.torch.backend:
-        raise BadInput(f"profile {plan.profile}: no torch build to lock ({plan.torch.error})")
+    require_torch(plan)
     path = path or lock_path(plan, facts)
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".lock-", dir=path.parent) as tmp:

@@ -18,8 +18,8 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from packaging.version import Version
 
 from hpcenv import facts as facts_mod
-from hpcenv import flashattn, knowledge, profile, redact
-from hpcenv.errors import BadInput
+from hpcenv import facts_model, flashattn, knowledge, profile, redact
+from hpcenv.errors import BadInput, NoCompatibleBuild
 from hpcenv.facts_model import Facts
 from hpcenv.knowledge import cap_key
 from hpcenv.plan_model import Plan, Step, TorchChoice
@@ -316,20 +316,52 @@ def _env_words(env: Mapping[str, str]) -> str:
     return " ".join(f"{k}={v}" for k, v in redact.env(env).items())
 
 
+def facts_for(p: Profile, facts_path: str | None, *, declared: bool = False) -> Facts:
+    """``--facts FILE`` (recorded on the node), ``--declared`` (the node the profile's
+    [platform] describes) or this host (without network facts: a plan needs none)."""
+    if declared and facts_path:
+        raise BadInput("give either --facts FILE or --declared, not both")
+    if facts_path:
+        return facts_model.load(facts_path)
+    if declared:
+        return profile.declared_facts(p)
+    return facts_mod.collect(network=False)
+
+
 def plan_for(
     profile_name_or_path: str,
-    facts_path: str | None,
+    facts_path: str | None = None,
     *,
     declared: bool = False,
     environ: Mapping[str, str] | None = None,
-) -> Plan:
-    """Load a profile and facts (a recorded file, the profile's declared node, or this
-    host) and make the plan."""
+) -> tuple[Plan, Facts]:
+    """Load a profile and the facts (``facts_for``) and make the plan: the one way the
+    plan, lock and build commands get theirs. Returns the facts too (a lock's header and
+    a build's stamp record them)."""
     p = profile.load(profile_name_or_path)
-    if declared and facts_path:
-        raise BadInput("give either --facts FILE or --declared, not both")
-    found = profile.declared_facts(p) if declared else facts_mod.for_args(facts_path)
-    return make_plan(p, found, environ=environ)
+    found = facts_for(p, facts_path, declared=declared)
+    return make_plan(p, found, environ=environ), found
 
 
-__all__ = ["find_links", "find_torch_wheel", "make_plan", "plan_for", "vllm_warning"]
+def require_torch(plan: Plan) -> None:
+    """``NoCompatibleBuild`` (exit 3) unless the plan has a torch build that runs here.
+
+    ``make_plan`` already refuses such a node (``resolve.resolve_torch``); a plan made
+    another way (changed with ``dataclasses.replace``, read back) is checked here, so
+    every command that needs a runnable torch says the same thing with the same code.
+    """
+    if plan.torch.error or not plan.torch.backend:
+        raise NoCompatibleBuild(
+            plan.torch.error or f"profile {plan.profile}: no torch build runs on this node"
+        )
+
+
+__all__ = [
+    "facts_for",
+    "find_links",
+    "find_torch_wheel",
+    "make_plan",
+    "plan_for",
+    "require_torch",
+    "vllm_warning",
+]

@@ -16,8 +16,8 @@ from rich.markup import escape
 
 from hpcenv import build, report
 from hpcenv.commands import add_facts_option, add_json_option, print_json
-from hpcenv.commands._planning import plan_for
 from hpcenv.errors import BadInput
+from hpcenv.plan import plan_for
 
 NAME = "build"
 HELP = "build (or update) a profile's environment; no-op when nothing changed"

@@ -14,8 +14,8 @@ from rich.markup import escape
 
 from hpcenv import lock, profile, report
 from hpcenv.commands import add_json_option, print_json
-from hpcenv.commands._planning import plan_for
 from hpcenv.errors import BuildFailed, HpcenvError
+from hpcenv.plan import plan_for
 
 NAME = "lock"
 HELP = "write lockfiles/<profile>-<arch>.txt with uv pip compile (--check: verify only)"
@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
             declared = profile.load(name).platform.arch != "any"
         row: dict[str, object] = {"profile": name}
         try:
-            plan, facts = plan_for(name, args.facts, declared)
+            plan, facts = plan_for(name, args.facts, declared=declared)
             path = lock.lock_path(plan, facts)
             row["lockfile"] = str(path)
             why = lock.mismatch(path, plan, facts)

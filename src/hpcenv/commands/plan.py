@@ -44,7 +44,7 @@ def plan_json(plan: Plan) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    plan = plan_for(args.profile, args.facts, declared=args.declared)
+    plan, _ = plan_for(args.profile, args.facts, declared=args.declared)
     if args.json:
         print_json(plan_json(plan))
         return 0

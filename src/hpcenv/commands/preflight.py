@@ -1,7 +1,7 @@
 """Check a job's node before the long run: CUDA_VISIBLE_DEVICES against the
 allocation, GPUs visible against allocated, scratch on local storage with enough
 free space, the log directory, loaded modules, GPU memory and uncorrected ECC
-errors. Exits 5 when a check fails. With --facts FILE the node checks read the
+errors. Exits 7 when a check fails. With --facts FILE the node checks read the
 recorded facts (and not this shell's environment)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from rich.table import Table
 
 from hpcenv import facts, preflight, profile, report
 from hpcenv.commands import add_facts_option, add_json_option, print_json
-from hpcenv.errors import ProbeFailed
+from hpcenv.errors import PreflightFailed
 from hpcenv.kit.status import Status
 
 NAME = "preflight"
@@ -55,5 +55,5 @@ def run(args: argparse.Namespace) -> int:
         report.console.print(table)
     failed = [c.name for c in checks if c.status is Status.FAIL]
     if failed:
-        raise ProbeFailed(f"preflight failed: {', '.join(failed)} (see the fix column)")
+        raise PreflightFailed(f"preflight failed: {', '.join(failed)} (see the fix column)")
     return 0

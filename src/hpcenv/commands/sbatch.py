@@ -14,7 +14,6 @@ import time
 from pathlib import Path
 
 from hpcenv import profile
-from hpcenv.errors import ProbeFailed
 from hpcenv.slurm import sbatch, walltime
 
 NAME = "sbatch"
@@ -101,6 +100,7 @@ def run(args: argparse.Namespace) -> int:
         except OSError:
             tail = []
         sys.stderr.write("\n".join(tail) + "\n")
-    if not state.startswith("COMPLETED"):
-        raise ProbeFailed(f"job {job_id} ended {state}; see {err}")
+    failed = sbatch.outcome(job_id, args.target, state, report, log=err)
+    if failed is not None:
+        raise failed
     return 0

@@ -38,7 +38,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hpcenv import command, paths, redact
-from hpcenv.errors import BadInput, CommandFailed
+from hpcenv.errors import (
+    BadInput,
+    BuildFailed,
+    CommandFailed,
+    HpcenvError,
+    JobFailed,
+    ProbeFailed,
+)
 from hpcenv.kit import registry
 from hpcenv.profile import KNOWN_PROBES, Profile, available
 
@@ -363,6 +370,27 @@ def wait(
                 returncode=124,
             )
         time.sleep(POLL_S)
+
+
+def outcome(
+    job_id: str, target: str, state: str, report: dict[str, object] | str | None, *, log: Path
+) -> HpcenvError | None:
+    """The error a finished job stands for, or None when it completed.
+
+    A failed build job is a failed build (exit 4); a probe job whose report says its
+    probes failed is a probe failure (5); any other end (TIMEOUT, CANCELLED, NODE_FAIL,
+    OUT_OF_MEMORY, PREEMPTED, or a job that died before writing its report) is a failed
+    job (8): the probes did not get to say anything.
+    """
+    if state.startswith("COMPLETED"):
+        return None
+    what = f"job {job_id} ended {state}"
+    if state.startswith("FAILED") and target == "build":
+        return BuildFailed(f"{what}: the build failed; see {log}")
+    status = report.get("status") if isinstance(report, dict) else None
+    if state.startswith("FAILED") and status in ("fail", "error"):
+        return ProbeFailed(f"{what}: probes failed (its report above); see {log}")
+    return JobFailed(f"{what} before its work was done; see {log}")
 
 
 def read_report(job: Job, job_id: str) -> dict[str, object] | str | None:
