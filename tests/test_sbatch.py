@@ -414,17 +414,17 @@ def test_url_credentials_in_a_plain_variable_stay_out_of_the_script(tmp_path: Pa
 
 def test_a_finished_job_maps_to_the_error_it_stands_for(tmp_path: Path) -> None:
     """Exit codes by meaning: a failed build job is a build failure (4), a probe job whose
-    report says fail is a probe failure (5), a job that ended otherwise is a failed job (8)."""
+    report says fail is a probe failure (5), a job that ended otherwise is a failed job (9)."""
     log = tmp_path / "job.err"
     assert sbatch.outcome("7", "nccl", "COMPLETED", {"status": "pass"}, log=log) is None
     cases: list[tuple[str, str, dict[str, object] | str | None, int]] = [
         ("build", "FAILED", None, 4),
         ("nccl", "FAILED", {"status": "fail"}, 5),
         ("probe", "FAILED", {"status": "error"}, 5),
-        ("nccl", "FAILED", "Traceback ...", 8),  # died before writing a report
-        ("nccl", "TIMEOUT", {"status": "fail"}, 8),
-        ("build", "NODE_FAIL", None, 8),
-        ("nccl", "CANCELLED by 0", None, 8),
+        ("nccl", "FAILED", "Traceback ...", 9),  # died before writing a report
+        ("nccl", "TIMEOUT", {"status": "fail"}, 9),
+        ("build", "NODE_FAIL", None, 9),
+        ("nccl", "CANCELLED by 0", None, 9),
     ]
     for target, state, report, code in cases:
         err = sbatch.outcome("7", target, state, report, log=log)

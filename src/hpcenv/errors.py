@@ -46,14 +46,14 @@ class Busy(HpcenvError):
 class PreflightFailed(HpcenvError):
     """A preflight check failed: this node is not fit for the job (GPUs, scratch, logs...)."""
 
-    exit_code = 7
+    exit_code = 8
 
 
 class JobFailed(HpcenvError):
     """A SLURM job ended without completing, and not because its build or probes failed:
     it timed out, was cancelled or preempted, ran out of memory, or its node failed."""
 
-    exit_code = 8
+    exit_code = 9
 
 
 class CommandFailed(HpcenvError):

@@ -1,7 +1,7 @@
 """Check a job's node before the long run: CUDA_VISIBLE_DEVICES against the
 allocation, GPUs visible against allocated, scratch on local storage with enough
 free space, the log directory, loaded modules, GPU memory and uncorrected ECC
-errors. Exits 7 when a check fails. With --facts FILE the node checks read the
+errors. Exits 8 when a check fails. With --facts FILE the node checks read the
 recorded facts (and not this shell's environment)."""
 
 from __future__ import annotations

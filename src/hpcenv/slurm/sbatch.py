@@ -380,7 +380,7 @@ def outcome(
     A failed build job is a failed build (exit 4); a probe job whose report says its
     probes failed is a probe failure (5); any other end (TIMEOUT, CANCELLED, NODE_FAIL,
     OUT_OF_MEMORY, PREEMPTED, or a job that died before writing its report) is a failed
-    job (8): the probes did not get to say anything.
+    job (9): the probes did not get to say anything.
     """
     if state.startswith("COMPLETED"):
         return None
