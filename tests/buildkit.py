@@ -86,7 +86,12 @@ def stand_in_plan(index_url: str, *, backend: str = "cu126", **over: object) -> 
         "profile": "standin",
         "arch": "x86_64",
         "python": "3.11",
-        "torch": TorchChoice(version="2.9.1", backend=backend, index_url=f"{index_url}/{backend}"),
+        "torch": TorchChoice(
+            version="2.9.1",
+            backend=backend,
+            index_url=f"{index_url}/{backend}",
+            index_base=index_url,
+        ),
         "packages": (),
         "flash_attn": FlashAttnChoice(action="skip", reason="stand-in plan: no GPU"),
         "fixes": (),
@@ -108,10 +113,11 @@ def make_wheel(
     version: str,
     *,
     requires: Iterable[str] = (),
-    files: Mapping[str, str] | None = None,
+    files: Mapping[str, str | bytes] | None = None,
     tag: str = "py3-none-any",
 ) -> Path:
-    """Write ``name-version-tag.whl`` with ``files`` (default: a package printing its version)."""
+    """Write ``name-version-tag.whl`` with ``files`` (default: a package printing its version;
+    ``bytes`` contents are written as they are, e.g. ELF shared objects)."""
     dist = name.replace("-", "_")
     files = dict(files or {f"{dist}/__init__.py": f'__version__ = "{version}"\n'})
     info = f"{dist}-{version}.dist-info"
@@ -122,13 +128,14 @@ def make_wheel(
         f"Wheel-Version: 1.0\nGenerator: hpcenv-tests\nRoot-Is-Purelib: true\nTag: {tag}\n"
     )
     files[f"{info}/top_level.txt"] = dist + "\n"
-    record = [f"{p},{_record_hash(c.encode())},{len(c.encode())}" for p, c in files.items()]
+    data = {p: c.encode() if isinstance(c, str) else c for p, c in files.items()}
+    record = [f"{p},{_record_hash(c)},{len(c)}" for p, c in data.items()]
     record.append(f"{info}/RECORD,,")
-    files[f"{info}/RECORD"] = "\n".join(record) + "\n"
+    data[f"{info}/RECORD"] = ("\n".join(record) + "\n").encode()
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{dist}-{version}-{tag}.whl"
     with zipfile.ZipFile(path, "w") as zf:
-        for p, c in files.items():
+        for p, c in data.items():
             zf.writestr(p, c)
     return path
 
@@ -145,6 +152,8 @@ class StandInIndex:
         self.pages: dict[str, dict[str, list[Path]]] = {}
         handler = partial(_QuietHandler, directory=str(root))
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.requested: list[str] = []  # every path asked for, in order
+        self.server.requested = self.requested  # type: ignore[attr-defined]
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
@@ -183,7 +192,7 @@ class StandInIndex:
 
 class _QuietHandler(SimpleHTTPRequestHandler):
     def log_message(self, format: str, *args: object) -> None:
-        pass
+        self.server.requested.append(self.path)  # type: ignore[attr-defined]
 
 
 CU12_RUNTIME = ("nvidia-cuda-runtime-cu12", "12.6.77")

@@ -113,7 +113,7 @@ def release_file(project: str, version: str, tag: str) -> tuple[str, str, str]:
     files = data.get("releases", {}).get(version) or []
     for f in files:
         name = f["filename"]
-        if name.endswith(".whl") and tag in name and "linux" in name:
+        if name.endswith(".whl") and tag in name and ("linux" in name or "-none-any" in name):
             return urllib.parse.urljoin(url, f["url"]), f["digests"]["sha256"], name
     raise Unavailable(f"PyPI lists no {tag} wheel of {project} {version}")
 

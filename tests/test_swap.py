@@ -1,8 +1,9 @@
 """``hpcenv build --project``: an existing project's lock sends torch to cu130 (as
-open-instruct's does on aarch64); the build syncs it, swaps torch for the planned
-cu126 variant of the same version, drops the CUDA 13 runtime, and never writes a
-project file. Real uv against the stand-in PEP 503 index on 127.0.0.1 (see
-``buildkit``: its wheels stand in for download.pytorch.org's and PyPI's).
+open-instruct's does on aarch64); the build installs the project's set with torch
+swapped for the planned cu126 variant of the same version (the CUDA 13 runtime never
+installed), into ``venvs/<profile>-<project>``, and never writes a project file. Real uv
+against the stand-in PEP 503 index on 127.0.0.1 (see ``buildkit``: its wheels stand in
+for download.pytorch.org's and PyPI's). The CUDA libraries themselves: test_swap_stack.
 """
 
 from __future__ import annotations
@@ -25,11 +26,13 @@ from buildkit import (
 )
 from conftest import FACTS
 from fakenodes import node
-from hpcenv import build, facts_model, profile, swap, uv
+from hpcenv import build, facts_model, profile, runner, swap, uv
 from hpcenv.errors import BadInput, BuildFailed
 from hpcenv.facts_model import Facts
 from hpcenv.plan import make_plan
 from hpcenv.plan_model import Plan, TorchChoice
+from hpcenv.slurm import sbatch
+from hpcenv.swap import ProjectRequest
 
 PYPROJECT = """\
 [project]
@@ -90,14 +93,19 @@ def run_in(venv: Path, code: str) -> str:
 
 def test_swap_cu130_to_cu126_in_a_project(index: StandInIndex, project: Path) -> None:
     before = snapshot(project)
-    plan = stand_in_plan(index.url, profile="trainer", fixes=("sm90a",))
-    result = build.build(plan, Facts(arch="x86_64"), project=project)
+    plan = stand_in_plan(index.url, profile="isambard", fixes=("sm90a",))
+    request = ProjectRequest(directory=project)
+    result = build.build(plan, Facts(arch="x86_64"), project=request)
+    assert result.venv.name == "isambard-trainer"  # beside the profile's own environment
+    assert result.report["profile"] == "isambard"
+    assert result.report["environment"] == "isambard-trainer"
     assert result.report["fixes"] == ["hpcenv_fix_sm90a"]  # the plan lists it: installed
     assert list(result.venv.glob("lib/python3*/site-packages/hpcenv_fix_sm90a.pth"))
     swap = result.report["project"]
     assert swap["torch_before"] == "2.9.1+cu130"
     assert swap["torch_after"] == "2.9.1+cu126"
-    assert swap["removed"] == [CU13_RUNTIME[0]]
+    dropped = [c["name"] for c in swap["changes"] if c["after"] is None]
+    assert dropped == [CU13_RUNTIME[0]]  # torch's CUDA 13 wheel: left to the resolver
     assert swap["checked"] == ["torchext"]  # built against torch: imported after the swap
     pins = uv.freeze(result.venv)
     assert pins["torch"] == "2.9.1+cu126"
@@ -107,27 +115,22 @@ def test_swap_cu130_to_cu126_in_a_project(index: StandInIndex, project: Path) ->
     assert snapshot(project) == before, "the project's files changed"
     assert not (project / ".venv").exists()
 
-    again = build.build(plan, Facts(arch="x86_64"), project=project)
+    # probe --env and sbatch take the environment by its name, with its profile's settings
+    target = runner.resolve_target("isambard-trainer")
+    assert target.name == "isambard-trainer" and target.profile is not None
+    assert target.profile.name == "isambard" and target.python.exists()
+    job = sbatch.render(profile.load("isambard"), "probe", venv="isambard-trainer")
+    assert "--env isambard-trainer" in job.script
+
+    again = build.build(plan, Facts(arch="x86_64"), project=request)
     assert again.noop and again.target == result.target
 
     # the project's lock changes -> the stamp changes -> a real rebuild, still swapped
     lock = project / "uv.lock"
     lock.write_text(lock.read_text() + "\n")
-    third = build.build(plan, Facts(arch="x86_64"), project=project)
+    third = build.build(plan, Facts(arch="x86_64"), project=request)
     assert not third.noop
     assert json.loads(json.dumps(third.report["project"]))["torch_after"] == "2.9.1+cu126"
-
-
-def test_removable_runtimes_keeps_what_others_need() -> None:
-    after = {
-        "torch": {"version": "2.9.1+cu126", "requires": ["nvidia-cuda-runtime-cu12"]},
-        "nvidia-cuda-runtime-cu12": {"version": "12.6.77", "requires": []},
-        "nvidia-cuda-runtime-cu13": {"version": "13.0.96", "requires": []},
-        "nvidia-nccl-cu13": {"version": "2.27.7", "requires": []},
-        "cupy-cuda13x": {"version": "13.6", "requires": ["nvidia-nccl-cu13"]},
-    }
-    old = ["nvidia-cuda-runtime-cu13", "nvidia-nccl-cu13", "filelock"]
-    assert swap.removable_runtimes(old, after) == ["nvidia-cuda-runtime-cu13"]
 
 
 def test_project_without_lock_is_refused(
@@ -137,9 +140,11 @@ def test_project_without_lock_is_refused(
     proj.mkdir()
     (proj / "pyproject.toml").write_text(PYPROJECT.format(url=index.url))
     with pytest.raises(BadInput, match=r"no uv\.lock"):
-        build.build(stand_in_plan(index.url), Facts(arch="x86_64"), project=proj)
+        build.build(
+            stand_in_plan(index.url), Facts(arch="x86_64"), project=ProjectRequest(directory=proj)
+        )
     assert sorted(p.name for p in proj.iterdir()) == ["pyproject.toml"]
-    assert not (hpcenv_home / "venvs" / "standin").exists()
+    assert not (hpcenv_home / "venvs" / "standin-trainer").exists()
 
 
 V100 = facts_model.load(FACTS / "v100-supercloud.json")
@@ -182,15 +187,22 @@ def test_swap_with_another_plan_version_uses_the_variant_for_the_project(
     the stand-in ``/cu126`` index (keeping cu130 would not run on that driver)."""
     plan = stand_in_plan(
         index.url,
-        torch=TorchChoice(version="2.11.0", backend="cu130", index_url=f"{index.url}/cu130"),
+        torch=TorchChoice(
+            version="2.11.0",
+            backend="cu130",
+            index_url=f"{index.url}/cu130",
+            index_base=index.url,
+        ),
     )
     h100_565 = node("x86_64", "565.57.01", ("9.0",))
     venv = tmp_path / "venv"
     uv.venv(venv, "3.11")
-    result = swap.sync_and_swap(project, venv, plan, log=None, facts=h100_565)
+    request = ProjectRequest(directory=project)
+    result = swap.sync_and_swap(request, venv, plan, log=None, facts=h100_565)
     assert result["torch_before"] == "2.9.1+cu130"
     assert (result["variant"], result["torch_after"]) == ("cu126", "2.9.1+cu126")
-    assert result["source"] == "torch==2.9.1+cu126"
-    assert result["removed"] == [CU13_RUNTIME[0]]
+    changes = {c["name"]: c["after"] for c in result["changes"]}
+    assert changes["torch"] == "torch==2.9.1+cu126"
+    assert changes[CU13_RUNTIME[0]] is None
     assert "resolved for 2.9.1" in result["warnings"][0]
     assert run_in(venv, "import torchext; print(torchext.TORCH)") == "2.9.1+cu126"

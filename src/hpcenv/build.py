@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, TypeVar, cast
+from typing import IO, TYPE_CHECKING, Any, TypeVar, cast
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
@@ -45,8 +45,11 @@ from hpcenv.facts_model import Facts
 from hpcenv.plan import require_torch
 from hpcenv.plan_model import Plan
 
+if TYPE_CHECKING:
+    from hpcenv.swap import ProjectRequest
+
 #: Written into a build directory when (and only when) the build completed.
-MARKER = ".hpcenv-build.json"
+MARKER = paths.BUILD_MARKER
 
 T = TypeVar("T")
 
@@ -221,12 +224,15 @@ def build(
     plan: Plan,
     facts: Facts,
     *,
-    project: Path | None = None,
+    project: ProjectRequest | None = None,
     force: bool = False,
     show_progress: bool = False,
     lock_timeout: float | None = None,
 ) -> BuildResult:
-    """Build ``plan`` (see the module docstring). Raises ``BuildFailed``/``Busy``."""
+    """Build ``plan`` (see the module docstring). Raises ``BuildFailed``/``Busy``.
+
+    With ``project`` the environment is ``venvs/<profile>-<project>`` (or the request's
+    name), beside the profile's own: ``swap`` installs the project into it."""
     start = time.monotonic()
     require_torch(plan)
     here = platform.machine()
@@ -236,11 +242,16 @@ def build(
             f"build it on an {plan.arch} node (to lock it from here: "
             f"'hpcenv lock {plan.profile} --declared')"
         )
+    name = plan.profile
+    if project is not None:
+        from hpcenv import swap
+
+        name = swap.environment_name(plan.profile, project)
     venvs = paths.venvs_dir()
     venvs.mkdir(parents=True, exist_ok=True)
-    with envlock.hold(venvs / f"{plan.profile}.lock", timeout=lock_timeout):
+    with envlock.hold(venvs / f"{name}.lock", timeout=lock_timeout):
         return _build_locked(
-            plan, facts, project=project, force=force, show=show_progress, start=start
+            plan, facts, name=name, project=project, force=force, show=show_progress, start=start
         )
 
 
@@ -266,9 +277,16 @@ def _noop(profile: str, current: Path, new_stamp: str, start: float) -> BuildRes
 
 
 def _build_locked(
-    plan: Plan, facts: Facts, *, project: Path | None, force: bool, show: bool, start: float
+    plan: Plan,
+    facts: Facts,
+    *,
+    name: str,
+    project: ProjectRequest | None,
+    force: bool,
+    show: bool,
+    start: float,
 ) -> BuildResult:
-    profile = plan.profile
+    profile = name  # the environment's name: the profile's, or <profile>-<project>
     locked_at = time.time()  # wall clock once the environment lock is held
     current = current_target(profile)
     leftovers = clean_leftovers(profile, {current} if current else set())
@@ -277,10 +295,12 @@ def _build_locked(
     lock_path = lock.lock_path(plan, facts)
     lock_why = lock.mismatch(lock_path, plan, facts) if project is None else None
     project_digest = ""
+    python = plan.python
     if project is not None:
         from hpcenv import swap
 
         project_digest = swap.project_digest(project)
+        python = swap.python_for(project, plan).version
     new_stamp = ""
     if lock_why is None:
         lock_text = lock_path.read_text() if project is None else ""
@@ -301,13 +321,14 @@ def _build_locked(
     log = cast(IO[str], log_fh)
     report: dict[str, Any] = {
         "schema": 1,
-        "profile": profile,
+        "profile": plan.profile,
+        "environment": profile,
         "noop": False,
         "locked_at": locked_at,
         "hpcenv_version": __version__,
         "plan_digest": plan.digest(),
         "facts": lock.facts_summary(facts),
-        "python": plan.python,
+        "python": python,
         "torch": {
             "version": plan.torch.version,
             "backend": plan.torch.backend,
@@ -348,8 +369,8 @@ def _build_locked(
         log.write(f"# hpcenv build {profile} -> {new_dir}\n")
         steps(
             "venv",
-            f"creating venv (Python {plan.python})",
-            lambda: uv.venv(target_dir, plan.python, log=log),
+            f"creating venv (Python {python})",
+            lambda: uv.venv(target_dir, python, log=log),
         )
         if project is None:
             steps(
@@ -363,14 +384,17 @@ def _build_locked(
             proj = project
             report["project"] = steps(
                 "project",
-                f"syncing project {proj.name} and swapping torch",
+                f"installing project {proj.directory.name} with this node's torch",
                 lambda: swap.sync_and_swap(proj, target_dir, plan, log=log, facts=facts),
             )
-        report["flash_attn"] = steps(
-            "flash-attn",
-            f"flash-attn: {plan.flash_attn.action}",
-            lambda: _flash_attn(target_dir, plan, log=log),
-        )
+        if project is not None and report["project"].get("flash_attn_from_project"):
+            report["flash_attn"] = {"action": "skip", "reason": "the project installs flash-attn"}
+        else:
+            report["flash_attn"] = steps(
+                "flash-attn",
+                f"flash-attn: {plan.flash_attn.action}",
+                lambda: _flash_attn(target_dir, plan, log=log),
+            )
         report["fixes"] = steps(
             "fixes", "installing fixes", lambda: fixes.install(target_dir, plan.fixes)
         )

@@ -190,6 +190,7 @@ def run_parallel(
     commands: Sequence[Sequence[str | os.PathLike[str]]],
     *,
     env: Mapping[str, str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
     timeout: float | None = None,
     log: IO[str] | None = None,
 ) -> list[Completed]:
@@ -210,7 +211,7 @@ def run_parallel(
             for argv, (out, err) in zip(argvs, outs, strict=True):
                 if log is not None:
                     log.write(f"$ {quote(argv)} &\n")
-                procs.append(spawn(argv, env=env, stdout=out, stderr=err))
+                procs.append(spawn(argv, env=env, cwd=cwd, stdout=out, stderr=err))
             for p in procs:
                 left = None if timeout is None else max(0.0, start + timeout - time.monotonic())
                 p.wait(timeout=left)

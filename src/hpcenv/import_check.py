@@ -51,6 +51,9 @@ def check(venv: Path, names: Sequence[str], *, log: IO[str] | None) -> ImportChe
     runs = command.run_parallel(
         [[python, "-m", "hpcenv.kit.imports", json.dumps(group)] for group in groups],
         env=env,
+        # not the caller's directory: ``-m`` puts it first on sys.path, and from a
+        # project's tree the check would import (and write bytecode into) its sources
+        cwd=venv,
         log=log,
         timeout=600,
     )

@@ -4,6 +4,8 @@
 
 - ``venvs/<profile>``: the built environment of a profile, a symlink switched
   atomically to the latest complete build ``venvs/<profile>-<stamp>``;
+- ``venvs/<profile>-<project>`` (or ``build --project --name``): a user's uv project
+  built for that profile, the same way, beside the profile's own environment;
 - ``cache/``: built wheels (flash-attn) keyed by their ABI;
 - ``logs/``: build logs and JSON build reports;
 - ``kit/<hash>``: the probe kit alone, for target environments' ``PYTHONPATH``.
@@ -11,9 +13,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
+
+#: Written into a build directory when (and only when) the build completed.
+BUILD_MARKER = ".hpcenv-build.json"
 
 
 def home(env: Mapping[str, str] | None = None) -> Path:
@@ -28,6 +34,17 @@ def venvs_dir() -> Path:
 def venv_dir(profile_name: str) -> Path:
     """The stable path of a profile's environment (a symlink to the current build)."""
     return venvs_dir() / profile_name
+
+
+def environment_profile(name: str) -> str | None:
+    """The profile an environment ``venvs/<name>`` was built for (from its build marker),
+    e.g. ``isambard`` for ``isambard-open-instruct``; None when there is no such build."""
+    try:
+        data = json.loads((venv_dir(name) / BUILD_MARKER).read_text())
+    except (OSError, ValueError):
+        return None
+    profile = data.get("profile") if isinstance(data, dict) else None
+    return profile if isinstance(profile, str) else None
 
 
 def venv_python(venv: Path) -> Path:

@@ -418,7 +418,9 @@ class Target:
 
 
 def resolve_target(env: str, profile_name: str | None = None) -> Target:
-    """``--env``: a profile name or .toml (its built venv), or a venv directory or python.
+    """``--env``: a profile name or .toml (its built venv), an environment hpcenv built for
+    a project (``isambard-open-instruct``: its profile's settings), or a venv directory or
+    python.
 
     With a venv or python path, ``profile_name`` (optional) supplies the settings.
     """
@@ -433,6 +435,10 @@ def resolve_target(env: str, profile_name: str | None = None) -> Target:
         return Target(name=prof.name if prof else as_path.name, python=python, profile=prof)
     if as_path.is_file() and not env.endswith(".toml"):
         return Target(name=prof.name if prof else env, python=as_path, profile=prof)
+    built_for = paths.environment_profile(env) if "/" not in env else None
+    if built_for and built_for != env:  # venvs/<profile>-<project>: its profile's settings
+        prof = profiles.load(profile_name or built_for)
+        return Target(name=env, python=paths.venv_python(paths.venv_dir(env)), profile=prof)
     prof = profiles.load(env)
     venv = paths.venv_dir(prof.name)
     python = paths.venv_python(venv)

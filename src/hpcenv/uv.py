@@ -155,6 +155,7 @@ def compile_lock(
     python_version: str,
     log: IO[str] | None = None,
     env: Mapping[str, str] | None = None,
+    extra: Sequence[str] = (),
 ) -> Completed:
     """``uv pip compile --generate-hashes`` for another platform (no header: ours is).
 
@@ -175,6 +176,7 @@ def compile_lock(
             "--python-version",
             python_version,
             *source_args(plan),
+            *extra,
             "-o",
             str(output.absolute()),
         ],
@@ -208,6 +210,7 @@ def sync(
     plan: Plan,
     log: IO[str] | None = None,
     env: Mapping[str, str] | None = None,
+    extra: Sequence[str] = (),
 ) -> Completed:
     return _run(
         [
@@ -217,6 +220,7 @@ def sync(
             "--python",
             str(venv_path / "bin" / "python"),
             *source_args(plan),
+            *extra,
         ],
         log=log,
         env=env,
@@ -264,28 +268,20 @@ def freeze(venv_path: Path, *, log: IO[str] | None = None) -> dict[str, str]:
     return out
 
 
-def project_sync(
-    project: Path,
-    environment: Path,
-    *,
-    log: IO[str] | None = None,
-    extra: Sequence[str] = (),
-    env: Mapping[str, str] | None = None,
-) -> Completed:
-    """``uv sync --frozen`` of a project into ``environment``.
-
-    ``--frozen`` installs the project's ``uv.lock`` as it is, never rewriting it;
-    ``UV_PROJECT_ENVIRONMENT`` sends the install to our new build directory instead
-    of the project's ``.venv``, so the project's files stay byte-identical.
-    """
-    full = dict(env or {})
-    full["UV_PROJECT_ENVIRONMENT"] = str(environment)
+def project_export(
+    project: Path, *, selection: Sequence[str] = (), log: IO[str] | None = None
+) -> str:
+    """``uv export --frozen`` of a project's ``uv.lock``: one requirement line per package
+    ``uv sync`` would install for the selection flags, with PEP 508 markers for the
+    platform (uv resolves the conflict markers of groups and extras itself). Local
+    packages (the project, workspace members) come as ``-e ./path`` lines. Reads the
+    project's files and writes none."""
     return _run(
-        ["sync", "--frozen", "--project", str(project), *extra],
+        ["export", "--frozen", "--no-hashes", "--no-annotate", "--no-header",
+         "--format", "requirements-txt", "--project", str(project), *selection],
         log=log,
-        env=full,
         cwd=project,
-    )
+    ).stdout  # fmt: skip
 
 
 def build_wheel(

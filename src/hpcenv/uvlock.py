@@ -137,6 +137,7 @@ class Project:
     python_pin: str | None = None  # .python-version
     default_groups: tuple[str, ...] | None = None  # None: uv's default, ("dev",)
     all_groups_default: bool = False  # default-groups = "all"
+    overrides: tuple[str, ...] = ()  # [tool.uv] override-dependencies
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -359,6 +360,7 @@ def read_project(directory: Path) -> Project:
         if isinstance(defaults, list)
         else None,
         all_groups_default=defaults == "all",
+        overrides=_strings(uv_cfg.get("override-dependencies")),
     )
 
 

@@ -2,8 +2,10 @@
 flash-attn, fixes, import probe, then an atomic switch of ``venvs/<profile>``.
 
 An unchanged rebuild does nothing. With ``--project PATH`` the project's own
-``uv.lock`` is synced instead (its files are never modified) and torch is swapped
-for the planned variant of the same version.
+``uv.lock`` is installed the way ``uv sync`` would (``--extra``, ``--group``,
+``--no-default-groups``) with torch's build swapped for the node's variant of the same
+version, resolved once into ``venvs/<profile>-<project>`` (or ``--name``); the
+project's files are never modified.
 """
 
 from __future__ import annotations
@@ -30,7 +32,25 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--project",
         metavar="PATH",
-        help="sync this project's uv.lock and swap its torch for the planned variant",
+        help="install this uv project (its uv.lock, as 'uv sync' would) with the torch build "
+        "this node can run, into venvs/<profile>-<project>; the project's files are not touched",
+    )
+    parser.add_argument(
+        "--name",
+        metavar="NAME",
+        help="--project: the environment's name (default <profile>-<project>)",
+    )
+    parser.add_argument(
+        "--extra", action="append", default=[], metavar="NAME", help="--project: include an extra"
+    )
+    parser.add_argument("--all-extras", action="store_true", help="--project: every extra")
+    parser.add_argument(
+        "--group", action="append", default=[], metavar="NAME", help="--project: add a group"
+    )
+    parser.add_argument(
+        "--no-default-groups",
+        action="store_true",
+        help="--project: leave out the default groups ([tool.uv] default-groups, else dev)",
     )
     parser.add_argument("--force", action="store_true", help="rebuild even when nothing changed")
     parser.add_argument(
@@ -44,11 +64,22 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from hpcenv import swap, uvlock
+
     project = None
+    selection = uvlock.Selection(
+        extras=tuple(args.extra),
+        all_extras=args.all_extras,
+        groups=tuple(args.group),
+        no_default_groups=args.no_default_groups,
+    )
     if args.project:
-        project = Path(args.project).absolute()
-        if not (project / "pyproject.toml").is_file():
+        where = Path(args.project).absolute()
+        if not (where / "pyproject.toml").is_file():
             raise BadInput(f"--project {args.project}: no pyproject.toml there")
+        project = swap.ProjectRequest(directory=where, selection=selection, name=args.name)
+    elif args.name or selection != uvlock.DEFAULT_SELECTION:
+        raise BadInput("--name, --extra, --group and --no-default-groups go with --project PATH")
     plan, facts = plan_for(args.profile, args.facts)
     result = build.build(
         plan,

@@ -1,0 +1,190 @@
+"""Prove a venv's CUDA stack is one stack: every CUDA library that ``libtorch_cuda.so`` and
+each CUDA extension needs exists, and comes from a wheel of the intended CUDA major.
+
+The cu12 and cu13 wheels of NCCL, cuDNN, cuSPARSELt and NVSHMEM install files at the same
+paths (``nvidia/nccl/lib/libnccl.so.2``): a venv that held both majors at some point may
+have lost the file (uninstalling one deletes what the other installed) or hold the other
+major's copy. Nothing fails until the first ``import torch`` on a GPU node, or worse, the
+loader falls back to an older system NCCL from the loaded modules. So, for each ELF
+shared object under site-packages that needs a CUDA toolkit library (``DT_NEEDED``,
+read with ``hpcenv.kit.elf``), each such library is resolved as the loader and torch
+would: the object's ``DT_RUNPATH`` (else ``DT_RPATH``) with ``$ORIGIN`` expanded, then
+the venv's ``nvidia/*/lib`` directories (torch preloads from them). The file found must
+be listed in the ``RECORD`` of exactly one installed distribution, and that distribution
+must be of the intended major (``nvidia-nccl-cu12`` -> 12; an unsuffixed ``nvidia-*``
+or ``cuda-*`` wheel by its version, ``nvidia-cuda-runtime 13.0.96`` -> 13). System
+directories are not searched: a CUDA library from outside the venv is the problem this
+check exists to catch. The NVIDIA driver's own libraries (``libcuda.so.1``,
+``libnvidia-ml.so.1``) are the node's and are not checked.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hpcenv.kit import elf
+
+#: Libraries of the CUDA toolkit and its math/communication libraries (not the driver's).
+CUDA_LIB = re.compile(
+    r"^lib(cudart|cublas|cublasLt|cudnn\w*|nccl|cusparse|cusparseLt|cufft|cufftw|curand|"
+    r"cusolver|cusolverMg|nvrtc|nvrtc-builtins|nvJitLink|cupti|nvshmem\w*|cufile|"
+    r"cufile_rdma|nvToolsExt|nvperf_\w+|npp\w*|nvjpeg|cudla)\.so(\.\d+)*$"
+)
+_SUFFIX = re.compile(r"-cu(\d+)$")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Resolved:
+    needed: str  # the DT_NEEDED name, e.g. "libnccl.so.2"
+    path: str | None  # where it was found, relative to site-packages (None: missing)
+    owners: tuple[str, ...] = ()  # "nvidia-nccl-cu12 2.27.5"
+    major: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class LinkCheck:
+    """The CUDA libraries each checked object needs, where they were found, what is wrong."""
+
+    major: int
+    objects: dict[str, tuple[Resolved, ...]] = field(default_factory=dict)
+    problems: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "cuda_major": self.major,
+            "ok": self.ok,
+            "problems": list(self.problems),
+            "objects": {
+                obj: {
+                    r.needed: (
+                        f"{r.path} ({', '.join(r.owners) or 'no wheel'})" if r.path else None
+                    )
+                    for r in libs
+                }
+                for obj, libs in self.objects.items()
+            },
+        }
+
+
+def owners(site: Path) -> tuple[dict[str, list[str]], dict[str, str]]:
+    """``{path relative to site-packages: [distribution, ...]}`` from every ``RECORD``, and
+    ``{distribution: version}``."""
+    files: dict[str, list[str]] = {}
+    versions: dict[str, str] = {}
+    for record in sorted(site.glob("*.dist-info/RECORD")):
+        stem = record.parent.name.removesuffix(".dist-info")
+        name, _, version = stem.partition("-")
+        dist = re.sub(r"[-_.]+", "-", name).lower()
+        versions[dist] = version
+        try:
+            rows = list(csv.reader(record.read_text(errors="replace").splitlines()))
+        except csv.Error:
+            continue
+        for row in rows:
+            if row:
+                files.setdefault(os.path.normpath(row[0]), []).append(dist)
+    return files, versions
+
+
+def dist_major(dist: str, version: str) -> int | None:
+    """The CUDA major a distribution belongs to (None: not a versioned CUDA wheel)."""
+    m = _SUFFIX.search(dist)
+    if m:
+        return int(m.group(1))
+    if dist.startswith(("nvidia-", "cuda-")):
+        head = version.split(".", 1)[0]
+        if head.isdigit() and 11 <= int(head) <= 20:
+            return int(head)
+    return None
+
+
+def _search_dirs(obj: Path, site: Path, fallback: list[Path]) -> list[Path]:
+    try:
+        entries = elf.runpath(obj)
+    except (OSError, ValueError):
+        entries = []
+    dirs = []
+    for entry in entries:
+        expanded = entry.replace("${ORIGIN}", str(obj.parent)).replace("$ORIGIN", str(obj.parent))
+        if os.path.isabs(expanded):
+            dirs.append(Path(os.path.normpath(expanded)))
+    return dirs + [d for d in fallback if d not in dirs]
+
+
+def _cuda_needed(path: Path) -> list[str]:
+    try:
+        return [n for n in elf.needed(path) if CUDA_LIB.match(n)]
+    except (OSError, ValueError):  # not ELF (a linker script, a truncated file)
+        return []
+
+
+def shared_objects(site: Path) -> list[Path]:
+    """ELF objects under site-packages that need a CUDA library: ``libtorch_cuda.so`` and
+    the CUDA extensions (the ``nvidia``/``cuda`` runtime wheels themselves excluded)."""
+    out = []
+    for path in sorted(site.rglob("*.so*")):
+        rel = path.relative_to(site).parts
+        if rel[0] in ("nvidia", "cuda") or rel[0].endswith(".dist-info") or not path.is_file():
+            continue
+        if path.suffix != ".so" and ".so." not in path.name:
+            continue
+        if _cuda_needed(path):
+            out.append(path)
+    return out
+
+
+def check(site: Path, major: int) -> LinkCheck:
+    """Check every object of :func:`shared_objects` against CUDA ``major``."""
+    files, versions = owners(site)
+    fallback = sorted(p for p in site.glob("nvidia/*/lib") if p.is_dir())
+    objects: dict[str, tuple[Resolved, ...]] = {}
+    problems: list[str] = []
+    for obj in shared_objects(site):
+        name = str(obj.relative_to(site))
+        dirs = _search_dirs(obj, site, fallback)
+        found = []
+        for needed in _cuda_needed(obj):
+            hit = next((d / needed for d in dirs if (d / needed).exists()), None)
+            if hit is None:
+                found.append(Resolved(needed=needed, path=None))
+                problems.append(
+                    f"{name} needs {needed}, which is missing (searched its RUNPATH and "
+                    "nvidia/*/lib in the venv)"
+                )
+                continue
+            try:
+                rel = os.path.normpath(os.path.relpath(hit, site))
+            except ValueError:
+                rel = str(hit)
+            dists = files.get(rel, [])
+            label = tuple(f"{d} {versions.get(d, '?')}" for d in dists)
+            majors = {dist_major(d, versions.get(d, "")) for d in dists} - {None}
+            got = next(iter(majors)) if len(majors) == 1 else None
+            found.append(Resolved(needed=needed, path=rel, owners=label, major=got))
+            if rel.startswith(".."):
+                problems.append(f"{name} loads {needed} from {hit}, outside the venv")
+            elif not dists:
+                problems.append(f"{name} needs {needed}: {rel} is installed by no wheel")
+            elif len(dists) > 1:
+                problems.append(
+                    f"{name} needs {needed}: {rel} is claimed by {' and '.join(label)} "
+                    "(two wheels wrote the same file)"
+                )
+            elif got is not None and got != major:
+                problems.append(
+                    f"{name} needs {needed}: {rel} belongs to CUDA {got} ({label[0]}), "
+                    f"not CUDA {major}"
+                )
+        objects[name] = tuple(found)
+    return LinkCheck(major=major, objects=objects, problems=tuple(problems))
+
+
+__all__ = ["CUDA_LIB", "LinkCheck", "Resolved", "check", "dist_major", "owners", "shared_objects"]

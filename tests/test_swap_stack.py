@@ -1,0 +1,154 @@
+"""One CUDA stack after a swap (issue 12): the shared-path collision of the cu12 and cu13
+wheels, reproduced with uv alone and with hpcenv's former swap, and gone with the
+resolve-once swap. Real uv, real ELF libraries (gcc), stand-in wheels of both majors on
+127.0.0.1 (``standin_cuda``); the import of the stand-in torch loads its
+``libtorch_cuda.so`` through the loader, as on a node.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from buildkit import StandInIndex, stand_in_plan
+from hpcenv import build, cudalibs, fixes, uv
+from hpcenv.facts_model import Facts
+from hpcenv.swap import ProjectRequest
+from standin_cuda import cuda_index_fixture, make_project, snapshot  # noqa: F401 (fixture)
+
+CU12_PIN = "nccl 22705 cudart 12060"
+
+
+@pytest.fixture
+def uv_env(
+    cuda_index: StandInIndex, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> dict[str, str]:
+    monkeypatch.setenv("UV_DEFAULT_INDEX", f"{cuda_index.url}/simple")
+    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))
+    monkeypatch.setenv("UV_PYTHON_DOWNLOADS", "never")
+    return {**os.environ}
+
+
+def uv_run(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*uv.uv_argv(), *args], env=env, capture_output=True, text=True, timeout=300, check=True
+    )
+
+
+def python_in(venv: Path, code: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(venv / "bin" / "python"), "-I", "-c", code], capture_output=True, text=True, timeout=60
+    )
+
+
+def test_collision_with_uv_alone(
+    uv_env: dict[str, str], cuda_index: StandInIndex, tmp_path: Path
+) -> None:
+    """KNOWLEDGE.md section 9: install nccl-cu13, then nccl-cu12, uninstall the cu13 one."""
+    venv = tmp_path / "venv"
+    uv_run(uv_env, "venv", "-q", "-p", "3.11", str(venv))
+    py = str(venv / "bin" / "python")
+    uv_run(uv_env, "pip", "install", "--python", py, "nvidia-nccl-cu13")
+    uv_run(uv_env, "pip", "install", "--python", py, "nvidia-nccl-cu12")
+    site = fixes.site_packages(venv)
+    claimed = cudalibs.owners(site)[0]["nvidia/nccl/lib/libnccl.so.2"]
+    assert sorted(claimed) == ["nvidia-nccl-cu12", "nvidia-nccl-cu13"]  # one file, two owners
+    uv_run(uv_env, "pip", "uninstall", "--python", py, "nvidia-nccl-cu13")
+    assert not (site / "nvidia" / "nccl" / "lib" / "libnccl.so.2").exists()
+    assert "nvidia-nccl-cu12" in uv_run(uv_env, "pip", "list", "--python", py).stdout
+
+
+def test_former_swap_loses_libnccl(
+    uv_env: dict[str, str], cuda_index: StandInIndex, tmp_path: Path
+) -> None:
+    """hpcenv's former swap: sync the lock (the cu130 stack), install torch+cu126 over it,
+    uninstall the CUDA 13 wheels nothing needs: libnccl.so.2 is gone, the import fails,
+    and the check names the missing library."""
+    project = make_project(cuda_index, tmp_path / "trainer", uv_env)
+    venv = tmp_path / "venv"
+    uv_run(uv_env, "venv", "-q", "-p", "3.11", str(venv))
+    uv_run(
+        {**uv_env, "UV_PROJECT_ENVIRONMENT": str(venv)},
+        "sync", "--frozen", "--project", str(project), "--no-install-project",
+    )  # fmt: skip
+    py = str(venv / "bin" / "python")
+    assert python_in(venv, "import torch; print(torch.cuda_versions())").stdout.strip() == (
+        "nccl 22707 cudart 13000"
+    )
+    uv_run(
+        uv_env, "pip", "install", "--python", py, "--index", f"{cuda_index.url}/cu126",
+        "torch==2.9.1+cu126", "--reinstall-package", "torch",
+    )  # fmt: skip
+    uv_run(uv_env, "pip", "uninstall", "--python", py, "nvidia-nccl-cu13", "nvidia-cuda-runtime")
+    check = cudalibs.check(fixes.site_packages(venv), 12)
+    assert not check.ok
+    assert any("libnccl.so.2, which is missing" in p for p in check.problems)
+    done = python_in(venv, "import torch")
+    assert done.returncode != 0 and "libnccl.so.2" in done.stderr
+
+
+def test_swap_resolves_once_into_one_stack(
+    uv_env: dict[str, str],
+    cuda_index: StandInIndex,
+    tmp_path: Path,
+    hpcenv_home: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """hpcenv build --project: torch 2.9.1+cu130 and torchext 0.1.0+cu130 in the lock become
+    2.9.1+cu126 and torchext's CUDA 12 build; libnccl.so.2 and libcudart.so.12 are there and
+    belong to CUDA 12 wheels; no CUDA 13 file is downloaded; the project's tree (a
+    setuptools project, built from a copy) is byte-identical, even with the build run from it."""
+    project = make_project(cuda_index, tmp_path / "trainer", uv_env)
+    before = snapshot(project)
+    cuda_index.requested.clear()
+    monkeypatch.chdir(project)
+    plan = stand_in_plan(cuda_index.url, profile="standin", packages=("standin-numpy",))
+    request = ProjectRequest(directory=project)
+    result = build.build(plan, Facts(arch="x86_64"), project=request)
+    assert result.venv == hpcenv_home / "venvs" / "standin-trainer"
+    report = result.report["project"]
+    assert (report["torch_before"], report["torch_after"]) == ("2.9.1+cu130", "2.9.1+cu126")
+    changes = {c["name"]: c for c in report["changes"]}
+    assert changes["torchext"]["after"] == "torchext===0.1.0"
+    assert changes["nvidia-nccl-cu13"]["after"] is None
+    assert changes["standin-numpy"]["after"] == "standin-numpy"  # the profile's, added
+    assert report["libraries"]["ok"] is True
+    libs = report["libraries"]["objects"]["torch/lib/libtorch_cuda.so"]
+    assert libs["libnccl.so.2"] == "nvidia/nccl/lib/libnccl.so.2 (nvidia-nccl-cu12 2.27.5)"
+    assert libs["libcudart.so.12"].startswith("nvidia/cuda_runtime/lib/libcudart.so.12")
+    assert set(report["checked"]) == {"standin-numpy", "torchext", "trainer"}
+    pins = uv.freeze(result.venv)
+    assert pins["torch"] == "2.9.1+cu126" and pins["torchext"] == "0.1.0"
+    assert not any(n in pins for n in ("nvidia-nccl-cu13", "nvidia-cuda-runtime"))
+    done = python_in(result.venv, "import trainer, torch; print(torch.cuda_versions())")
+    assert done.stdout.strip() == CU12_PIN, done.stderr
+    files = [p for p in cuda_index.requested if p.startswith("/files/")]
+    assert files and not [p for p in files if "cu13" in p or "13.0.96" in p], files
+    assert snapshot(project) == before, "the project's files changed"
+    assert report["installed_from_copy"] == ["."]
+
+
+def test_check_names_two_owners_and_the_wrong_major(
+    uv_env: dict[str, str], cuda_index: StandInIndex, tmp_path: Path
+) -> None:
+    venv = tmp_path / "venv"
+    uv_run(uv_env, "venv", "-q", "-p", "3.11", str(venv))
+    py = str(venv / "bin" / "python")
+    uv_run(
+        uv_env, "pip", "install", "--python", py, "--index", f"{cuda_index.url}/cu130",
+        "torch==2.9.1+cu130",
+    )  # fmt: skip
+    site = fixes.site_packages(venv)
+    assert cudalibs.check(site, 13).ok
+    wrong = cudalibs.check(site, 12)
+    assert any(
+        "belongs to CUDA 13 (nvidia-nccl-cu13 2.27.7), not CUDA 12" in p for p in wrong.problems
+    )
+    uv_run(uv_env, "pip", "install", "--python", py, "nvidia-nccl-cu12")
+    both = cudalibs.check(site, 13)
+    assert any(
+        "claimed by nvidia-nccl-cu12 2.27.5 and nvidia-nccl-cu13 2.27.7" in p for p in both.problems
+    )
