@@ -1,7 +1,7 @@
 """flash-attn: imports, version, and flash_attn_func agrees with torch SDPA on random
 fp16 inputs on the GPU.
 
-flash-attn 2 needs compute capability >= 8.0 (KNOWLEDGE.md section 6): on CPU, on
+flash-attn 2 needs compute capability >= 8.0 (csrc/flash_attn/flash_api.cpp): on CPU, on
 V100/Turing, or when it is not installed, the probe skips with the reason. A wheel
 built for another torch fails at import with an undefined symbol, which this probe
 reports with the fix (rebuild for this torch).

@@ -4,7 +4,7 @@ NCCL on GPUs, gloo on CPU, through the same code. Like nccl-tests' all_reduce_pe
 sizes double from --min-bytes to --max-bytes, each timed after warmup, algbw =
 bytes / time (GB = 1e9), busbw = algbw * 2(n-1)/n, and ``#wrong`` counts elements
 that differ from the exact expected sum (a non-zero count fails: silent corruption
-is worse than slowness, KNOWLEDGE.md section 4). Also flags the GH200 + NCCL >=
+is worse than slowness: NVIDIA/nccl issue 2001). Also flags the GH200 + NCCL >=
 2.27.3 + aws-ofi-nccl LL128 corruption risk and its workaround.
 
 Test hook: ``HPCENV_PROBE_CORRUPT=rank:index`` changes one element on that rank

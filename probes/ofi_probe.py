@@ -5,7 +5,7 @@
    ``ncclNetPlugin_vN`` symbols from the ELF dynamic symbol table (``hpcenv.kit.elf``);
 2. reads NCCL's version (the environment's libnccl.so.2 via ncclGetVersion, else
    torch's) and fails when NCCL tries no plugin API version the plugin exports
-   (``_ofi_api.json``, KNOWLEDGE.md section 5);
+   (``_ofi_api.json``: NCCL's src/plugin/net.cc per release);
 3. lists libfabric providers (``fi_info -l``) and checks the expected one (cxi on
    Slingshot);
 4. on GPUs, runs a short NCCL init with NCCL_DEBUG=INFO and reads which network

@@ -1,7 +1,7 @@
 """torch works on this node: version and CUDA build, GPU archs compiled in, a kernel
 runs, matmul agrees with the CPU, bf16 support.
 
-The symptom of a wrong wheel variant (cu130 on a V100, KNOWLEDGE.md section 2) is
+The symptom of a wrong wheel variant (cu130 on a V100: no cu13 build carries sm_70) is
 "no kernel image is available for execution on the device" at the first kernel,
 not at import; this probe triggers that on purpose and names the variant to
 install. On a CPU node the CUDA checks skip with the reason and the CPU checks
@@ -37,7 +37,8 @@ def arch_supported(capability: str, arch_list: list[str]) -> tuple[bool, str]:
 
 
 def variant_hint(capability: str) -> str:
-    """Which torch CUDA variant carries kernels for this GPU (KNOWLEDGE.md section 2)."""
+    """Which torch CUDA variant carries kernels for this GPU (hpcenv's torch knowledge,
+    read from the wheels; ``hpcenv resolve`` names the exact one)."""
     major, minor = (int(x) for x in capability.split("."))
     if (major, minor) < (7, 5):
         return (

@@ -1,5 +1,5 @@
 """The resolve, plan and audit commands as a user runs them: exit codes, one-line
-errors without tracebacks, and the DESIGN.md JSON contract."""
+errors without tracebacks, and the JSON contract (docs/design.md)."""
 
 from __future__ import annotations
 

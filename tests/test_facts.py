@@ -319,3 +319,24 @@ def test_fuzz_facts_json_is_facts_or_one_line_bad_input(data: object) -> None:
         assert str(exc).startswith("fuzz.json") and "\n" not in str(exc)
     else:
         assert to_json(loaded)["schema"] == 1
+
+
+def test_facts_json_loads_no_heavy_module_and_no_other_command(tmp_path: Path) -> None:
+    """The import rule of hpcenv.commands: `hpcenv facts --json` starts fast."""
+    code = (
+        "import io, contextlib, json, sys; from hpcenv.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()): main(['facts', '--json'])\n"
+        "print(json.dumps(sorted(sys.modules)))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "HPCENV_CACHE": str(tmp_path)},
+    )
+    loaded = set(json.loads(done.stdout.strip().splitlines()[-1]))
+    heavy = {m for m in loaded if m.split(".")[0] in ("rich", "packaging", "torch")}
+    assert not heavy, heavy
+    commands = {m for m in loaded if m.startswith("hpcenv.commands.")}
+    assert commands == {"hpcenv.commands.facts"}, commands

@@ -1,6 +1,6 @@
-"""Parsing NCCL_DEBUG=INFO logs for the network NCCL used (recorded line formats from
-KNOWLEDGE.md section 5: aws-ofi-nccl on Slingshot, the Socket fallback, and NCCL_NET
-naming a network no plugin provides)."""
+"""Parsing NCCL_DEBUG=INFO logs for the network NCCL used (line formats as NCCL's
+src/plugin and aws-ofi-nccl print them: aws-ofi-nccl on Slingshot, the Socket fallback,
+and NCCL_NET naming a network no plugin provides)."""
 
 # ruff: noqa: E501  (recorded log lines are kept verbatim)
 

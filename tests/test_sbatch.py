@@ -430,4 +430,3 @@ def test_a_finished_job_maps_to_the_error_it_stands_for(tmp_path: Path) -> None:
         err = sbatch.outcome("7", target, state, report, log=log)
         assert err is not None and err.exit_code == code, (target, state, err)
         assert f"job 7 ended {state}" in str(err) and str(log) in str(err)
-

@@ -1,6 +1,6 @@
 """The facts about one node, as data: frozen dataclasses and their JSON form.
 
-``to_json`` writes the contract in DESIGN.md (schema 1). ``from_json`` reads a
+``to_json`` writes the contract in docs/design.md (schema 1). ``from_json`` reads a
 recorded file; every key is optional there (missing means unknown, never an
 error) but a key that is present must have the right type.
 """
@@ -85,7 +85,7 @@ class Facts:
 
 
 def to_json(facts: Facts) -> dict[str, Any]:
-    """The DESIGN.md contract (schema 1)."""
+    """The ``hpcenv facts --json`` contract (schema 1, docs/design.md)."""
     nv = facts.nvidia
     sl = facts.slurm
     return {

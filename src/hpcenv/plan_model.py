@@ -18,7 +18,7 @@ DEFAULT_INDEX_URL = "https://download.pytorch.org/whl"
 
 @dataclass(frozen=True, kw_only=True)
 class TorchChoice:
-    """The resolver's answer (DESIGN.md ``resolve`` contract, ``torch`` object).
+    """The resolver's answer (the ``resolve`` contract's ``torch`` object, docs/design.md).
 
     ``pin`` and ``index_base`` are what the choice was made *with*, as data: code that
     re-resolves (a project swap for another torch version) reads them here, never from

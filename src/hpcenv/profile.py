@@ -1,8 +1,8 @@
 """Cluster profiles: ``envs/<name>.toml``, validated against one declared schema.
 
 The schema *is* the dataclasses below: every key is declared once, with its type,
-default and a one-line doc in the field metadata; validation, ``hpcenv show`` and
-``docs/profiles.md`` are derived from them. Errors name the file, the key, the
+default and a one-line doc in the field metadata; validation and ``hpcenv show``
+(``--schema``: the table of every key) are derived from them. Errors name the file, the key, the
 line where it stands, and the fix, and exit with code 2.
 
 Sections and keys (``hpcenv show --schema`` prints this table from the code)::

@@ -1,4 +1,6 @@
-"""Everything a person reads: rich tables on the terminal. Scripts get JSON from the
+"""Terminal output several commands share: the two consoles, the facts, profile, probe
+result and stage tables, and the status styles. A table only one command prints (plan,
+resolve, preflight, archs, audit) is in that command's module; scripts get JSON from the
 commands themselves; JUnit XML is written by ``junit.py``."""
 
 from __future__ import annotations

@@ -1,8 +1,10 @@
 """One module per ``hpcenv`` subcommand; ``cli`` discovers them.
 
-Every command module is imported to build ``--help``, so a module imports only
-argparse and this package at the top and its heavy modules (rich, packaging, torch
-knowledge) inside ``run``: ``hpcenv facts --json`` must start fast.
+``cli`` imports only the module of the command being run (all of them only for
+``hpcenv --help``), so a command pays for what its own module imports. ``facts`` must
+start fast: its module imports argparse and this package at the top and the rest inside
+``run``, and ``hpcenv facts --json`` loads neither rich, packaging nor another command
+(``tests/test_facts.py`` checks it).
 
 A module defines ``NAME``, ``HELP``, optional ``ORDER`` (help listing order),
 ``configure(parser)`` and ``run(args) -> int``. Shared options live here.

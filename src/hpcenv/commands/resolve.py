@@ -47,7 +47,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def torch_json(choice: TorchChoice) -> dict[str, Any]:
-    """The ``torch`` object of the DESIGN.md resolve contract."""
+    """The ``torch`` object of the resolve contract (docs/design.md)."""
     out: dict[str, Any] = {
         "version": choice.version,
         "backend": choice.backend,
