@@ -152,12 +152,22 @@ def vllm_warning(packages: tuple[str, ...], facts: Facts) -> str | None:
     return None
 
 
-def _arch_list(facts: Facts) -> str:
-    return ";".join(facts.compute_capabilities)
+SM90A = "sm90a"
+
+
+def _fixes(p: Profile, facts: Facts, arch: str) -> tuple[tuple[str, ...], dict[str, str]]:
+    """The sitecustomize fixes and their settings: sm90a when the profile asks for it or
+    the node is aarch64 with a 9.0 GPU, with TORCH_CUDA_ARCH_LIST from the node's GPUs."""
+    hopper_arm = arch == "aarch64" and "9.0" in facts.compute_capabilities
+    if SM90A not in p.fixes.sitecustomize and not hopper_arm:
+        return (), {}
+    arch_list = ";".join(facts.compute_capabilities)
+    return (SM90A,), ({"TORCH_CUDA_ARCH_LIST": arch_list} if arch_list else {})
 
 
 def make_plan(p: Profile, facts: Facts, *, environ: Mapping[str, str] | None = None) -> Plan:
-    """The full plan for profile ``p`` on the node described by ``facts``.
+    """The full plan for profile ``p`` on the node described by ``facts``: the decisions
+    (``decide``), then the steps a person reads (``describe``).
 
     ``environ`` (default ``os.environ``) supplies HPCENV_TORCH_INDEX_URL,
     PIP_FIND_LINKS and HPCENV_FIND_LINKS. Raises BadInput when facts and profile
@@ -167,49 +177,90 @@ def make_plan(p: Profile, facts: Facts, *, environ: Mapping[str, str] | None = N
     arch, warnings = _check_platform(p, facts)
     if facts.arch is None:
         facts = replace(facts, arch=arch)
+    plan = decide(p, facts, arch=arch, environ=env)
+    warnings += plan.warnings
+    # Steps and warnings are prose for people and logs: URL credentials masked.
+    return replace(
+        plan,
+        steps=tuple(
+            Step(kind=s.kind, what=redact.userinfo(s.what), why=redact.userinfo(s.why))
+            for s in describe(p, facts, plan, environ=env)
+        ),
+        warnings=tuple(redact.userinfo(w) for w in warnings),
+    )
+
+
+def decide(p: Profile, facts: Facts, *, arch: str, environ: Mapping[str, str]) -> Plan:
+    """What a build of ``p`` does on this node, without the prose: torch (version,
+    variant, index; a wheelhouse file when one matches), packages, flash-attn, fixes,
+    modules and environment. ``warnings`` holds the resolver's and the vLLM check's."""
     python = p.profile.python
-    steps: list[Step] = [
+    base = index_base(p.torch.index_url, environ)
+    torch = resolve_torch(facts, p.torch.version, pin=p.torch.backend, index_base=base)
+    links = find_links(p, environ)
+    packages = tuple(p.packages.install)
+    vllm = vllm_warning(packages, facts)
+    fa = flashattn.decide(
+        facts, torch, mode=p.flash_attn.mode, version=p.flash_attn.version, python=python
+    )
+    fixes, fix_settings = _fixes(p, facts, arch)
+    return Plan(
+        profile=p.name,
+        arch=arch,
+        python=python,
+        torch=torch,
+        packages=packages,
+        flash_attn=fa,
+        fixes=fixes,
+        fix_settings=fix_settings,
+        env=dict(p.env.always),
+        multi_node_env=dict(p.env.multi_node),
+        modules=tuple(p.modules.load),
+        find_links=links,
+        torch_wheel=find_torch_wheel(links, torch, arch=arch, python=python),
+        offline=p.packages.offline,
+        warnings=(*torch.warnings, *([vllm] if vllm else [])),
+    )
+
+
+def describe(
+    p: Profile, facts: Facts, plan: Plan, *, environ: Mapping[str, str]
+) -> tuple[Step, ...]:
+    """The plan's steps, each with its reason, for people (``hpcenv plan``) and reports."""
+    torch, fa = plan.torch, plan.flash_attn
+    base_from = (
+        "$HPCENV_TORCH_INDEX_URL" if environ.get("HPCENV_TORCH_INDEX_URL") else "[torch] index_url"
+    )
+    steps = [
         Step(
             kind="python",
-            what=f"Python {python}",
+            what=f"Python {plan.python}",
             why=f"[profile] python of {p.name}; uv provides it if the node lacks it",
-        )
-    ]
-
-    base = index_base(p.torch.index_url, env)
-    base_from = (
-        "$HPCENV_TORCH_INDEX_URL" if env.get("HPCENV_TORCH_INDEX_URL") else "[torch] index_url"
-    )
-    torch = resolve_torch(facts, p.torch.version, pin=p.torch.backend, index_base=base)
-    warnings += list(torch.warnings)
-    steps.append(
+        ),
         Step(
             kind="torch",
             what=f"torch=={torch.version} ({torch.backend}) from {torch.index_url}",
             why="\n".join([*torch.reasons, f"index base from {base_from}"]),
-        )
-    )
-
-    links = find_links(p, env)
-    wheel = find_torch_wheel(links, torch, arch=arch, python=python)
-    if links:
+        ),
+    ]
+    if plan.find_links:
         steps.append(
             Step(
                 kind="index",
-                what=f"wheelhouses: {' '.join(links)}",
+                what=f"wheelhouses: {' '.join(plan.find_links)}",
                 why="[packages] find_links, $PIP_FIND_LINKS and $HPCENV_FIND_LINKS",
             )
         )
-    if wheel:
+    if plan.torch_wheel:
         steps.append(
             Step(
                 kind="torch",
-                what=f"install torch from {wheel}",
+                what=f"install torch from {plan.torch_wheel}",
                 why=f"the wheelhouse has exactly torch {torch.version}+{torch.backend} "
-                f"for {arch} and Python {python}",
+                f"for {plan.arch} and Python {plan.python}",
             )
         )
-    if p.packages.offline:
+    if plan.offline:
         steps.append(
             Step(
                 kind="index",
@@ -217,24 +268,15 @@ def make_plan(p: Profile, facts: Facts, *, environ: Mapping[str, str] | None = N
                 why="[packages] offline = true",
             )
         )
-
-    packages = tuple(p.packages.install)
-    vllm = vllm_warning(packages, facts)
-    if vllm:
-        warnings.append(vllm)
-    if packages:
+    if plan.packages:
         steps.append(
             Step(
                 kind="packages",
-                what=" ".join(packages),
+                what=" ".join(plan.packages),
                 why=f"[packages] install of {p.name}, resolved together with torch "
                 f"{torch.version} so nothing swaps it",
             )
         )
-
-    fa = flashattn.decide(
-        facts, torch, mode=p.flash_attn.mode, version=p.flash_attn.version, python=python
-    )
     what = {
         "wheel": f"flash-attn {fa.version} from {fa.wheel_url}",
         "build": (
@@ -244,70 +286,46 @@ def make_plan(p: Profile, facts: Facts, *, environ: Mapping[str, str] | None = N
         "skip": "no flash-attn",
     }[fa.action]
     steps.append(Step(kind="flash-attn", what=what, why=fa.reason))
-
-    fixes: list[str] = []
-    fix_settings: dict[str, str] = {}
-    hopper_arm = arch == "aarch64" and "9.0" in facts.compute_capabilities
-    if "sm90a" in p.fixes.sitecustomize or hopper_arm:
-        fixes.append("sm90a")
-        arch_list = _arch_list(facts)
-        if arch_list:
-            fix_settings["TORCH_CUDA_ARCH_LIST"] = arch_list
-        asked = "[fixes] sitecustomize asks for it" if "sm90a" in p.fixes.sitecustomize else ""
-        node = "aarch64 torch lists sm_90a and this node has compute capability 9.0"
-        why = "; ".join(x for x in (asked, node if hopper_arm else "") if x)
-        why += (
-            "; torch.utils.cpp_extension crashes on int('90a') when TORCH_CUDA_ARCH_LIST is "
-            "unset (pytorch/pytorch#144037)"
-        )
-        setting = (
-            f"TORCH_CUDA_ARCH_LIST={arch_list} from the node's GPUs"
-            if arch_list
-            else "TORCH_CUDA_ARCH_LIST left alone (no GPU in the facts)"
-        )
-        steps.append(Step(kind="fix", what=f"sitecustomize fix sm90a: {setting}", why=why))
-
-    for module in p.modules.load:
-        steps.append(Step(kind="module", what=f"module load {module}", why="[modules] load"))
-    if p.env.always:
+    if SM90A in plan.fixes:
+        steps.append(_sm90a_step(p, facts, plan))
+    steps += [
+        Step(kind="module", what=f"module load {m}", why="[modules] load") for m in plan.modules
+    ]
+    if plan.env:
         steps.append(
             Step(
                 kind="env",
-                what=_env_words(p.env.always),
+                what=_env_words(plan.env),
                 why="[env.always]: set in every job and probe",
             )
         )
-    if p.env.multi_node:
+    if plan.multi_node_env:
         steps.append(
             Step(
                 kind="env",
-                what=_env_words(p.env.multi_node),
+                what=_env_words(plan.multi_node_env),
                 why="[env.multi_node]: only when a job spans several nodes",
             )
         )
+    return tuple(steps)
 
-    return Plan(
-        profile=p.name,
-        arch=arch,
-        python=python,
-        torch=torch,
-        packages=packages,
-        flash_attn=fa,
-        fixes=tuple(fixes),
-        fix_settings=fix_settings,
-        env=dict(p.env.always),
-        multi_node_env=dict(p.env.multi_node),
-        modules=tuple(p.modules.load),
-        find_links=links,
-        torch_wheel=wheel,
-        offline=p.packages.offline,
-        # Steps and warnings are prose for people and logs: URL credentials masked.
-        steps=tuple(
-            Step(kind=s.kind, what=redact.userinfo(s.what), why=redact.userinfo(s.why))
-            for s in steps
-        ),
-        warnings=tuple(redact.userinfo(w) for w in warnings),
+
+def _sm90a_step(p: Profile, facts: Facts, plan: Plan) -> Step:
+    asked = "[fixes] sitecustomize asks for it" if SM90A in p.fixes.sitecustomize else ""
+    hopper_arm = plan.arch == "aarch64" and "9.0" in facts.compute_capabilities
+    node = "aarch64 torch lists sm_90a and this node has compute capability 9.0"
+    why = "; ".join(x for x in (asked, node if hopper_arm else "") if x)
+    why += (
+        "; torch.utils.cpp_extension crashes on int('90a') when TORCH_CUDA_ARCH_LIST is "
+        "unset (pytorch/pytorch#144037)"
     )
+    arch_list = plan.fix_settings.get("TORCH_CUDA_ARCH_LIST")
+    setting = (
+        f"TORCH_CUDA_ARCH_LIST={arch_list} from the node's GPUs"
+        if arch_list
+        else "TORCH_CUDA_ARCH_LIST left alone (no GPU in the facts)"
+    )
+    return Step(kind="fix", what=f"sitecustomize fix sm90a: {setting}", why=why)
 
 
 def _env_words(env: Mapping[str, str]) -> str:
@@ -357,6 +375,8 @@ def require_torch(plan: Plan) -> None:
 
 
 __all__ = [
+    "decide",
+    "describe",
     "facts_for",
     "find_links",
     "find_torch_wheel",

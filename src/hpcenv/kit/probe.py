@@ -66,18 +66,18 @@ def _int(env: Mapping[str, str], name: str, default: int) -> int:
 
 def rank_from_env(env: Mapping[str, str]) -> Rank:
     """torchrun-style variables, or SLURM's when RANK is unset (srun launches)."""
-    if "RANK" in env or "SLURM_PROCID" not in env:
+    slurm = slurm_env.read(env)
+    if "RANK" in env or slurm.procid is None:
         rank = _int(env, "RANK", 0)
         world = _int(env, "WORLD_SIZE", 1)
         local = _int(env, "LOCAL_RANK", rank)
         local_world = _int(env, "LOCAL_WORLD_SIZE", world)
     else:
-        s = slurm_env.read(env)
-        rank = s.procid or 0
-        world = s.ntasks or 1
-        local = s.localid or 0
+        rank = slurm.procid or 0
+        world = slurm.ntasks or 1
+        local = slurm.localid or 0
         # "4" or "4(x2)" or "2,1": the first number is this layout's tasks per node
-        local_world = s.ntasks_per_node or s.tasks_per_node or world
+        local_world = slurm.ntasks_per_node or slurm.tasks_per_node or world
     return Rank(
         rank=rank,
         world_size=world,
