@@ -15,9 +15,10 @@ import pytest
 
 from buildkit import StandInIndex, stand_in_plan
 from hpcenv import build, cudalibs, fixes, uv
+from hpcenv.errors import BuildFailed
 from hpcenv.facts_model import Facts
 from hpcenv.swap import ProjectRequest
-from standin_cuda import cuda_index_fixture, make_project, snapshot  # noqa: F401 (fixture)
+from standin_cuda import build_index, cuda_index_fixture, make_project, snapshot  # noqa: F401
 
 CU12_PIN = "nccl 22705 cudart 12060"
 
@@ -152,3 +153,52 @@ def test_check_names_two_owners_and_the_wrong_major(
     assert any(
         "claimed by nvidia-nccl-cu12 2.27.5 and nvidia-nccl-cu13 2.27.7" in p for p in both.problems
     )
+
+
+def test_torch_from_a_mirror_never_the_projects_index(
+    uv_env: dict[str, str], cuda_index: StandInIndex, tmp_path: Path, hpcenv_home: Path
+) -> None:
+    """The lock names its PyTorch index (``cuda_index``/cu130); the profile's torch index is a
+    mirror (a second server): torch, its CUDA wheels and torchext's CUDA 12 build come from
+    the mirror and PyPI, and the project's index is never contacted."""
+    project = make_project(cuda_index, tmp_path / "trainer", uv_env)
+    mirror = build_index(tmp_path / "mirror")
+    try:
+        cuda_index.requested.clear()
+        plan = stand_in_plan(mirror.url)
+        result = build.build(plan, Facts(arch="x86_64"), project=ProjectRequest(directory=project))
+        assert result.report["project"]["torch_after"] == "2.9.1+cu126"
+        assert not [p for p in cuda_index.requested if p.startswith("/cu130")]
+        assert any(p.startswith("/cu126/torch") for p in mirror.requested)
+    finally:
+        mirror.stop()
+
+
+def test_unreachable_torch_index_names_the_setting(
+    uv_env: dict[str, str], cuda_index: StandInIndex, tmp_path: Path, hpcenv_home: Path
+) -> None:
+    project = make_project(cuda_index, tmp_path / "trainer", uv_env)
+    plan = stand_in_plan("http://127.0.0.1:9")  # nothing listens on the discard port
+    with pytest.raises(BuildFailed, match=r"HPCENV_TORCH_INDEX_URL for a mirror"):
+        build.build(plan, Facts(arch="x86_64"), project=ProjectRequest(directory=project))
+    assert not (hpcenv_home / "venvs" / "standin-trainer").exists()
+
+
+def test_offline_from_a_wheelhouse(
+    uv_env: dict[str, str], cuda_index: StandInIndex, tmp_path: Path, hpcenv_home: Path
+) -> None:
+    """[packages] offline + a wheelhouse holding torch's cu126 wheel (the plan's torch_wheel)
+    and the rest: the build asks no index for anything."""
+    project = make_project(cuda_index, tmp_path / "trainer", uv_env)
+    house = cuda_index.files
+    plan = stand_in_plan(
+        cuda_index.url,
+        torch_wheel=str(next(house.glob("torch-2.9.1+cu126-*.whl"))),
+        find_links=(str(house),),
+        offline=True,
+    )
+    cuda_index.requested.clear()
+    result = build.build(plan, Facts(arch="x86_64"), project=ProjectRequest(directory=project))
+    assert result.report["project"]["torch_after"] == "2.9.1+cu126"
+    assert result.report["project"]["libraries"]["ok"] is True
+    assert cuda_index.requested == []

@@ -428,6 +428,16 @@ def installed(venv: Path) -> dict[str, dict[str, Any]]:
     return out
 
 
+_PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*(?:\[[^\]]*\])?)==([^\s;\\+]+)(?=\s|$)", re.M)
+
+
+def _exact_pins(resolved: str) -> str:
+    """``torchext==0.1.0`` -> ``torchext===0.1.0``: ``==0.1.0`` also matches ``0.1.0+cu130``
+    (PEP 440 ignores a candidate's local label), which an index or wheelhouse holding both
+    builds would then install instead of the resolved one."""
+    return _PIN.sub(r"\1===\2", resolved)
+
+
 def _hint(plan: Plan) -> str:
     where = plan.torch_wheel or plan.torch.index_url or "the torch index"
     return (
@@ -492,6 +502,8 @@ def sync_and_swap(
                 log=log,
                 extra=extra_compile,
             )
+            exact = _exact_pins((work / "resolved.txt").read_text())
+            (work / "resolved.txt").write_text(exact)
             uv.sync(venv, work / "resolved.txt", plan=plan, log=log, extra=extra)
         except CommandFailed as exc:
             detail = redact.text(uv.error_summary(exc.output) or str(exc), os.environ)

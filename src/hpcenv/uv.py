@@ -278,7 +278,7 @@ def project_export(
     project's files and writes none."""
     return _run(
         ["export", "--frozen", "--no-hashes", "--no-annotate", "--no-header",
-         "--format", "requirements-txt", "--project", str(project), *selection],
+         "--format", "requirements-txt", "--project", str(project.absolute()), *selection],
         log=log,
         cwd=project,
     ).stdout  # fmt: skip

@@ -105,4 +105,25 @@ def run(args: argparse.Namespace) -> int:
                 f"{result.venv} switched (report: {result.report_path})"
             )
         )
+        for line in _project_lines(result.report.get("project")):
+            report.console.print(escape(line))
     return 0
+
+
+def _project_lines(done: dict[str, object] | None) -> list[str]:
+    """What a project build decided: selection, Python and why, torch before and after,
+    what the profile added or the project kept, and the warnings."""
+    if not done:
+        return []
+    lines = [
+        f"  audited: {done.get('selection')}",
+        f"  python {done.get('python')}: {done.get('python_why')}",
+        f"  torch {done.get('torch_before')} -> {done.get('torch_after')}",
+    ]
+    changes = done.get("changes")
+    for change in changes if isinstance(changes, list) else []:
+        after = change.get("after") or "left out"
+        lines.append(f"  {change.get('name')}: {after} ({change.get('why')})")
+    warnings = done.get("warnings")
+    lines += [f"  warning: {w}" for w in (warnings if isinstance(warnings, list) else [])]
+    return lines
