@@ -68,6 +68,13 @@ def facts(session: nox.Session) -> None:
     session.run("hpcenv", "facts", *session.posargs)
 
 
+@nox.session
+def knowledge(session: nox.Session) -> None:
+    """Regenerate the torch/vLLM data from PyPI (-- --index URL: also from a PyTorch index)."""
+    _hpcenv(session)
+    session.run("hpcenv", "knowledge", "update", *session.posargs)
+
+
 def _make_build(profile: str) -> None:
     @nox.session(name=f"build-{profile}")
     def build(session: nox.Session) -> None:

@@ -91,10 +91,25 @@ def test_resolve_table_for_people(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0 and "cu126" in out and "because" in out
 
 
+def test_resolve_a_release_the_data_lacks_offline(capsys: pytest.CaptureFixture[str]) -> None:
+    """Never a bare refusal: inferred from the nearest known release, with a warning; on a
+    V100 (sm_70, no cu13 build has it) nothing newer than 2.14 runs: exit 3 with the fixes."""
+    code, out, err = _run(
+        capsys, "resolve", "--facts", V100, "--torch", "==2.16.0", "--offline", "--json"
+    )
+    torch = json.loads(out)["torch"]
+    assert code == 3 and torch["backend"] is None and torch["version"] == "2.16.0"
+    assert any("not in hpcenv's data" in w for w in torch["warnings"])
+    assert "use torch 2.14.1" in err and err.count("\n") == 1
+    code, out, _ = _run(
+        capsys, "resolve", "--facts", V100, "--torch", ">=2.9", "--offline", "--json"
+    )
+    assert code == 0 and json.loads(out)["torch"]["version"] == "2.14.1"
+
+
 @pytest.mark.parametrize(
     ("argv", "needle"),
     [
-        (["--torch", "==9.9.9"], "matches no torch release"),
         (["--torch", "=>2.9"], "is not a version specifier"),
         (["--torch", "==2.9.1", "--backend", "cuda12"], "--backend"),
     ],

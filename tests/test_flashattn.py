@@ -49,8 +49,8 @@ def test_gh200_builds_for_90_with_safe_jobs() -> None:
     assert fa.cuda_archs == ("90",)
     assert "aarch64" in fa.reason
     assert fa.max_jobs is not None and fa.nvcc_threads is not None
-    assert fa.max_jobs * fa.nvcc_threads * 5 <= 854
-    assert fa.max_jobs <= 288 // 2
+    assert fa.max_jobs * 9 <= 854 * 0.75  # flash-attn's released rule: 9 GB per 4-thread job
+    assert fa.max_jobs <= 288 // 2 and fa.nvcc_threads == 4
 
 
 def test_x86_a100_gets_the_official_wheel_where_one_exists() -> None:
@@ -76,9 +76,15 @@ def test_86_and_89_build_the_sm80_code_flash_attn_knows() -> None:
 
 def test_small_login_node_gets_one_job() -> None:
     jobs = build_jobs(8, 16.0)
-    assert jobs.max_jobs == 1
-    assert jobs.nvcc_threads == 2  # 12 GB planned: two 5 GB threads
-    assert "MAX_JOBS=1" in jobs.why
+    assert (jobs.max_jobs, jobs.nvcc_threads) == (1, 4)  # 12 GB planned: one 9 GB job
+    assert "MAX_JOBS=1" in jobs.why and "setup.py" in jobs.why
+
+
+def test_too_little_memory_for_one_job_lowers_nvcc_threads() -> None:
+    """The released rule would still run one 9 GB job; hpcenv lowers NVCC_THREADS instead."""
+    jobs = build_jobs(8, 8.0)  # 6 GB planned
+    assert (jobs.max_jobs, jobs.nvcc_threads) == (1, 2)
+    assert "NVCC_THREADS lowered to 2" in jobs.why
 
 
 def test_unknown_memory_is_conservative() -> None:
@@ -91,8 +97,10 @@ def test_build_jobs_fit_cores_and_memory(cpus: int, mem: float) -> None:
     jobs = build_jobs(cpus, mem)
     assert jobs.max_jobs >= 1 and jobs.nvcc_threads >= 1
     assert jobs.max_jobs <= max(1, cpus // 2)
-    if jobs.max_jobs > 1 or jobs.nvcc_threads > 1:
-        assert jobs.max_jobs * jobs.nvcc_threads * 5 <= mem * 0.75 + 1e-9
+    if jobs.max_jobs > 1:
+        assert jobs.max_jobs * 9 <= mem * 0.75 + 1e-9
+    if jobs.nvcc_threads > 1:
+        assert jobs.max_jobs * jobs.nvcc_threads * 9 / 4 <= mem * 0.75 + 1e-9
 
 
 def test_forced_wheel_where_none_exists_is_refused() -> None:

@@ -28,7 +28,7 @@ def test_isambard_plan_on_recorded_gh200_facts() -> None:
     fa = plan.flash_attn
     assert fa.action == "build" and fa.cuda_archs == ("90",)
     assert fa.max_jobs is not None and fa.nvcc_threads is not None
-    assert fa.max_jobs * fa.nvcc_threads * 5 <= 854
+    assert fa.max_jobs * 9 <= 854 * 0.75  # flash-attn setup.py: 9 GB per 4-thread job
     assert plan.fixes == ("sm90a",)
     assert plan.fix_settings == {"TORCH_CUDA_ARCH_LIST": "9.0"}
     assert plan.env["FI_PROVIDER"] == "cxi"
@@ -41,7 +41,8 @@ def test_isambard_plan_on_recorded_gh200_facts() -> None:
     for kind in ("python", "torch", "packages", "flash-attn", "fix", "module", "env"):
         assert kind in kinds
     assert all(s.why for s in plan.steps)
-    assert plan.warnings == ()
+    # the one warning: the aarch64 cu126 GPU code comes from a build script, not a wheel
+    assert len(plan.warnings) == 1 and "unconfirmed" in plan.warnings[0]
 
 
 def test_isambard_with_x86_facts_is_refused() -> None:

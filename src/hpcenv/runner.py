@@ -190,7 +190,20 @@ def config_for(profile: Profile) -> dict[str, Any]:
         "nccl_min_bytes": p.probes.nccl_min_bytes,
         "nccl_max_bytes": p.probes.nccl_max_bytes,
         "gpu_memory_gib": p.job.gpu_memory_gib,
+        "vllm_min_compute_capability": vllm_table(),
     }
+
+
+def vllm_table() -> list[dict[str, Any]]:
+    """vLLM's minimum compute capability per release range, from hpcenv's data (vllm.toml,
+    read from vLLM's sdists), in the row shape probes/_vllm.json used."""
+    from hpcenv import knowledge
+
+    return [
+        {"vllm": r.versions, "min": r.min_compute_capability, "source": r.source,
+         "unconfirmed": not r.confirmed}
+        for r in knowledge.load().vllm
+    ]  # fmt: skip
 
 
 def probe_env(

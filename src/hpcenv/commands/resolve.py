@@ -1,7 +1,10 @@
 """Choose the torch build (version, CUDA variant, index) this node can really run, and
 the flash-attn action, with the reasons. Reads this host's facts, or --facts FILE. Exit
 code 3 and one line when no variant can run; with --json the object then has
-"backend": null and an "error"."""
+"backend": null and an "error". A range (>=2.9) picks the newest release that runs here.
+A release hpcenv's data lacks is looked up on the PyTorch index and PyPI (a few seconds at
+most; --offline skips that) and its GPU code inferred from the nearest known release, with
+a warning; exit 2 is only for a malformed spec."""
 
 from __future__ import annotations
 
@@ -13,10 +16,11 @@ from rich.text import Text
 
 from hpcenv import facts, flashattn, report
 from hpcenv.commands import add_facts_option, add_json_option, print_json
-from hpcenv.errors import BadInput, NoCompatibleBuild
+from hpcenv.errors import BadInput
+from hpcenv.knowledge.lookup import Lookup, pypi_base
 from hpcenv.plan_model import FlashAttnChoice, TorchChoice
 from hpcenv.profile import BACKEND, FlashAttnSection
-from hpcenv.resolve import index_base, try_resolve_torch
+from hpcenv.resolve import index_base, raise_if_none, try_resolve_torch
 
 NAME = "resolve"
 HELP = "choose the torch variant and flash-attn action for a node, with reasons"
@@ -36,6 +40,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--python", metavar="X.Y", help="Python of the env (default: the facts' Python)"
+    )
+    parser.add_argument(
+        "--offline",
+        action="store_true",
+        help="never look up a release hpcenv's data lacks (infer it from the nearest known)",
     )
     parser.add_argument(
         "--flash-attn-version",
@@ -81,7 +90,8 @@ def run(args: argparse.Namespace) -> int:
         )
     found = facts.for_args(args.facts)
     base = (args.index_url or index_base()).rstrip("/")
-    choice = try_resolve_torch(found, args.torch, pin=args.backend, index_base=base)
+    lookup = None if args.offline else Lookup(index_base=base, pypi=pypi_base())
+    choice = try_resolve_torch(found, args.torch, pin=args.backend, index_base=base, lookup=lookup)
     python = args.python or ".".join((found.python or "3.11").split(".")[:2])
     if choice.error:
         fa = FlashAttnChoice(
@@ -95,8 +105,7 @@ def run(args: argparse.Namespace) -> int:
         print_json({"torch": torch_json(choice), "flash_attn": flash_json(fa)})
     else:
         _print(choice, fa, found.source or "this host")
-    if choice.error:
-        raise NoCompatibleBuild(choice.error)
+    raise_if_none(choice)
     return 0
 
 

@@ -1,15 +1,21 @@
 """Compatibility knowledge as data: the TOML files beside this module, typed and cached.
 
-``cuda.toml`` (toolkit -> minimum driver), ``torch.toml`` (releases, variants per CPU
-arch, GPU archs per variant) and ``packages.toml`` (flash-attn, vLLM). The code that
-decides (``resolve``, ``flashattn``, ``audit``) only asks questions of these tables, so a
-new torch release or a corrected driver number is a data edit with its source, not a
-code change. Entries marked ``confirmed = false`` are leads (KNOWLEDGE.md calls them
-unconfirmed or probable); they are used, and ``hpcenv`` says so where it matters.
+GENERATED from artifacts by ``hpcenv knowledge update`` (do not edit; rerun it):
+``torch_pypi.toml`` (PyPI's torch wheels: builds, Pythons, GPU code read from the
+wheels), ``torch_index.toml`` (a PyTorch index's variants and wheels, when one was read),
+``vllm.toml`` (vLLM's minimum compute capability from its sdists).
+
+HAND-KEPT, reviewed, every row with its source: ``cuda.toml`` (toolkit -> minimum
+driver, NVIDIA's release notes), ``torch_leads.toml`` (what only PyTorch's build scripts
+say; ``confirmed = false``), ``gpus.toml`` (which GPUs NVIDIA's forward compatibility
+covers), ``packages.toml`` (flash-attn). See ``docs/knowledge.md`` for where each row comes
+from and how to refresh. The code that decides (``resolve``, ``flashattn``, ``audit``)
+only asks questions of these tables; ``hpcenv`` says so where it uses an unconfirmed row.
 """
 
 from __future__ import annotations
 
+import re
 import sys
 from dataclasses import dataclass
 from functools import cache
@@ -17,7 +23,12 @@ from importlib import resources
 from typing import Any
 
 from packaging.specifiers import SpecifierSet
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
+
+from hpcenv.knowledge import releases
+from hpcenv.knowledge import vllm as vllm_data
+from hpcenv.knowledge.releases import ArchSet, PlatformVariants, TorchData, TorchRelease
+from hpcenv.knowledge.vllm import VllmRange
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -61,7 +72,7 @@ def cuda_key(cuda: str) -> tuple[int, int]:
 @dataclass(frozen=True, kw_only=True)
 class Toolkit:
     version: str  # "12.6"
-    min_driver: str  # GA minimum driver
+    min_driver: str | None  # GA minimum driver; None: no source gives it (13.4, 13.5)
     updates: tuple[str, ...]
     source: str
     confirmed: bool
@@ -80,50 +91,32 @@ class MajorMinimum:
 
 
 @dataclass(frozen=True, kw_only=True)
-class PlatformVariants:
-    variants: tuple[str, ...]  # includes "cpu"
-    pypi: str  # the variant `pip install torch` gets from PyPI on this arch
-    source: str
-    confirmed: bool
-
-
-@dataclass(frozen=True, kw_only=True)
-class TorchRelease:
-    minor: str  # "2.9"
-    versions: tuple[str, ...]  # known patch releases, ascending
-    cxx11abi: bool
-    platforms: dict[str, PlatformVariants]  # CPU arch -> variants
-    source: str
-
-
-@dataclass(frozen=True, kw_only=True)
-class ArchSet:
-    variant: str
-    cpu_arch: str
-    torch: tuple[str, ...]  # torch minors
-    sass: tuple[str, ...]  # compute capabilities with SASS
-    ptx: tuple[str, ...]  # compute capabilities also shipped as PTX
-    extra: tuple[str, ...]  # arch-specific targets (9.0a)
-    source: str
-    confirmed: bool
-
-
-@dataclass(frozen=True, kw_only=True)
 class FlashAttnWheels:
+    """The official wheels of one flash-attn release (its publish workflow's matrix)."""
+
     version: str
     machines: tuple[str, ...]
-    cuda_majors: tuple[int, ...]
+    cuda_tags: dict[int, str]  # torch's CUDA major -> the tag in the wheel name ("12", "118")
     torch_minors: tuple[str, ...]
     pythons: tuple[str, ...]
     abis: tuple[str, ...]
+    exclude: tuple[dict[str, str], ...]  # {"torch": "2.4", "python": "3.13"}
     source: str
     confirmed: bool
+
+    @property
+    def cuda_majors(self) -> tuple[int, ...]:
+        return tuple(self.cuda_tags)
+
+    def excluded(self, *, torch: str, python: str, cuda_major: int) -> bool:
+        have = {"torch": torch, "python": python, "cuda": str(cuda_major)}
+        return any(all(have.get(k) == v for k, v in ex.items()) for ex in self.exclude)
 
 
 @dataclass(frozen=True, kw_only=True)
 class FlashAttnKnowledge:
     min_compute_capability: str
-    gb_per_nvcc_thread: float
+    gb_per_job: float  # peak memory of one build job at default_nvcc_threads
     default_nvcc_threads: int
     memory_fraction: float
     build_archs: tuple[str, ...]  # compute capabilities FLASH_ATTN_CUDA_ARCHS can name
@@ -134,21 +127,33 @@ class FlashAttnKnowledge:
 
 
 @dataclass(frozen=True, kw_only=True)
-class VllmRange:
-    versions: str  # a specifier set
-    min_compute_capability: str
+class ForwardCompat:
+    """Which GPUs NVIDIA's forward-compatibility package (cuda-compat) supports."""
+
+    datacenter: tuple[str, ...]  # name tokens of data center GPUs ("A100", "GH200", "Tesla")
+    package: str  # "cuda-compat-{major}-{minor}"
     source: str
     confirmed: bool
+
+    def covers(self, gpu_name: str) -> bool:
+        """Whether ``gpu_name`` (as NVML reports it) is a data center part."""
+        tokens = {t.upper() for t in re.split(r"[\s\-_/]+", gpu_name) if t}
+        return bool(tokens & {d.upper() for d in self.datacenter})
 
 
 @dataclass(frozen=True, kw_only=True)
 class Knowledge:
     toolkits: tuple[Toolkit, ...]  # ascending by version
     majors: dict[int, MajorMinimum]
-    releases: tuple[TorchRelease, ...]  # ascending by minor
-    archs: tuple[ArchSet, ...]
+    torch: TorchData
     flash_attn: FlashAttnKnowledge
     vllm: tuple[VllmRange, ...]
+    vllm_versions: tuple[str, ...]  # the vLLM releases vllm.toml has a row for
+    forward_compat: ForwardCompat
+
+    @property
+    def releases(self) -> tuple[TorchRelease, ...]:
+        return self.torch.releases
 
     # -- CUDA ----------------------------------------------------------------------
 
@@ -158,7 +163,7 @@ class Knowledge:
     def max_cuda_outright(self, driver: str) -> Toolkit | None:
         """The newest toolkit whose GA minimum driver ``driver`` meets, or None."""
         d = driver_key(driver)
-        ok = [t for t in self.toolkits if driver_key(t.min_driver) <= d]
+        ok = [t for t in self.toolkits if t.min_driver and driver_key(t.min_driver) <= d]
         return ok[-1] if ok else None
 
     def major_minimum(self, major: int) -> MajorMinimum | None:
@@ -167,21 +172,16 @@ class Knowledge:
     # -- torch ---------------------------------------------------------------------
 
     def known_versions(self) -> tuple[str, ...]:
-        return tuple(v for r in self.releases for v in r.versions)
+        """Every torch release hpcenv has data for, ascending."""
+        return self.torch.known_versions()
 
     def release_of(self, version: str) -> TorchRelease | None:
-        try:
-            v = Version(version)
-        except InvalidVersion:
-            return None
-        minor = f"{v.major}.{v.minor}"
-        return next((r for r in self.releases if r.minor == minor), None)
+        """The release of exactly ``version``, or None when hpcenv does not know it."""
+        return self.torch.release_of(version)
 
-    def arch_set(self, variant: str, cpu_arch: str, torch_minor: str) -> ArchSet | None:
-        for a in self.archs:
-            if a.variant == variant and a.cpu_arch == cpu_arch and torch_minor in a.torch:
-                return a
-        return None
+    def arch_set(self, variant: str, cpu_arch: str, torch: str) -> ArchSet | None:
+        """GPU code of ``variant`` of torch ``torch`` (exact version or minor) on ``cpu_arch``."""
+        return self.torch.arch_set(variant, cpu_arch, torch)
 
     # -- vLLM ----------------------------------------------------------------------
 
@@ -200,6 +200,12 @@ def _read(name: str) -> dict[str, Any]:
     return data
 
 
+def _read_optional(name: str) -> dict[str, Any] | None:
+    if not resources.files(__name__).joinpath(name).is_file():
+        return None
+    return _read(name)
+
+
 def _strs(value: Any) -> tuple[str, ...]:
     return tuple(str(v) for v in value)
 
@@ -212,7 +218,7 @@ def load() -> Knowledge:
         (
             Toolkit(
                 version=t["version"],
-                min_driver=t["min_driver"],
+                min_driver=t.get("min_driver"),
                 updates=_strs(t.get("updates", ())),
                 source=t["source"],
                 confirmed=bool(t.get("confirmed", True)),
@@ -230,47 +236,14 @@ def load() -> Knowledge:
         )
         for m in cuda["major"]
     }
-    tdata = _read("torch.toml")
-    releases = []
-    for r in tdata["release"]:
-        platforms = {
-            arch: PlatformVariants(
-                variants=_strs(r[arch]["variants"]),
-                pypi=r[arch]["pypi"],
-                source=r[arch]["source"],
-                confirmed=bool(r[arch].get("confirmed", True)),
-            )
-            for arch in ("x86_64", "aarch64")
-            if arch in r
-        }
-        releases.append(
-            TorchRelease(
-                minor=r["minor"],
-                versions=tuple(sorted(_strs(r["versions"]), key=Version)),
-                cxx11abi=bool(r["cxx11abi"]),
-                platforms=platforms,
-                source=r["source"],
-            )
-        )
-    releases.sort(key=lambda r: Version(r.minor))
-    archs = tuple(
-        ArchSet(
-            variant=a["variant"],
-            cpu_arch=a["cpu_arch"],
-            torch=_strs(a["torch"]),
-            sass=_strs(a["sass"]),
-            ptx=_strs(a.get("ptx", ())),
-            extra=_strs(a.get("extra", ())),
-            source=a["source"],
-            confirmed=bool(a.get("confirmed", True)),
-        )
-        for a in tdata["archs"]
+    torch = releases.build(
+        _read("torch_pypi.toml"), _read_optional("torch_index.toml"), _read("torch_leads.toml")
     )
     pkg = _read("packages.toml")
     fa = pkg["flash_attn"]
     flash = FlashAttnKnowledge(
         min_compute_capability=fa["min_compute_capability"],
-        gb_per_nvcc_thread=float(fa["gb_per_nvcc_thread"]),
+        gb_per_job=float(fa["gb_per_job"]),
         default_nvcc_threads=int(fa["default_nvcc_threads"]),
         memory_fraction=float(fa["memory_fraction"]),
         build_archs=_strs(fa["build_archs"]),
@@ -280,10 +253,11 @@ def load() -> Knowledge:
             FlashAttnWheels(
                 version=w["version"],
                 machines=_strs(w["machines"]),
-                cuda_majors=tuple(int(x) for x in w["cuda_majors"]),
+                cuda_tags={int(k): str(v) for k, v in w["cuda_tags"].items()},
                 torch_minors=_strs(w["torch_minors"]),
                 pythons=_strs(w["pythons"]),
                 abis=_strs(w["abis"]),
+                exclude=tuple({str(k): str(v) for k, v in e.items()} for e in w.get("exclude", ())),
                 source=w["source"],
                 confirmed=bool(w.get("confirmed", True)),
             )
@@ -291,28 +265,31 @@ def load() -> Knowledge:
         ),
         sources={k: str(v) for k, v in fa.items() if k.endswith("_source")},
     )
-    vllm = tuple(
-        VllmRange(
-            versions=v["versions"],
-            min_compute_capability=v["min_compute_capability"],
-            source=v["source"],
-            confirmed=bool(v.get("confirmed", True)),
-        )
-        for v in pkg["vllm"]
+    vllm_rows = _read("vllm.toml")["release"]
+    vllm = vllm_data.ranges(vllm_rows)
+    fc = _read("gpus.toml")["forward_compat"]
+    forward = ForwardCompat(
+        datacenter=_strs(fc["datacenter"]),
+        package=fc["package"],
+        source=fc["source"],
+        confirmed=bool(fc.get("confirmed", True)),
     )
     return Knowledge(
         toolkits=tuple(toolkits),
         majors=majors,
-        releases=tuple(releases),
-        archs=archs,
+        torch=torch,
         flash_attn=flash,
         vllm=vllm,
+        vllm_versions=tuple(str(r["version"]) for r in vllm_rows),
+        forward_compat=forward,
     )
 
 
 __all__ = [
     "ArchSet",
+    "ForwardCompat",
     "Knowledge",
+    "PlatformVariants",
     "TorchRelease",
     "cap_key",
     "driver_key",

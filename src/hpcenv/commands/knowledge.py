@@ -1,0 +1,59 @@
+"""Keep hpcenv's compatibility data current, read from the artifacts themselves.
+
+'update' regenerates the GENERATED knowledge files: torch_pypi.toml (every torch release on
+PyPI from 2.1 on, per CPU arch: the build PyPI carries, read from torch/version.py, and the
+SASS/PTX in torch/lib/libtorch_cuda.so, all through HTTP range requests), vllm.toml (vLLM's
+minimum compute capability from its sdists) and, with --index, torch_index.toml (the
+variants a PyTorch index or site mirror publishes and their GPU code). Unchanged inputs give
+byte-identical files. 'check' exits 7 with one line when PyPI has a torch or vLLM release
+the data lacks."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+NAME = "knowledge"
+HELP = "regenerate hpcenv's torch/vLLM data from PyPI and a PyTorch index; check it is current"
+ORDER = 90
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    up = sub.add_parser("update", help="regenerate the generated data files from the artifacts")
+    up.add_argument(
+        "--pypi", default="https://pypi.org", metavar="URL", help="PyPI or a mirror of it"
+    )
+    up.add_argument(
+        "--index",
+        metavar="URL",
+        help="a PyTorch index or site mirror base (e.g. https://download.pytorch.org/whl): "
+        "also write torch_index.toml from it",
+    )
+    up.add_argument("--out", metavar="DIR", help="write here instead of hpcenv's own data")
+    up.add_argument("--no-vllm", action="store_true", help="do not regenerate vllm.toml")
+    check = sub.add_parser("check", help="exit 7 when PyPI has a release the data lacks")
+    check.add_argument(
+        "--pypi", default="https://pypi.org", metavar="URL", help="PyPI or a mirror of it"
+    )
+
+
+def _log(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from hpcenv.knowledge import update
+
+    if args.action == "check":
+        print(update.check(args.pypi))
+        return 0
+    out = Path(args.out) if args.out else None
+    for written in update.update_all(
+        pypi=args.pypi, index=args.index, out=out, vllm=not args.no_vllm, log=_log
+    ):
+        state = "changed" if written.changed else "unchanged"
+        print(f"{written.path}: {written.rows} rows, {state}")
+    return 0
