@@ -5,12 +5,19 @@ host, and on the shared filesystems HPC sites use for home and project space
 where they support it). The holder writes its pid, host and start time into the
 file, so a second build that gives up after its timeout can say who holds it.
 The kernel drops the lock when the holder dies, even by SIGKILL: no stale locks.
+
+The file is opened through ``fsio.open_lock``: never through a symlink (a planted
+``local.lock -> ~victim/.bashrc`` is refused, not truncated), created with the umask's
+mode (group-writable under ``umask 002``, so the rest of a group can build), and a lock
+file another user made read-only is still locked (``flock`` needs no write access),
+only without the holder note.
 """
 
 from __future__ import annotations
 
 import fcntl
 import json
+import math
 import os
 import socket
 import time
@@ -18,7 +25,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from hpcenv.errors import Busy
+from hpcenv import fsio
+from hpcenv.errors import BadInput, Busy
 
 #: Seconds a build waits for another build of the same environment by default.
 DEFAULT_TIMEOUT = 900.0
@@ -28,16 +36,24 @@ POLL = 0.2
 def default_timeout() -> float:
     value = os.environ.get("HPCENV_LOCK_TIMEOUT")
     try:
-        return float(value) if value else DEFAULT_TIMEOUT
+        timeout = float(value) if value else DEFAULT_TIMEOUT
     except ValueError:
-        return DEFAULT_TIMEOUT
+        timeout = math.nan
+    if not (math.isfinite(timeout) and timeout >= 0):
+        raise BadInput(
+            f"HPCENV_LOCK_TIMEOUT={value!r} is not a number of seconds (0 or more); fix or unset it"
+        )
+    return timeout
 
 
 def holder(path: Path) -> str:
     """Who holds the lock, as written by them (``pid 123 on host since ...``)."""
     try:
-        data = json.loads(path.read_text() or "{}")
-    except (OSError, ValueError):
+        with open(path, "rb") as fh:
+            data = json.loads(fh.read(4096) or b"{}")
+    except (OSError, ValueError, RecursionError):
+        return "unknown process"
+    if not isinstance(data, dict):
         return "unknown process"
     return (
         f"pid {data.get('pid', '?')} on {data.get('host', '?')} "
@@ -49,8 +65,7 @@ def holder(path: Path) -> str:
 def hold(path: Path, *, timeout: float | None = None, what: str = "build") -> Iterator[None]:
     """Hold the lock at ``path``; wait up to ``timeout`` s, then raise ``Busy``."""
     timeout = default_timeout() if timeout is None else timeout
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    fd, writable = fsio.open_lock(path)
     try:
         deadline = time.monotonic() + timeout
         while True:
@@ -71,12 +86,14 @@ def hold(path: Path, *, timeout: float | None = None, what: str = "build") -> It
             "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "what": what,
         }
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps(info).encode(), 0)
+        if writable:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, json.dumps(info).encode(), 0)
         try:
             yield
         finally:
-            os.ftruncate(fd, 0)
+            if writable:
+                os.ftruncate(fd, 0)
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)

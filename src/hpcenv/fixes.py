@@ -15,7 +15,7 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
-from hpcenv import paths
+from hpcenv import fsio, paths
 from hpcenv.errors import BadInput, BuildFailed
 
 
@@ -49,6 +49,6 @@ def install(venv: Path, names: Sequence[str]) -> list[str]:
     for name in names:
         module = f"hpcenv_fix_{name}"
         shutil.copyfile(source(name), site / f"{module}.py")
-        (site / f"{module}.pth").write_text(f"import {module}\n")
+        fsio.write_bytes(site / f"{module}.pth", f"import {module}\n".encode())
         installed.append(module)
     return installed

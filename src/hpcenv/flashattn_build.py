@@ -18,6 +18,7 @@ import hashlib
 import json
 import os
 import shutil
+import tempfile
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -26,7 +27,7 @@ from typing import IO, Any
 
 from packaging.utils import canonicalize_name
 
-from hpcenv import command, envlock, paths, uv
+from hpcenv import command, envlock, fsio, paths, uv
 from hpcenv.errors import BuildFailed
 from hpcenv.plan_model import Plan
 
@@ -91,14 +92,12 @@ def build_cached_wheel(
     found = _cached(entry)
     if found:
         return CachedWheel(path=found, hit=True, key=key, seconds=time.monotonic() - start)
-    cache_root().mkdir(parents=True, exist_ok=True)
+    fsio.ensure_dir(entry.parent)
     with envlock.hold(entry.with_suffix(".lock"), what=f"building {name} {version}"):
         found = _cached(entry)  # another process may have built it while we waited
         if found:
             return CachedWheel(path=found, hit=True, key=key, seconds=time.monotonic() - start)
-        tmp = entry.parent / f".tmp-{entry.name}-{os.getpid()}"
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{entry.name}-", dir=entry.parent))
         try:
             build_fn(tmp)
             wheels = sorted(tmp.glob("*.whl"))
@@ -106,7 +105,7 @@ def build_cached_wheel(
                 raise BuildFailed(
                     f"building {name} {version} produced {len(wheels)} wheels in {tmp}, not one"
                 )
-            (tmp / "key.json").write_text(json.dumps(key, indent=2, sort_keys=True))
+            fsio.write_json(tmp / "key.json", key)
             shutil.rmtree(entry, ignore_errors=True)  # an incomplete entry of a killed build
             os.replace(tmp, entry)
         finally:

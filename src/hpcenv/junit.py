@@ -2,17 +2,34 @@
 probe, with ``failure``/``error``/``skipped`` elements.
 
 CI systems (GitLab, Jenkins, GitHub test reporters) read this format; ReFrame writes
-the same shape. Built with xml.etree, so text is escaped correctly.
+the same shape. Built with xml.etree, so text is escaped correctly; characters XML 1.0
+cannot hold at all (the ANSI colour escapes of a rank's stderr, other control
+characters) are removed first, ANSI sequences whole, so the file always parses. Text is
+masked (``redact``) before it is escaped, and the file written through ``fsio``.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from pathlib import Path
 
+from hpcenv import fsio, redact
+from hpcenv.errors import BadInput
 from hpcenv.results import ProbeResult, RankResult, Status
+
+#: ANSI escape sequences (CSI ... final byte, and two-character ESC sequences).
+_ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|[@-Z\\-_])")
+#: Characters XML 1.0 does not allow anywhere (not even as character references).
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def clean(text: str) -> str:
+    """``text`` as XML 1.0 can hold it: ANSI sequences and other invalid characters
+    removed, secrets masked."""
+    return _NOT_XML.sub("", _ANSI.sub("", redact.text(text)))
 
 
 def _outcome(case: ET.Element, status: Status, summary: str, remedy: str, text: str) -> None:
@@ -63,8 +80,26 @@ def to_xml(results: Sequence[ProbeResult], *, suite_name: str = "hpcenv probes")
     return root
 
 
-def write(path: Path, results: Sequence[ProbeResult], *, suite_name: str = "hpcenv probes") -> None:
-    tree = ET.ElementTree(to_xml(results, suite_name=suite_name))
+def render(results: Sequence[ProbeResult], *, suite_name: str = "hpcenv probes") -> str:
+    """The JUnit document as text (every text and attribute ``clean``)."""
+    root = to_xml(results, suite_name=suite_name)
+    for el in root.iter():
+        if el.text:
+            el.text = clean(el.text)
+        for k, v in el.attrib.items():
+            el.set(k, clean(v))
+    tree = ET.ElementTree(root)
     ET.indent(tree)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tree.write(path, encoding="utf-8", xml_declaration=True)
+    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def check_path(path: Path) -> Path:
+    """Refuse a JUnit path that cannot be written before any probe runs."""
+    if path.is_dir():
+        raise BadInput(f"--junit {path}: is a directory; give a file name (e.g. {path}/junit.xml)")
+    fsio.check_dir(path.parent)
+    return path
+
+
+def write(path: Path, results: Sequence[ProbeResult], *, suite_name: str = "hpcenv probes") -> None:
+    fsio.write_text(path, render(results, suite_name=suite_name))
