@@ -41,7 +41,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from hpcenv import archs, knowledge, uvlock
+from hpcenv import archs, fsio, knowledge, uvlock
 from hpcenv.errors import BadInput, NoCompatibleBuild
 from hpcenv.facts_model import Facts
 from hpcenv.resolve import assess, describe_gpus, driver_reason, try_resolve_torch
@@ -142,10 +142,7 @@ def read_uv_lock(path: Path) -> Packages:
 
 
 def read_requirements(path: Path) -> Packages:
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise BadInput(f"{path}: cannot read ({exc.strerror})") from exc
+    text = fsio.read_text(path, "requirements file")
     found: dict[str, list[str]] = {}
     markers: dict[Node, str] = {}
     for raw in text.replace("\\\n", " ").splitlines():

@@ -19,7 +19,6 @@ Tests compare its answer with ``uv export --frozen`` for real projects' locks.
 from __future__ import annotations
 
 import re
-import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,13 +27,8 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from hpcenv import markers
+from hpcenv import fsio, markers
 from hpcenv.errors import BadInput, NoCompatibleBuild
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib  # type: ignore[import-not-found,unused-ignore]
 
 #: (name, version, source) of one package of a lock; version is None for virtual roots
 PackageId = tuple[str, str | None, str]
@@ -268,10 +262,7 @@ def _wheel_names(pkg: Mapping[str, object]) -> tuple[str, ...]:
 def read_lock(path: Path, data: Mapping[str, object] | None = None) -> Lock:
     """Read ``path`` (a ``uv.lock``); ``data`` is its parsed TOML when already read."""
     if data is None:
-        try:
-            data = tomllib.loads(path.read_text())
-        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-            raise BadInput(f"{path}: not a readable uv.lock ({exc})") from exc
+        data = fsio.load_toml(path, "uv.lock")
     packages = []
     for pkg in _list(data.get("package")):
         if not isinstance(pkg, dict) or "name" not in pkg:
@@ -334,10 +325,7 @@ def read_project(directory: Path) -> Project:
     data: dict[str, object] = {}
     pyproject = directory / "pyproject.toml"
     if pyproject.is_file():
-        try:
-            data = tomllib.loads(pyproject.read_text())
-        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-            raise BadInput(f"{pyproject}: not readable TOML ({exc})") from exc
+        data = fsio.load_toml(pyproject, "pyproject.toml")
     project = data.get("project") if isinstance(data.get("project"), dict) else {}
     tool = data.get("tool") if isinstance(data.get("tool"), dict) else {}
     uv_cfg = tool.get("uv") if isinstance(tool, dict) and isinstance(tool.get("uv"), dict) else {}
