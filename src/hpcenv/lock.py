@@ -13,6 +13,14 @@ what the resolution depends on (requirement lines, index and wheelhouse options,
 Python version, target platform). The full plan digest is recorded for people but
 not compared, because it also covers things a lock does not depend on (environment
 variables, flash-attn settings); comparing it would rebuild locks for nothing.
+
+The header also holds the *body digest*: the sha256 of everything below the header.
+A lock whose body was edited by hand (a package removed, a pin changed) no longer
+matches it, and ``lock --check``, ``build`` and ``doctor`` refuse it.
+
+A lock never stores credentials: it is written through ``fsio`` (masked), and a body
+that masking would change (a ``name @ https://user:pw@host/...`` requirement) is
+refused with the fix (credentials in ``~/.netrc`` or uv's environment, not the URL).
 """
 
 from __future__ import annotations
@@ -21,13 +29,12 @@ import hashlib
 import json
 import os
 import platform
-import tempfile
 from pathlib import Path
 from typing import IO, Any
 
 from packaging.utils import canonicalize_name
 
-from hpcenv import __version__, redact, uv
+from hpcenv import __version__, fsio, redact, uv
 from hpcenv.command import quote
 from hpcenv.errors import BuildFailed, CommandFailed
 from hpcenv.facts_model import Facts
@@ -81,32 +88,41 @@ def inputs_digest(plan: Plan, facts: Facts) -> str:
     return hashlib.sha256(blob).hexdigest()[:16]
 
 
+def split(text: str) -> tuple[dict[str, str], str]:
+    """(header ``key: value`` pairs, body) of a lock's text; no header: ({}, text)."""
+    lines = text.splitlines(keepends=True)
+    if not lines or not lines[0].startswith(HEADER_MARK):
+        return {}, text
+    out: dict[str, str] = {}
+    n = 1
+    for line in lines[1:]:
+        if not line.startswith("# "):
+            break
+        key, sep, value = line[2:].partition(": ")
+        if sep:
+            out[key.strip()] = value.rstrip("\n")
+        n += 1
+    return out, "".join(lines[n:])
+
+
 def read_header(path: Path) -> dict[str, str]:
     """``key: value`` pairs of the header; empty when the file has none."""
-    out: dict[str, str] = {}
-    try:
-        with path.open() as fh:
-            first = fh.readline()
-            if not first.startswith(HEADER_MARK):
-                return out
-            for line in fh:
-                if not line.startswith("# "):
-                    break
-                key, sep, value = line[2:].partition(": ")
-                if sep:
-                    out[key.strip()] = value.rstrip("\n")
-    except OSError:
-        return {}
-    return out
+    return split(fsio.read_text(path, "lockfile"))[0]
+
+
+def body_digest(body: str) -> str:
+    return "sha256:" + hashlib.sha256(body.encode()).hexdigest()
 
 
 def mismatch(path: Path, plan: Plan, facts: Facts) -> str | None:
     """Why the lock at ``path`` does not fit ``plan`` (None: it fits)."""
     if not path.is_file():
         return f"{path} does not exist"
-    header = read_header(path)
+    header, _ = split(fsio.read_text(path, "lockfile"))
     if not header:
         return f"{path} has no hpcenv header (not made by 'hpcenv lock'; never edit locks by hand)"
+    if "body-digest" not in header:
+        return f"{path} has no body digest (made by an older hpcenv)"
     want = inputs_digest(plan, facts)
     have = header.get("inputs-digest")
     if have != want:
@@ -117,7 +133,30 @@ def mismatch(path: Path, plan: Plan, facts: Facts) -> str | None:
     return None
 
 
-def render_header(plan: Plan, facts: Facts) -> str:
+def edited(path: Path) -> str | None:
+    """Why the lock at ``path`` cannot be trusted: its body was changed after 'hpcenv
+    lock' wrote it (None: unchanged, or no lock / no digest to check)."""
+    if not path.is_file():
+        return None
+    header, body = split(fsio.read_text(path, "lockfile"))
+    want = header.get("body-digest")
+    if want is None or want == body_digest(body):
+        return None
+    return (
+        f"{path} was edited after 'hpcenv lock' wrote it (its body does not match the "
+        "body-digest in its header); never edit locks by hand: restore it (git checkout), "
+        "or regenerate it with 'hpcenv lock'"
+    )
+
+
+def check_not_edited(path: Path) -> None:
+    """BadInput when the lock at ``path`` was edited by hand (``edited``)."""
+    why = edited(path)
+    if why:
+        raise BadInput(why)
+
+
+def render_header(plan: Plan, facts: Facts, body: str) -> str:
     data = inputs(plan, facts)
     argv = uv.compile_argv_for_header(
         plan, python_platform=data["python_platform"], python_version=plan.python
@@ -132,11 +171,11 @@ def render_header(plan: Plan, facts: Facts) -> str:
         f"python-version: {plan.python}",
         f"python-platform: {data['python_platform']}",
         f"torch: {plan.torch.version}+{plan.torch.backend} "
-        f"from {redact.userinfo(plan.torch_wheel or plan.torch.index_url or '')}",
+        f"from {plan.torch_wheel or plan.torch.index_url or ''}",
         f"requirements: {json.dumps(data['requirements'])}",
         f"facts: {json.dumps(facts_summary(facts), sort_keys=True)}",
-        # An index given as https://user:token@mirror/... must not be committed.
-        f"command: {redact.userinfo(quote(argv))}",
+        f"command: {quote(argv)}",  # masked on writing (an index with user:token@)
+        f"body-digest: {body_digest(body)}",
     ]
     return "".join(f"# {line}\n" if i else f"{line}\n" for i, line in enumerate(lines))
 
@@ -151,11 +190,12 @@ def compile_lock(
     """Resolve ``plan`` for its platform and write the lock atomically; returns its path."""
     require_torch(plan)
     path = path or lock_path(plan, facts)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=".lock-", dir=path.parent) as tmp:
-        req_in = Path(tmp) / "requirements.in"
-        req_in.write_text("".join(f"{r}\n" for r in uv.requirements(plan)))
-        out = Path(tmp) / "lock.txt"
+    # uv works outside the lockfiles directory (often the repository): a killed lock
+    # leaves nothing there; only the final rename touches it.
+    with fsio.work_dir("hpcenv-lock-") as tmp:
+        req_in = tmp / "requirements.in"
+        fsio.write_bytes(req_in, "".join(f"{r}\n" for r in uv.requirements(plan)).encode())
+        out = tmp / "lock.txt"
         try:
             uv.compile_lock(
                 req_in,
@@ -166,22 +206,26 @@ def compile_lock(
                 log=log,
             )
         except CommandFailed as exc:
-            detail = redact.text(uv.error_summary(exc.output) or str(exc), os.environ)
+            detail = uv.error_summary(exc.output) or str(exc)
             raise BuildFailed(
                 f"locking {plan.profile} failed: {detail} (is the index reachable? "
                 f"set [packages] find_links / offline, or HPCENV_TORCH_INDEX_URL for a mirror)"
             ) from exc
-        body = out.read_text()
-        final = Path(tmp) / "final.txt"
-        final.write_text(render_header(plan, facts) + body)
-        os.replace(final, path)
+        body = fsio.read_text(out, "uv's lock output")
+    if redact.text(body) != body:
+        raise BadInput(
+            f"locking {plan.profile}: the lock would store credentials (a requirement or "
+            "index URL with user:password@); write the URL without them and give uv the "
+            "credentials through ~/.netrc or UV_INDEX_<NAME>_USERNAME/_PASSWORD"
+        )
+    fsio.write_text(path, render_header(plan, facts, body) + body)
     return path
 
 
 def pinned(path: Path) -> dict[str, str]:
     """``{name: version}`` pinned in a lock (``torch`` -> ``2.9.1+cu126``)."""
     out: dict[str, str] = {}
-    for line in path.read_text().splitlines():
+    for line in split(fsio.read_text(path, "lockfile"))[1].splitlines():
         if line and not line[0].isspace() and not line.startswith(("#", "-")) and "==" in line:
             name, _, rest = line.partition("==")
             out[canonicalize_name(name.strip().split("[")[0])] = (

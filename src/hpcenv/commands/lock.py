@@ -3,14 +3,13 @@
 ``uv pip compile --generate-hashes`` for the target arch and Python (an aarch64
 cluster can be locked from an x86 laptop with ``--declared`` or ``--facts``), torch
 pinned with its variant label. ``--check`` only reports whether each lock still
-matches its profile (exit 4 when one does not) and writes nothing.
+matches its profile and was not edited by hand (its body digest; exit 4 when one
+fails) and writes nothing.
 """
 
 from __future__ import annotations
 
 import argparse
-
-from rich.markup import escape
 
 from hpcenv import lock, profile, report
 from hpcenv.commands import add_json_option, print_json
@@ -55,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
             plan, facts = plan_for(name, args.facts, declared=declared)
             path = lock.lock_path(plan, facts)
             row["lockfile"] = str(path)
-            why = lock.mismatch(path, plan, facts)
+            why = lock.edited(path) or lock.mismatch(path, plan, facts)
             if args.check:
                 row["ok"] = why is None
                 row["reason"] = why or "matches"
@@ -77,9 +76,8 @@ def run(args: argparse.Namespace) -> int:
         print_json(rows)
     else:
         for r in rows:
-            mark = "[green]ok[/green]" if r["ok"] else "[red]FAIL[/red]"
-            text = escape(f"{r['profile']}: {r.get('lockfile', '')} {r['reason']}")
-            report.console.print(f"{mark} {text}")
+            mark = report.styled("ok", "green") if r["ok"] else report.styled("FAIL", "red")
+            report.console.print(mark, f"{r['profile']}: {r.get('lockfile', '')} {r['reason']}")
     if failed:
         if len(names) == 1:
             raise BuildFailed(f"lock {names[0]}: {rows[0]['reason']}; run 'hpcenv lock {names[0]}'")
