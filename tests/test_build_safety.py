@@ -192,11 +192,11 @@ def test_unreachable_index_fails_clearly_and_keeps_env(home: dict[str, str]) -> 
 
 def test_build_log_is_redacted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Command output captured into a build log never carries a secret's value."""
-    from hpcenv import build, command
+    from hpcenv import command, fsio
 
     monkeypatch.setenv("HF_TOKEN", "hf_not_a_real_token_123")
     log_path = tmp_path / "build.log"
-    log = build._RedactedLog(log_path)
+    log = fsio.MaskedLog(log_path)  # the build log's writer
     command.run(["sh", "-c", 'echo "token is $HF_TOKEN"'], log=log)  # type: ignore[arg-type]
     log.close()
     text = log_path.read_text()

@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 
 import pytest
-from rich.console import Console
 
 from conftest import FACTS
 from fakenodes import node, write
@@ -133,7 +132,7 @@ def test_facts_file_not_json_exit_2(capsys: pytest.CaptureFixture[str], tmp_path
 def test_plan_isambard_shows_the_build(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(report, "console", Console(width=200, highlight=False))
+    monkeypatch.setattr(report, "console", report.MaskingConsole(width=200))
     code, out, _ = _run(capsys, "plan", "isambard", "--facts", GH200)
     assert code == 0
     flat = " ".join(out.split())

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import io
 
-from rich.console import Console
-
 from hpcenv import report
 from hpcenv.results import RankResult, Status, gather
 
@@ -44,7 +42,9 @@ def test_table_shows_status_metrics_and_literal_remedy() -> None:
         ),
     ]
     buf = io.StringIO()
-    report.print_probe_results(results, out=Console(file=buf, width=250, color_system=None))
+    report.print_probe_results(
+        results, out=report.MaskingConsole(file=buf, width=250, color_system=None)
+    )
     text = buf.getvalue()
     assert "nccl" in text and "fail" in text and "skip" in text
     assert "busbw_gbps_at_max=21.5" in text

@@ -22,7 +22,6 @@ SIGKILL leaves the directory, which the next build removes in step 1.
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import os
 import platform
@@ -39,7 +38,7 @@ from typing import IO, TYPE_CHECKING, Any, TypeVar, cast
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from hpcenv import __version__, envlock, fixes, import_check, lock, paths, redact, uv
+from hpcenv import __version__, envlock, fixes, fsio, import_check, lock, paths, uv
 from hpcenv.errors import BadInput, BuildFailed, CommandFailed
 from hpcenv.facts_model import Facts
 from hpcenv.plan import require_torch
@@ -65,26 +64,6 @@ class BuildResult:
     report: dict[str, Any] = field(default_factory=dict)
     report_path: Path | None = None
     log_path: Path | None = None
-
-
-class _RedactedLog(io.TextIOBase):
-    """A build log that masks secret values (``redact``) before they reach the file."""
-
-    def __init__(self, path: Path) -> None:
-        self._fh = path.open("w")
-
-    def write(self, s: str) -> int:
-        self._fh.write(redact.text(s, os.environ))
-        return len(s)
-
-    def flush(self) -> None:
-        if not self._fh.closed:
-            self._fh.flush()
-
-    def close(self) -> None:
-        if not self._fh.closed:
-            self._fh.close()
-        super().close()
 
 
 def build_dir_pattern(profile: str) -> re.Pattern[str]:
@@ -118,11 +97,12 @@ def current_target(profile: str) -> Path | None:
 
 
 def read_marker(build_dir: Path) -> dict[str, Any] | None:
+    """The marker of a complete build; None when missing or not hpcenv's (not an object)."""
     try:
-        data: dict[str, Any] = json.loads((build_dir / MARKER).read_text())
-    except (OSError, ValueError):
+        data = fsio.load_json(build_dir / MARKER, "build marker")
+    except BadInput:
         return None
-    return data
+    return data if isinstance(data, dict) else None
 
 
 def clean_leftovers(profile: str, keep: set[Path]) -> list[str]:
@@ -197,9 +177,11 @@ class _Steps:
         if not self.show:
             yield
             return
+        from rich.text import Text
+
         from hpcenv.report import err_console
 
-        with err_console.status(f"[bold]{what}[/bold]"):
+        with err_console.status(Text(what, style="bold")):
             yield
 
     def __call__(self, name: str, what: str, fn: Callable[[], T]) -> T:
@@ -212,11 +194,12 @@ class _Steps:
                     {"step": name, "what": what, "seconds": round(time.monotonic() - start, 3)}
                 )
         if self.show:
+            from rich.text import Text
+
             from hpcenv.report import err_console
 
-            err_console.print(
-                f"[green]✓[/green] {what} [dim]({self.report['steps'][-1]['seconds']:.1f} s)[/dim]"
-            )
+            took = self.report["steps"][-1]["seconds"]
+            err_console.print(Text("✓", style="green"), what, Text(f"({took:.1f} s)", style="dim"))
         return value
 
 
@@ -247,8 +230,7 @@ def build(
         from hpcenv import swap
 
         name = swap.environment_name(plan.profile, project)
-    venvs = paths.venvs_dir()
-    venvs.mkdir(parents=True, exist_ok=True)
+    venvs = fsio.ensure_dir(paths.venvs_dir())
     with envlock.hold(venvs / f"{name}.lock", timeout=lock_timeout):
         return _build_locked(
             plan, facts, name=name, project=project, force=force, show=show_progress, start=start
@@ -293,6 +275,8 @@ def _build_locked(
 
     # Fast path first: a matching lock and an unchanged stamp need no log and no uv.
     lock_path = lock.lock_path(plan, facts)
+    if project is None:
+        lock.check_not_edited(lock_path)
     lock_why = lock.mismatch(lock_path, plan, facts) if project is None else None
     project_digest = ""
     python = plan.python
@@ -303,7 +287,7 @@ def _build_locked(
         python = swap.python_for(project, plan).version
     new_stamp = ""
     if lock_why is None:
-        lock_text = lock_path.read_text() if project is None else ""
+        lock_text = fsio.read_text(lock_path, "lockfile") if project is None else ""
         new_stamp = stamp(plan, facts, lock_text, project_digest)
         if (
             current is not None
@@ -312,12 +296,11 @@ def _build_locked(
         ):
             return done
 
-    logs = paths.logs_dir()
-    logs.mkdir(parents=True, exist_ok=True)
+    logs = fsio.ensure_dir(paths.logs_dir())
     when = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
     log_path = logs / f"build-{profile}-{when}-{os.getpid()}.log"
     report_path = log_path.with_suffix(".json")
-    log_fh = _RedactedLog(log_path)
+    log_fh = fsio.MaskedLog(log_path)
     log = cast(IO[str], log_fh)
     report: dict[str, Any] = {
         "schema": 1,
@@ -332,10 +315,9 @@ def _build_locked(
         "torch": {
             "version": plan.torch.version,
             "backend": plan.torch.backend,
-            "from": redact.userinfo(plan.torch_wheel or plan.torch.index_url or ""),
+            "from": plan.torch_wheel or plan.torch.index_url or "",
         },
-        # Index URLs may carry credentials (https://user:token@mirror/...): masked.
-        "sources": redact.deep(uv.source_args(plan)),
+        "sources": uv.source_args(plan),
         "leftovers_removed": leftovers,
         "steps": [],
         "log": str(log_path),
@@ -352,7 +334,7 @@ def _build_locked(
                     lambda: lock.compile_lock(plan, facts, path=lock_path, log=log),
                 )
                 report["lock"] = {"path": str(lock_path), "action": f"compiled: {why}"}
-                new_stamp = stamp(plan, facts, lock_path.read_text())
+                new_stamp = stamp(plan, facts, fsio.read_text(lock_path, "lockfile"))
                 if (
                     current is not None
                     and not force
@@ -405,7 +387,7 @@ def _build_locked(
         ).serialize()
         report["installed"] = uv.freeze(target_dir, log=log)
         report["seconds"] = round(time.monotonic() - start, 3)
-        (new_dir / MARKER).write_text(json.dumps(redact.deep(report), indent=2, default=str))
+        fsio.write_json(new_dir / MARKER, report)
         previous = current_target(profile)
         switch(profile, new_dir)
         keep = {new_dir} | ({previous} if previous else set())
@@ -414,11 +396,11 @@ def _build_locked(
     except BaseException as exc:
         if new_dir is not None and current_target(profile) != new_dir:
             shutil.rmtree(new_dir, ignore_errors=True)
-        report["error"] = redact.text(str(exc), os.environ)
+        report["error"] = str(exc)
         _write_report(report_path, report)
         log_fh.close()
         if isinstance(exc, CommandFailed):
-            detail = redact.text(uv.error_summary(exc.output) or str(exc), os.environ)
+            detail = uv.error_summary(exc.output) or str(exc)
             raise BuildFailed(
                 f"building {profile} failed: {detail}; the previous environment is untouched "
                 f"(log: {log_path})"
@@ -442,7 +424,7 @@ def _build_locked(
 
 
 def _write_report(path: Path, report: dict[str, Any]) -> None:
-    path.write_text(json.dumps(redact.deep(report), indent=2, default=str))
+    fsio.write_json(path, report)
 
 
 def _flash_attn(venv: Path, plan: Plan, *, log: IO[str]) -> dict[str, Any]:
@@ -450,7 +432,7 @@ def _flash_attn(venv: Path, plan: Plan, *, log: IO[str]) -> dict[str, Any]:
     out: dict[str, Any] = {"action": fa.action, "reason": fa.reason, "version": fa.version}
     if fa.action == "wheel" and fa.wheel_url:
         uv.install(venv, [fa.wheel_url], plan=plan, log=log)
-        out["from"] = redact.userinfo(fa.wheel_url)
+        out["from"] = fa.wheel_url
     elif fa.action == "build":
         from hpcenv import flashattn_build
 

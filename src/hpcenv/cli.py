@@ -1,19 +1,25 @@
 """``hpcenv`` command line: thin. Each subcommand is one module in ``hpcenv.commands``
 (``NAME``, ``HELP``, ``configure(parser)``, ``run(args) -> int``); errors are caught
-here, once, and become one line on stderr and the error's exit code.
+here, once, and become one line on stderr (masked: ``redact``) and the error's exit code.
+
+SIGTERM and SIGHUP (a batch system's cancel, an SSH disconnect) are handled like
+Ctrl-C: they raise ``KeyboardInterrupt`` where hpcenv is, so every ``finally`` and
+shutdown runs (children and their sessions stopped, temporary directories removed),
+then hpcenv says which signal ended it and exits with 128 + its number.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 
 from hpcenv import __version__, commands
-from hpcenv.errors import HpcenvError
+from hpcenv.errors import HpcenvError, Interrupted
 
 
 def _command_names() -> list[str]:
@@ -45,25 +51,55 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+#: The signal that ended the run (SIGINT unless a handler below saw another).
+_received: list[int] = []
+
+
+def _interrupt(signum: int, _frame: object) -> None:
+    """SIGTERM/SIGHUP: unwind like Ctrl-C (the first one; later ones wait for the
+    cleanup, which holds them back while it stops children)."""
+    if not _received:
+        _received.append(signum)
+        raise KeyboardInterrupt
+
+
+def _handle_signals() -> None:
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        try:
+            signal.signal(sig, _interrupt)
+        except ValueError:  # not the main thread (hpcenv called as a library)
+            return
+
+
+def _say(line: str) -> None:
+    from hpcenv import redact
+
+    print(f"hpcenv: {redact.text(line)}", file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     only = argv[0] if argv and argv[0] in _command_names() else None
-    args = build_parser(only).parse_args(argv)
+    _handle_signals()
+    _received.clear()
     try:
+        args = build_parser(only).parse_args(argv)
         code: int = args._run(args)
         return code
+    except (KeyboardInterrupt, Interrupted):
+        signum = _received[0] if _received else signal.SIGINT
+        what = "interrupted" if signum == signal.SIGINT else "stopped"
+        _say(f"{what} by {signal.Signals(signum).name}; everything it started was stopped")
+        return 128 + signum
     except HpcenvError as exc:
-        print(f"hpcenv: error: {exc}", file=sys.stderr)
+        _say(f"error: {exc}")
         return exc.exit_code
-    except BrokenPipeError:  # `hpcenv facts --json | head` (before OSError, its base)
+    except BrokenPipeError:  # `hpcenv facts --json | head`
         return 0
     except OSError as exc:  # a path hpcenv was given cannot be read or written
         where = f": {exc.filename}" if exc.filename else ""
-        print(f"hpcenv: error: {exc.strerror or exc}{where}", file=sys.stderr)
+        _say(f"error: {exc.strerror or exc}{where}")
         return 1
-    except KeyboardInterrupt:
-        print("hpcenv: interrupted", file=sys.stderr)
-        return 130
 
 
 if __name__ == "__main__":  # pragma: no cover

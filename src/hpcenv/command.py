@@ -2,16 +2,24 @@
 
 Commands are argument lists, never shell strings. ``run`` logs the shlex-quoted
 command, enforces a timeout, raises ``CommandFailed`` with the exit code, and on
-Ctrl-C or timeout shuts the child's whole process group down in escalating steps
-(SIGINT, SIGTERM, SIGKILL).
+Ctrl-C or timeout shuts the child down in escalating steps (SIGINT, SIGTERM, SIGKILL).
+
+Every child starts its own *session*, and shutdown stops every process of that
+session by PID, step by step, until none is left: also after the child itself has
+exited, and also processes that moved to a process group of their own (Ray's workers
+do; its DashboardAgent and RuntimeEnvAgent ignore SIGTERM and would otherwise live on
+with PPID 1). Captured output is bounded (``MAX_CAPTURE`` bytes per stream, the tail
+kept): a tool that prints gigabytes cannot take the login node's memory.
 """
 
 from __future__ import annotations
 
+import collections
 import os
 import shlex
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -20,6 +28,9 @@ from typing import IO, Any
 
 from hpcenv.errors import CommandFailed, Interrupted
 from hpcenv.kit.children import die_with
+
+#: Bytes of each captured stream kept (the tail; the head is dropped and counted).
+MAX_CAPTURE = 8 << 20
 
 #: Seconds to wait after each signal before escalating to the next one.
 SHUTDOWN_STEPS: tuple[tuple[signal.Signals, float], ...] = (
@@ -70,33 +81,91 @@ def quote(args: Sequence[str | os.PathLike[str]]) -> str:
 
 
 def shutdown(proc: subprocess.Popen[Any]) -> None:
-    """Stop ``proc`` and its process group: SIGINT, then SIGTERM, then SIGKILL."""
+    """Stop ``proc`` and every process of its session: SIGINT, then SIGTERM, then SIGKILL."""
     shutdown_all([proc])
 
 
-def shutdown_all(procs: Sequence[subprocess.Popen[Any]]) -> None:
-    """Stop several process groups together, escalating SIGINT -> SIGTERM -> SIGKILL.
+def _sessions_members(sessions: set[int]) -> list[int] | None:
+    """PIDs of the live (not zombie) processes in ``sessions``; None without /proc."""
+    me = os.getpid()
+    members = []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return None
+    for name in entries:
+        if not name.isdigit() or int(name) == me:
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as fh:
+                stat = fh.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        # state ppid pgrp session ...
+        if len(fields) > 3 and fields[0] not in (b"Z", b"X") and int(fields[3]) in sessions:
+            members.append(int(name))
+    return members
 
-    All groups get each signal at once, so stopping N hung ranks takes as long as
-    stopping one. Each process must lead its own group (``start_new_session``).
-    """
-    for sig, wait in SHUTDOWN_STEPS:
-        alive = [p for p in procs if p.poll() is None]
-        if not alive:
-            return
-        for p in alive:
+
+def _signal_sessions(procs: Sequence[subprocess.Popen[Any]], sig: signal.Signals) -> bool:
+    """Send ``sig`` to every process of the children's sessions; False: none was left."""
+    for p in procs:
+        p.poll()  # reap a leader that exited, so it no longer counts
+    members = _sessions_members({p.pid for p in procs})
+    if members is None:  # no /proc: the process groups the children lead
+        alive = False
+        for p in procs:
             try:
                 os.killpg(p.pid, sig)
-            except ProcessLookupError:
+                alive = True
+            except (ProcessLookupError, PermissionError):
                 continue
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline and any(p.poll() is None for p in alive):
-            time.sleep(0.05)
-    for p in procs:  # reap; after SIGKILL this returns at once
+        return alive
+    for pid in members:
         try:
-            p.wait(timeout=1.0)
-        except subprocess.TimeoutExpired:
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
             continue
+    return bool(members)
+
+
+def _sessions_empty(procs: Sequence[subprocess.Popen[Any]]) -> bool:
+    for p in procs:
+        p.poll()
+    members = _sessions_members({p.pid for p in procs})
+    if members is None:
+        return all(p.poll() is not None for p in procs)
+    return not members
+
+
+def shutdown_all(procs: Sequence[subprocess.Popen[Any]]) -> None:
+    """Stop several children and everything in their sessions together, escalating
+    SIGINT -> SIGTERM -> SIGKILL until no process of those sessions is left.
+
+    All get each signal at once, so stopping N hung ranks takes as long as stopping
+    one; nothing is waited for when nothing is left. Each child must lead its own
+    session (``start_new_session``, as ``spawn`` and ``run`` do). Ctrl-C, SIGTERM and
+    SIGHUP are held back meanwhile, so a second one cannot cut the shutdown short.
+    """
+    if not procs:
+        return
+    held = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        for sig, wait in SHUTDOWN_STEPS:
+            if not _signal_sessions(procs, sig):
+                break
+            deadline = time.monotonic() + wait
+            while time.monotonic() < deadline and not _sessions_empty(procs):
+                time.sleep(0.05)
+        for p in procs:  # reap; after SIGKILL this returns at once
+            try:
+                p.wait(timeout=1.0)
+            except subprocess.TimeoutExpired:
+                continue
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def spawn(
@@ -113,15 +182,22 @@ def spawn(
     discarded. Stop it with ``shutdown_all``. Raises ``CommandFailed`` (127) when the
     program does not exist.
     """
+    from hpcenv import fsio  # only here: `hpcenv facts` should not pay for it
+
     argv = tuple(str(a) for a in args)
-    out = open(stdout, "wb") if stdout is not None else subprocess.DEVNULL  # noqa: SIM115
-    err = open(stderr, "wb") if stderr is not None else subprocess.DEVNULL  # noqa: SIM115
+    out = fsio.open_new(stdout) if stdout is not None else subprocess.DEVNULL
+    try:
+        err = fsio.open_new(stderr) if stderr is not None else subprocess.DEVNULL
+    except BaseException:
+        if out != subprocess.DEVNULL:
+            os.close(out)
+        raise
     try:
         return _popen(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=out, stderr=err)
     finally:  # the child holds its own copies of the descriptors
-        for f in (out, err):
-            if not isinstance(f, int):
-                f.close()
+        for fd in (out, err):
+            if fd != subprocess.DEVNULL:
+                os.close(fd)
 
 
 def run(
@@ -152,21 +228,24 @@ def run(
         stdin=subprocess.PIPE if stdin_text is not None else subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        text=True,
     )
+    streams = [_Capture(proc.stdout), _Capture(proc.stderr)]
     try:
-        stdout, stderr = proc.communicate(input=stdin_text, timeout=timeout)
+        if stdin_text is not None and proc.stdin is not None:
+            _feed(proc.stdin, stdin_text)
+        proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired as exc:
         shutdown(proc)
-        out, err = proc.communicate()
+        out, err = (c.text() for c in streams)
         raise CommandFailed(
             f"{quote(argv)} did not finish within {timeout:g} s and was stopped",
             returncode=124,
-            output=(out or "") + (err or ""),
+            output=out + err,
         ) from exc
     except KeyboardInterrupt as exc:
         shutdown(proc)
         raise Interrupted("interrupted; the command was stopped") from exc
+    stdout, stderr = (c.text() for c in streams)
     seconds = time.monotonic() - start
     if log is not None:
         log.write(stdout)
@@ -186,6 +265,51 @@ def run(
     return done
 
 
+def _feed(pipe: IO[bytes], text: str) -> None:
+    """Write ``text`` to a child's stdin from a thread (a child that does not read it
+    cannot block us past the timeout), then close it."""
+
+    def write() -> None:
+        try:
+            pipe.write(text.encode())
+            pipe.close()
+        except OSError:  # the child exited without reading it all
+            return
+
+    threading.Thread(target=write, daemon=True).start()
+
+
+class _Capture:
+    """Reads one pipe of a child in a thread, keeping the last ``MAX_CAPTURE`` bytes."""
+
+    def __init__(self, pipe: IO[bytes] | None) -> None:
+        self._chunks: collections.deque[bytes] = collections.deque()
+        self._kept = 0
+        self.dropped = 0
+        self._thread = threading.Thread(target=self._read, args=(pipe,), daemon=True)
+        self._thread.start()
+
+    def _read(self, pipe: IO[bytes] | None) -> None:
+        if pipe is None:
+            return
+        with pipe:
+            while chunk := pipe.read1(1 << 16) if hasattr(pipe, "read1") else pipe.read(1 << 16):
+                self._chunks.append(chunk)
+                self._kept += len(chunk)
+                while self._kept - len(self._chunks[0]) >= MAX_CAPTURE:
+                    gone = self._chunks.popleft()
+                    self._kept -= len(gone)
+                    self.dropped += len(gone)
+
+    def text(self) -> str:
+        """What was kept, decoded (bad bytes replaced), after the pipe closed (or after
+        a few seconds: a descendant that escaped the shutdown may hold it open)."""
+        self._thread.join(timeout=5.0)
+        data = b"".join(list(self._chunks))
+        note = f"[... {self.dropped} bytes of output not kept ...]\n" if self.dropped else ""
+        return note + data.decode("utf-8", errors="replace")
+
+
 def run_parallel(
     commands: Sequence[Sequence[str | os.PathLike[str]]],
     *,
@@ -200,12 +324,12 @@ def run_parallel(
     we wait on another. One deadline for all: past it every process group is stopped
     and ``CommandFailed`` (124) raised; Ctrl-C stops them and raises ``Interrupted``.
     """
-    import tempfile  # only here: `hpcenv facts` should not pay for it
+    from hpcenv import fsio  # only here: `hpcenv facts` should not pay for it
 
     argvs = [tuple(str(a) for a in c) for c in commands]
     start = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="hpcenv-run-") as tmp:
-        outs = [(Path(tmp) / f"{i}.out", Path(tmp) / f"{i}.err") for i in range(len(argvs))]
+    with fsio.work_dir("hpcenv-run-") as tmp:
+        outs = [(tmp / f"{i}.out", tmp / f"{i}.err") for i in range(len(argvs))]
         procs: list[subprocess.Popen[Any]] = []
         try:
             for argv, (out, err) in zip(argvs, outs, strict=True):
@@ -230,8 +354,8 @@ def run_parallel(
         seconds = time.monotonic() - start
         done = []
         for argv, p, (out, err) in zip(argvs, procs, outs, strict=True):
-            stdout = out.read_text(errors="replace")
-            stderr = err.read_text(errors="replace")
+            stdout = fsio.read_tail(out, MAX_CAPTURE)
+            stderr = fsio.read_tail(err, MAX_CAPTURE)
             if log is not None:
                 log.write(stdout + stderr + f"# exit {p.returncode} ({argv[0]} ...)\n")
             done.append(

@@ -115,24 +115,14 @@ def _read(path: Path, binary: dict[str, Any]) -> tuple[str, ...] | None:
 
 
 def _write(path: Path, key: dict[str, Any], providers: tuple[str, ...]) -> None:
-    """Temp file in the cache directory, renamed over the entry; never through a link."""
-    import tempfile
+    """Through ``fsio``: a temp file renamed over the entry, never through a symlink."""
+    from hpcenv import fsio
+    from hpcenv.errors import BadInput
 
-    folder = path.parent
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        if any(p.is_symlink() for p in (folder, folder.parent)):
-            return
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=folder)
-        try:
-            with os.fdopen(fd, "w") as fh:
-                json.dump({"key": key, "providers": list(providers)}, fh)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-    except OSError:
-        return  # a read-only or full cache: the facts are still right, just not cached
+        fsio.write_json(path, {"key": key, "providers": list(providers)})
+    except (OSError, BadInput):
+        return  # a read-only, full or foreign cache: the facts are still right, not cached
 
 
 def providers(

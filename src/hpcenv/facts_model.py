@@ -7,7 +7,6 @@ error) but a key that is present must have the right type.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -288,16 +287,8 @@ def _is_cap(text: str) -> bool:
 
 def load(path: str | Path) -> Facts:
     """Facts recorded in a JSON file (``hpcenv facts --json > FILE``)."""
+    from hpcenv import fsio
+
     p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as exc:
-        raise BadInput(f"{p}: cannot read facts file ({exc.strerror})") from exc
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise BadInput(
-            f"{p}: not JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); "
-            "record facts with 'hpcenv facts --json > FILE'"
-        ) from exc
+    data = fsio.load_json(p, "facts file", "record facts with 'hpcenv facts --json > FILE'")
     return from_json(data, str(p))

@@ -227,6 +227,17 @@ def write_json(path: Path, data: Any) -> Path:
     return write_bytes(path, (json.dumps(redact.deep(data), indent=2, default=str) + "\n").encode())
 
 
+def append_text(path: Path, text: str) -> Path:
+    """Append ``text``, masked, to ``path`` (a file others append to as well, such as
+    ``$GITHUB_STEP_SUMMARY``): created if missing, never through a symlink."""
+    path = Path(path)
+    ensure_dir(path.parent)
+    fd = _open_nofollow(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    with os.fdopen(fd, "a", encoding="utf-8") as fh:
+        fh.write(redact.text(text))
+    return path
+
+
 def _open_nofollow(path: Path, flags: int, mode: int = 0o666) -> int:
     try:
         return os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode)

@@ -36,7 +36,7 @@ from packaging.utils import canonicalize_name
 
 from hpcenv import __version__, fsio, redact, uv
 from hpcenv.command import quote
-from hpcenv.errors import BuildFailed, CommandFailed
+from hpcenv.errors import BadInput, BuildFailed, CommandFailed
 from hpcenv.facts_model import Facts
 from hpcenv.plan import require_torch
 from hpcenv.plan_model import Plan

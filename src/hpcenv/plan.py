@@ -18,7 +18,7 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from packaging.version import Version
 
 from hpcenv import facts as facts_mod
-from hpcenv import facts_model, flashattn, knowledge, profile, redact
+from hpcenv import facts_model, flashattn, knowledge, profile
 from hpcenv.errors import BadInput, NoCompatibleBuild
 from hpcenv.facts_model import Facts
 from hpcenv.knowledge import cap_key
@@ -179,15 +179,8 @@ def make_plan(p: Profile, facts: Facts, *, environ: Mapping[str, str] | None = N
         facts = replace(facts, arch=arch)
     plan = decide(p, facts, arch=arch, environ=env)
     warnings += plan.warnings
-    # Steps and warnings are prose for people and logs: URL credentials masked.
-    return replace(
-        plan,
-        steps=tuple(
-            Step(kind=s.kind, what=redact.userinfo(s.what), why=redact.userinfo(s.why))
-            for s in describe(p, facts, plan, environ=env)
-        ),
-        warnings=tuple(redact.userinfo(w) for w in warnings),
-    )
+    # masked where they are printed or written (redact, at the exits)
+    return replace(plan, steps=describe(p, facts, plan, environ=env), warnings=tuple(warnings))
 
 
 def decide(p: Profile, facts: Facts, *, arch: str, environ: Mapping[str, str]) -> Plan:
@@ -329,9 +322,9 @@ def _sm90a_step(p: Profile, facts: Facts, plan: Plan) -> Step:
 
 
 def _env_words(env: Mapping[str, str]) -> str:
-    """``NAME=value ...`` for a plan step, secret-named values masked (steps are printed
-    by 'hpcenv plan', also as JSON, and written into reports)."""
-    return " ".join(f"{k}={v}" for k, v in redact.env(env).items())
+    """``NAME=value ...`` for a plan step (secret-named values are masked where the plan
+    is printed or written: ``redact.text`` masks ``NAME=value`` by name)."""
+    return " ".join(f"{k}={v}" for k, v in env.items())
 
 
 def facts_for(p: Profile, facts_path: str | None, *, declared: bool = False) -> Facts:

@@ -24,26 +24,23 @@ Sections and keys (``hpcenv show --schema`` prints this table from the code)::
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import re
-import sys
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
+from hpcenv import fsio, redact
 from hpcenv.errors import BadInput
 from hpcenv.facts_model import Facts, Gpu, NvidiaFacts
 from hpcenv.kit import registry
 from hpcenv.slurm import walltime
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib  # type: ignore[import-not-found,unused-ignore]
 
 #: Probes hpcenv ships (``hpcenv.kit.registry``); profiles may only name these.
 KNOWN_PROBES = registry.NAMES
@@ -61,11 +58,18 @@ def key(doc: str, *, default: Any = None, choices: tuple[str, ...] = (), check: 
     return field(default=default, metadata=meta)
 
 
+#: A profile name: it names the venv directory and appears in commands (never an option).
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+
 def _name(value: str) -> str | None:
     """Names become directory names (venvs/<name>): no path separators, no dot-dot."""
-    if value == "" or re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", value):
+    if value == "" or (NAME.fullmatch(value) and ".." not in value):
         return None
-    return "must be letters, digits, '.', '_' or '-' (it names the venv directory)"
+    return (
+        "must start with a letter or digit and hold only letters, digits, '.', '_' or '-' "
+        "(it names the venv directory)"
+    )
 
 
 def _specifier(value: str) -> str | None:
@@ -108,11 +112,36 @@ def _env_table(value: dict[str, str]) -> str | None:
 
 
 def _positive(value: int | float) -> str | None:
+    if not math.isfinite(value):
+        return "must be a finite number"
     return None if value > 0 else "must be greater than 0"
 
 
 def _non_negative(value: int | float) -> str | None:
+    if not math.isfinite(value):
+        return "must be a finite number"
     return None if value >= 0 else "must be 0 or more"
+
+
+def _driver(value: str) -> str | None:
+    if value == "" or re.fullmatch(r"\d+(\.\d+){1,2}", value):
+        return None
+    return "is not an NVIDIA driver version; write e.g. '565.57.01'"
+
+
+def _requirements(value: tuple[str, ...]) -> str | None:
+    for req in value:
+        try:
+            parsed = Requirement(req)
+        except InvalidRequirement as exc:
+            return f"holds {req!r}, which is not a PEP 508 requirement ({exc})"
+        if parsed.url and redact.URL_USERINFO.search(parsed.url):
+            return (
+                f"holds a requirement for {parsed.name} with credentials in its URL; a lock "
+                "would store them: write the URL without user:password@ and give uv the "
+                "credentials in ~/.netrc"
+            )
+    return None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -131,7 +160,11 @@ class PlatformSection:
     )
     gpus_per_node: int = key("GPUs per node", default=0, check=_non_negative)
     gpu_memory_gib: float = key("memory of each GPU in GiB", default=0.0, check=_non_negative)
-    driver: str = key("NVIDIA driver the nodes run (used when planning without facts)", default="")
+    driver: str = key(
+        "NVIDIA driver the nodes run (used when planning without facts)",
+        default="",
+        check=_driver,
+    )
     libfabric_provider: str = key(
         "libfabric provider the network needs (cxi on Slingshot)", default=""
     )
@@ -154,7 +187,7 @@ class TorchSection:
 
 @dataclass(frozen=True, kw_only=True)
 class PackagesSection:
-    install: tuple[str, ...] = key("other requirements (PEP 508)", default=())
+    install: tuple[str, ...] = key("other requirements (PEP 508)", default=(), check=_requirements)
     find_links: tuple[str, ...] = key(
         "wheelhouse directories (site mirror, air-gapped nodes); PIP_FIND_LINKS is added",
         default=(),
@@ -309,6 +342,17 @@ def _type_name(tp: Any) -> str:
     }.get(tp, str(tp))
 
 
+def _shown(value: Any) -> str:
+    """A value as an error message shows it: never a whole table or list (they may hold
+    tokens, and a line must stay a line), at most 60 characters of a string."""
+    if isinstance(value, dict):
+        return f"a table of {len(value)} key(s)"
+    if isinstance(value, list):
+        return f"a list of {len(value)} item(s)"
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:57]}..."
+
+
 def _coerce(tp: Any, value: Any) -> tuple[bool, Any]:
     """(ok, value converted to the declared type)."""
     if tp is str:
@@ -335,11 +379,13 @@ def _field_types(cls: type) -> dict[str, Any]:
 
 
 def parse(text: str, where: str, default_name: str = "") -> Profile:
-    """Validate profile TOML ``text``; ``where`` (a path) names it in errors."""
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise BadInput(f"{where}: invalid TOML: {exc}") from exc
+    """Validate profile TOML ``text``; ``where`` (a path) names it in errors.
+
+    The secrets it holds (secret-named ``[env]`` values, URL credentials anywhere) are
+    remembered for masking (``redact.remember``) before anything can print them.
+    """
+    data = fsio.parse_toml(text, where)
+    _remember_secrets(data)
 
     def fail(section: str, name: str | None, problem: str) -> BadInput:
         line = _line_of(text, section, name)
@@ -370,20 +416,38 @@ def parse(text: str, where: str, default_name: str = "") -> Profile:
             ok, value = _coerce(types_[f.name], raw[f.name])
             if not ok:
                 raise fail(
-                    section, f.name, f"= {raw[f.name]!r} must be {_type_name(types_[f.name])}"
+                    section,
+                    f.name,
+                    f"is {_shown(raw[f.name])} but must be {_type_name(types_[f.name])}",
                 )
             choices = f.metadata["choices"]
             if choices and value not in choices:
-                raise fail(section, f.name, f"= {value!r} must be one of: {', '.join(choices)}")
+                raise fail(
+                    section, f.name, f"= {_shown(value)} must be one of: {', '.join(choices)}"
+                )
             check = f.metadata["check"]
             problem = check(value) if check else None
             if problem:
-                raise fail(section, f.name, f"= {value!r} {problem}")
+                shown = "" if isinstance(value, (dict, tuple)) else f"= {_shown(value)} "
+                raise fail(section, f.name, f"{shown}{problem}")
             values[f.name] = value
         sections[section] = cls(**values)
     name = sections["profile"].name or default_name
     if not name:
         raise fail("profile", "name", 'is missing; add name = "..." under [profile]')
+    problem = _name(name)
+    if problem:  # a name taken from the file name ('...toml', '-rf.toml')
+        raise BadInput(
+            f"{where}: the profile name {_shown(name)} (from the file name) {problem}; "
+            'rename the file or set name = "..." under [profile]'
+        )
+    pr = sections["probes"]
+    if pr.nccl_min_bytes > pr.nccl_max_bytes:
+        raise fail(
+            "probes",
+            "nccl_min_bytes",
+            f"= {pr.nccl_min_bytes} is larger than nccl_max_bytes = {pr.nccl_max_bytes}; swap them",
+        )
     sections["profile"] = dataclasses.replace(sections["profile"], name=name)
     if sections["slurm"].gpu_request == "gres" and not sections["slurm"].gres_type:
         raise fail("slurm", "gres_type", "is needed when gpu_request = 'gres' (e.g. 'volta')")
@@ -450,12 +514,28 @@ def available() -> dict[str, Path]:
     return found
 
 
+def _remember_secrets(data: Any) -> None:
+    """Every secret in a parsed profile, for masking: ``[env]`` tables by name, and URL
+    credentials in any string (an index_url, a requirement)."""
+    strings: list[str] = []
+    stack = [data]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            strings.append(item)
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    env = data.get("env") if isinstance(data, dict) else None
+    for table in env.values() if isinstance(env, dict) else ():
+        if isinstance(table, dict):
+            redact.remember({k: v for k, v in table.items() if isinstance(v, str)})
+    redact.remember(values=strings)
+
+
 def load_path(path: Path) -> Profile:
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise BadInput(f"{path}: cannot read profile ({exc.strerror})") from exc
-    return parse(text, str(path), default_name=path.stem)
+    return parse(fsio.read_text(path, "profile"), str(path), default_name=path.stem)
 
 
 def load(name_or_path: str) -> Profile:

@@ -1,30 +1,73 @@
 """Terminal output several commands share: the two consoles, the facts, profile, probe
 result and stage tables, and the status styles. A table only one command prints (plan,
 resolve, preflight, archs, audit) is in that command's module; scripts get JSON from the
-commands themselves; JUnit XML is written by ``junit.py``."""
+commands themselves; JUnit XML is written by ``junit.py``.
+
+The two consoles are the printers' exits, and they do two things once, for every
+string that reaches them (table cells, titles, messages):
+
+- **no markup**: rich markup is off, so a value is always shown as it is (a GPU named
+  ``[/bold]`` cannot crash a table, ``ray[default]`` stays ``ray[default]``); styles
+  come from ``styled`` / ``Text`` and ``style=`` arguments, never from text;
+- **masking**: every text is masked (``redact.text``) before it is laid out, so a
+  secret cannot reach the terminal, not even split over two lines of a table cell.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from rich.console import Console
-from rich.markup import escape
+from rich.console import Console, ConsoleOptions, RenderableType
+from rich.segment import Segment
 from rich.table import Table
+from rich.text import Text
 
 from hpcenv import redact
 from hpcenv.facts_model import Facts
 from hpcenv.kit import registry
 
-console = Console(highlight=False)
-err_console = Console(stderr=True, highlight=False)
+
+class MaskingConsole(Console):
+    """A rich console that never parses markup and masks every text it renders."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(markup=False, highlight=False, emoji=False, **kwargs)
+
+    def render(
+        self, renderable: RenderableType, options: ConsoleOptions | None = None
+    ) -> Iterable[Segment]:
+        if isinstance(renderable, str):
+            renderable = redact.text(renderable)
+        elif isinstance(renderable, Text):
+            masked = redact.text(renderable.plain)
+            if masked != renderable.plain:
+                renderable = Text(masked, style=renderable.style, justify=renderable.justify)
+        return super().render(renderable, options)
 
 
-def _fmt(value: Any) -> str:
+console = MaskingConsole()
+err_console = MaskingConsole(stderr=True)
+
+
+def styled(value: object, style: str) -> Text:
+    """``value`` as text in ``style`` (never parsed as markup)."""
+    return Text(str(value), style=style)
+
+
+def _fmt(value: Any) -> str | Text:
     if value is None:
-        return "[dim]unknown[/dim]"
+        return styled("unknown", "dim")
     if isinstance(value, (list, tuple)):
-        return ", ".join(str(v) for v in value) if value else "[dim]none[/dim]"
+        return ", ".join(str(v) for v in value) if value else styled("none", "dim")
+    return str(value)
+
+
+def _plain(value: Any) -> str:
+    if value is None:
+        return "unknown"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(str(v) for v in value) or "none"
     return str(value)
 
 
@@ -48,22 +91,22 @@ def print_facts(facts: Facts, out: Console | None = None) -> None:
     else:
         table.add_row(
             "driver",
-            f"{nv.driver_version} (CUDA <= {_fmt(nv.cuda_driver_version)}, "
+            f"{nv.driver_version} (CUDA <= {_plain(nv.cuda_driver_version)}, "
             f"from {nv.source or '?'})",
         )
         for g in nv.gpus:
             mem = f"{g.memory_mib} MiB" if g.memory_mib is not None else "? MiB"
-            ecc = f", [red]{g.ecc_uncorrected} uncorrected ECC[/red]" if g.ecc_uncorrected else ""
-            table.add_row(
-                f"gpu {g.index}", f"{g.name}, sm {_fmt(g.compute_capability)}, {mem}{ecc}"
-            )
+            cell = Text(f"{g.name}, sm {g.compute_capability or 'unknown'}, {mem}")
+            if g.ecc_uncorrected:
+                cell.append(f", {g.ecc_uncorrected} uncorrected ECC", style="red")
+            table.add_row(f"gpu {g.index}", cell)
     sl = facts.slurm
     table.add_row(
         "slurm",
         "not in an allocation"
         if sl is None
-        else f"job {sl.job_id} on {_fmt(list(sl.hosts) or sl.nodelist)}, "
-        f"{_fmt(sl.ntasks)} tasks, gpus {_fmt(sl.gpus)}",
+        else f"job {sl.job_id} on {_plain(list(sl.hosts) or sl.nodelist)}, "
+        f"{_plain(sl.ntasks)} tasks, gpus {_plain(sl.gpus)}",
     )
     net = facts.network
     table.add_row(
@@ -72,7 +115,7 @@ def print_facts(facts: Facts, out: Console | None = None) -> None:
     )
     table.add_row(
         "nccl net plugin",
-        _fmt(net.nccl_net_plugin) if net.nccl_net_plugin else "[dim]none found[/dim]",
+        _fmt(net.nccl_net_plugin) if net.nccl_net_plugin else styled("none found", "dim"),
     )
     table.add_row("modules", _fmt(facts.modules))
     out.print(table)
@@ -86,8 +129,8 @@ def print_profiles(rows: Iterable[Mapping[str, Any]], out: Console | None = None
     for r in rows:
         table.add_row(
             r["name"],
-            "[green]yes[/green]" if r["ok"] else "[red]no[/red]",
-            r["description"] if r["ok"] else f"[red]{r['error']}[/red]",
+            styled("yes", "green") if r["ok"] else styled("no", "red"),
+            r["description"] if r["ok"] else styled(r["error"], "red"),
             r["path"],
         )
     out.print(table)
@@ -104,7 +147,7 @@ def print_schema(rows: Sequence[tuple[str, str, str, str]], out: Console | None 
 
 
 def print_profile(p: Any, out: Console | None = None) -> None:
-    """One validated profile, section by section (secret-looking env values masked)."""
+    """One validated profile, section by section (secret-named env values masked whole)."""
     out = out or console
     table = Table(title=f"profile {p.name} ({p.path})", show_header=False, title_justify="left")
     table.add_column(style="bold")
@@ -122,10 +165,9 @@ def print_profile(p: Any, out: Console | None = None) -> None:
         "probes",
     ):
         for k, v in vars(getattr(p, section)).items():
-            shown = redact.deep(v) if isinstance(v, (str, tuple)) else v  # URL credentials
-            table.add_row(f"{section}.{k}", _fmt(shown) if v not in ("", ()) else "[dim]-[/dim]")
+            table.add_row(f"{section}.{k}", _fmt(v) if v not in ("", ()) else styled("-", "dim"))
     for scope in ("always", "multi_node"):
-        for k, v in redact.env(getattr(p.env, scope)).items():
+        for k, v in redact.env(getattr(p.env, scope)).items():  # by name, however short
             table.add_row(f"env.{scope}.{k}", v)
     out.print(table)
 
@@ -133,6 +175,11 @@ def print_profile(p: Any, out: Console | None = None) -> None:
 # --- probe results ----------------------------------------------------------------------
 
 STATUS_STYLE = {"pass": "green", "fail": "red", "error": "red bold", "skip": "yellow"}
+
+
+def status_text(status: str) -> Text:
+    """A status word in its colour."""
+    return styled(status, STATUS_STYLE.get(status, ""))
 
 
 def _metric(value: Any) -> str:
@@ -157,14 +204,13 @@ def print_probe_results(
         table.add_column(col, overflow="fold")
     for r in results:
         status = r.status.value
-        style = STATUS_STYLE.get(status, "")
         table.add_row(
             r.name,
-            f"[{style}]{status}[/{style}]",
+            status_text(status),
             f"{r.seconds:.1f}s",
-            escape(r.summary),
+            r.summary,
             probe_metrics_text(r.name, r.metrics),
-            escape(r.remedy) if status != "pass" else "",
+            r.remedy if status != "pass" else "",
             end_section=False,
         )
         if len({(x.status, x.summary) for x in r.ranks}) > 1:  # ranks differ: name them
@@ -172,11 +218,11 @@ def print_probe_results(
                 if rank.status.failed:
                     table.add_row(
                         f"  rank {rank.rank}",
-                        f"[{STATUS_STYLE[rank.status.value]}]{rank.status.value}[/]",
+                        status_text(rank.status.value),
                         "",
-                        escape(f"{rank.host}: {rank.summary}"),
+                        f"{rank.host}: {rank.summary}",
                         "",
-                        escape(rank.remedy),
+                        rank.remedy,
                     )
     out.print(table)
 
@@ -190,10 +236,9 @@ def print_stages(
     for col in ("stage", "status", "seconds", "summary"):
         table.add_column(col)
     for s in stages:
-        style = STATUS_STYLE.get(str(s["status"]), "")
         table.add_row(
             str(s["stage"]),
-            f"[{style}]{s['status']}[/{style}]",
+            status_text(str(s["status"])),
             f"{float(s['seconds']):.1f}",
             str(s["summary"]),
         )

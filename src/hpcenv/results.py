@@ -34,22 +34,49 @@ class RankResult:
     stderr_tail: str = ""
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any], *, rank: int, host: str) -> RankResult:
-        """A rank's JSON result; a status outside the four is an ``error``."""
+    def from_json(
+        cls, data: Mapping[str, Any], *, rank: int, host: str, where: str = ""
+    ) -> RankResult:
+        """A rank's JSON result; a status outside the four is an ``error``, and so is a
+        result with a key of the wrong type (named, with ``where`` the file)."""
+        problems: list[str] = []
+
+        def typed(key: str, kind: type | tuple[type, ...], want: str, default: Any) -> Any:
+            value = data.get(key)
+            if value is None:
+                return default
+            if not isinstance(value, kind) or (isinstance(value, bool) and kind is int):
+                problems.append(f"key '{key}' is {type(value).__name__}, expected {want}")
+                return default
+            return value
+
+        status_value = typed("status", str, "a string", "")
         try:
-            status = Status(data.get("status"))
+            status = Status(status_value)
         except ValueError:
             status = Status.ERROR
-        return cls(
-            rank=int(data.get("rank", rank)),
-            host=str(data.get("host") or host),
+        out = cls(
+            rank=typed("rank", int, "an integer", rank),
+            host=typed("host", str, "a string", "") or host,
             status=status,
-            summary=str(data.get("summary", "")),
-            remedy=str(data.get("remedy") or ""),
-            details=dict(data.get("details") or {}),
-            metrics=dict(data.get("metrics") or {}),
-            facts=dict(data.get("facts") or {}),
+            summary=typed("summary", str, "a string", ""),
+            remedy=typed("remedy", str, "a string", ""),
+            details=dict(typed("details", dict, "an object", {})),
+            metrics=dict(typed("metrics", dict, "an object", {})),
+            facts=dict(typed("facts", dict, "an object", {})),
         )
+        if problems:
+            return cls(
+                rank=rank,
+                host=host,
+                status=Status.ERROR,
+                summary=f"rank {rank} wrote a malformed result"
+                + (f" ({where})" if where else "")
+                + f": {problems[0]}",
+                remedy="the probe script broke its result contract; run it by hand and "
+                "report the bug",
+            )
+        return out
 
     def serialize(self) -> dict[str, Any]:
         out: dict[str, Any] = {

@@ -22,6 +22,7 @@ for. Results fold into one ``ProbeResult`` (``results.gather``).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -33,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from hpcenv import command, paths, redact
+from hpcenv import command, fsio, paths
 from hpcenv import profile as profiles
 from hpcenv.errors import BadInput, Interrupted
 from hpcenv.kit import nvidia_proc, registry
@@ -168,6 +169,44 @@ class ProbeSpec:
     config: Mapping[str, Any] = field(default_factory=dict)
 
 
+#: Memory one local CPU rank of a probe takes (a torch gloo rank: ~420 MB measured).
+RANK_MEMORY_GIB = 0.5
+
+
+def rank_cap(gpus: int = 0) -> tuple[int, str]:
+    """(the most local ranks this node runs by default, why): one per CPU this process
+    may use, no more than memory allows at RANK_MEMORY_GIB each, never fewer than its
+    GPUs or 2; ``HPCENV_MAX_RANKS`` overrides it."""
+    override = os.environ.get("HPCENV_MAX_RANKS", "")
+    if override:
+        if not override.isdigit() or int(override) < 1:
+            raise BadInput(f"HPCENV_MAX_RANKS={override!r} must be a whole number, 1 or more")
+        return int(override), f"HPCENV_MAX_RANKS={override}"
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    mem_gib = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / 2**30
+    by_memory = int(mem_gib / RANK_MEMORY_GIB)
+    cap = max(2, gpus, min(cpus or 1, by_memory))
+    return cap, (
+        f"this node's cap: {cpus} CPUs, {mem_gib:.0f} GiB memory at ~{RANK_MEMORY_GIB:g} GiB "
+        "per rank"
+    )
+
+
+def check_ranks(ranks: int, gpus: int = 0) -> int:
+    """``ranks`` when this node can run that many local ranks; BadInput naming the cap
+    and the override otherwise."""
+    if ranks < 1:
+        raise BadInput(f"--ranks {ranks}: must be 1 or more")
+    cap, why = rank_cap(gpus)
+    if ranks > cap:
+        shown = str(ranks) if len(str(ranks)) <= 12 else f"{str(ranks)[:12]}..."
+        raise BadInput(
+            f"--ranks {shown} is more than {cap} ({why}); ask for fewer, or set "
+            f"HPCENV_MAX_RANKS={ranks if ranks < 10**6 else 'N'} to run them anyway"
+        )
+    return ranks
+
+
 def probes_dir() -> Path:
     return paths.repo_dir("probes")
 
@@ -233,20 +272,30 @@ def probe_env(
     return env
 
 
-def _read_json(path: Path) -> dict[str, Any] | None:
+#: The most of a rank's result or started file read (a probe's JSON is a few KB).
+MAX_RESULT_BYTES = 8 << 20
+#: The most of a rank's stderr read for its tail, however much it wrote.
+MAX_TAIL_BYTES = 64 << 10
+
+
+def _read_json(path: Path) -> dict[str, Any] | str | None:
+    """A rank file's object; a string saying what is wrong with it; None when absent."""
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
+        size = path.stat().st_size
+    except OSError:
         return None
-    return data if isinstance(data, dict) else None
+    if size > MAX_RESULT_BYTES:
+        return f"{path.name} is {size} bytes, more than the {MAX_RESULT_BYTES} a result may be"
+    try:
+        data = fsio.load_json(path, "rank result")
+    except BadInput as exc:
+        return str(exc)
+    return data if isinstance(data, dict) else f"{path.name} holds JSON that is not an object"
 
 
 def stderr_tail(path: Path, lines: int = STDERR_TAIL_LINES) -> str:
-    try:
-        text = path.read_text(errors="replace")
-    except OSError:
-        return ""
-    return redact.text("\n".join(text.strip().splitlines()[-lines:]), os.environ)
+    """The last ``lines`` lines of a rank's stderr (reading at most MAX_TAIL_BYTES)."""
+    return "\n".join(fsio.read_tail(path, MAX_TAIL_BYTES).strip().splitlines()[-lines:])
 
 
 def _wait(procs: Sequence[subprocess.Popen[Any]], timeout: float) -> tuple[bool, bool]:
@@ -309,21 +358,31 @@ def collect(
         host = hosts[k] if k < len(hosts) else "?"
         code = exit_codes[k] if len(exit_codes) == spec.ranks else exit_codes[0]
         tail = stderr_tail(rank_file(result_dir, spec.name, k, "stderr"))
-        data = _read_json(rank_file(result_dir, spec.name, k, "json"))
+        result_file = rank_file(result_dir, spec.name, k, "json")
+        data = _read_json(result_file)
         started = _read_json(rank_file(result_dir, spec.name, k, "started"))
-        if data is not None:
-            r = RankResult.from_json(data, rank=k, host=host)
-            if code not in (0, None) and r.status is not Status.ERROR:
-                # wrote a result, then died (e.g. in teardown): keep the result, note it
-                r = RankResult.from_json(
-                    {**data, "summary": f"{r.summary} (then exited with {code})"},
+        if isinstance(data, str):
+            out.append(
+                RankResult(
                     rank=k,
                     host=host,
+                    status=Status.ERROR,
+                    summary=f"rank {k} on host {host} wrote a bad result: {data}",
+                    remedy="the probe broke its result contract; run it by hand and "
+                    f"report the bug: probes/{spec.name}.py",
+                    stderr_tail=tail,
                 )
+            )
+            continue
+        if data is not None:
+            r = RankResult.from_json(data, rank=k, host=host, where=str(result_file))
+            if code not in (0, None) and r.status is not Status.ERROR:
+                # wrote a result, then died (e.g. in teardown): keep the result, note it
+                r = dataclasses.replace(r, summary=f"{r.summary} (then exited with {code})")
             out.append(r)
             continue
-        if started is not None:
-            host = str(started.get("host") or host)
+        if isinstance(started, dict) and isinstance(started.get("host"), str):
+            host = started["host"] or host
         if code not in (0, None):  # exited by itself, not stopped by the runner
             last = tail.splitlines()[-1] if tail else "no output on stderr"
             out.append(
@@ -382,7 +441,7 @@ def run_probe(
     script_dir: Path | None = None,
 ) -> ProbeResult:
     """Run one probe to the end (or its timeout) and gather its ranks' results."""
-    result_dir.mkdir(parents=True, exist_ok=True)
+    fsio.ensure_dir(result_dir)
     for stale in result_dir.glob(f"{spec.name}.rank*"):
         stale.unlink()
     script = (script_dir or probes_dir()) / registry.script_name(spec.name)
@@ -447,7 +506,10 @@ def resolve_target(env: str, profile_name: str | None = None) -> Target:
             )
         return Target(name=prof.name if prof else as_path.name, python=python, profile=prof)
     if as_path.is_file() and not env.endswith(".toml"):
-        return Target(name=prof.name if prof else env, python=as_path, profile=prof)
+        venv_name = as_path.absolute().parent.parent.name  # <venv>/bin/python
+        return Target(
+            name=prof.name if prof else venv_name or "python", python=as_path, profile=prof
+        )
     built_for = paths.environment_profile(env) if "/" not in env else None
     if built_for and built_for != env:  # venvs/<profile>-<project>: its profile's settings
         prof = profiles.load(profile_name or built_for)

@@ -7,13 +7,16 @@ start fast: its module imports argparse and this package at the top and the rest
 (``tests/test_facts.py`` checks it).
 
 A module defines ``NAME``, ``HELP``, optional ``ORDER`` (help listing order),
-``configure(parser)`` and ``run(args) -> int``. Shared options live here.
+``configure(parser)`` and ``run(args) -> int``. Shared options live here, and the
+plain-output exits (``print_json``, ``print_text``), which mask secrets (``redact``)
+like the rich consoles in ``report`` do: commands print nothing any other way.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from typing import Any
 
@@ -26,10 +29,46 @@ def add_facts_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def seconds(text: str) -> float:
+    """An argparse type: a finite number of seconds greater than 0 (``nan``, ``inf``
+    and ``0`` would disable the bound they set)."""
+    value = _number(text)
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds greater than 0")
+    return value
+
+
+def wait_seconds(text: str) -> float:
+    """An argparse type: a finite number of seconds, 0 or more (0: do not wait)."""
+    value = _number(text)
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds (0 or more)")
+    return value
+
+
+def _number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        return math.nan
+
+
 def add_json_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON for scripts")
 
 
 def print_json(data: Any) -> None:
-    json.dump(data, sys.stdout, indent=2, default=str)
+    """``data`` as indented JSON on stdout, masked (``redact.deep``)."""
+    from hpcenv import redact
+
+    json.dump(redact.deep(data), sys.stdout, indent=2, default=str)
     sys.stdout.write("\n")
+
+
+def print_text(text: str, *, err: bool = False) -> None:
+    """Plain text (a rendered script, a job's raw report) on stdout or stderr, masked."""
+    from hpcenv import redact
+
+    stream = sys.stderr if err else sys.stdout
+    stream.write(redact.text(text))
+    stream.flush()

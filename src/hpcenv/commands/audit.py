@@ -132,7 +132,7 @@ def _ci_reports(args: argparse.Namespace, result: Audit | None, error: str | Non
         return
     from pathlib import Path
 
-    from hpcenv import junit
+    from hpcenv import fsio, junit
     from hpcenv.kit.status import Status
     from hpcenv.results import ProbeResult
 
@@ -157,5 +157,4 @@ def _ci_reports(args: argparse.Namespace, result: Audit | None, error: str | Non
             rows += [("warning", w) for w in result.warnings]
         pipe = "\\|"  # a | inside a Markdown table cell
         cells = "".join(f"| {k} | {v.replace('|', pipe)} |\n" for k, v in rows)
-        with Path(args.summary).open("a") as fh:
-            fh.write(f"### hpcenv {name}\n\n| | |\n|---|---|\n{cells}\n")
+        fsio.append_text(Path(args.summary), f"### hpcenv {name}\n\n| | |\n|---|---|\n{cells}\n")

@@ -11,13 +11,10 @@ project's files are never modified.
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
-from rich.markup import escape
-
 from hpcenv import build, report
-from hpcenv.commands import add_facts_option, add_json_option, print_json
+from hpcenv.commands import add_facts_option, add_json_option, print_json, wait_seconds
 from hpcenv.errors import BadInput
 from hpcenv.plan import plan_for
 
@@ -55,7 +52,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--force", action="store_true", help="rebuild even when nothing changed")
     parser.add_argument(
         "--wait",
-        type=float,
+        type=wait_seconds,
         metavar="SECONDS",
         help="how long to wait for another build of the same environment "
         "(default: HPCENV_LOCK_TIMEOUT or 900)",
@@ -86,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
         facts,
         project=project,
         force=args.force,
-        show_progress=not args.json and sys.stderr.isatty(),
+        show_progress=not args.json and report.err_console.is_terminal,
         lock_timeout=args.wait,
     )
     if args.json:
@@ -96,17 +93,15 @@ def run(args: argparse.Namespace) -> int:
         print_json(data)
     elif result.noop:
         report.console.print(
-            escape(f"{result.profile}: up to date ({result.venv} -> {result.target.name})")
+            f"{result.profile}: up to date ({result.venv} -> {result.target.name})"
         )
     else:
         report.console.print(
-            escape(
-                f"{result.profile}: built {result.target.name} in {result.seconds:.1f} s; "
-                f"{result.venv} switched (report: {result.report_path})"
-            )
+            f"{result.profile}: built {result.target.name} in {result.seconds:.1f} s; "
+            f"{result.venv} switched (report: {result.report_path})"
         )
         for line in _project_lines(result.report.get("project")):
-            report.console.print(escape(line))
+            report.console.print(line)
     return 0
 
 

@@ -42,11 +42,12 @@ def run(args: argparse.Namespace) -> int:
     from hpcenv.plan import make_plan
     from hpcenv.results import Status, overall
 
+    probe.check_args(ranks=args.ranks, junit=args.junit)
     start = time.monotonic()
     err = report.err_console
     stages: list[dict[str, Any]] = []
 
-    err.print("[bold]1/4 facts[/bold]")
+    err.print("1/4 facts", style="bold")
     t0 = time.monotonic()
     node = facts.collect()
     gpus = ", ".join(sorted({g.name for g in node.gpus})) or "no NVIDIA GPU"
@@ -60,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
         }
     )
 
-    err.print("[bold]2/4 plan[/bold]")
+    err.print("2/4 plan", style="bold")
     t0 = time.monotonic()
     prof = profile.load(args.profile)
     plan = make_plan(prof, node)  # NoCompatibleBuild (3) when no torch build runs here
@@ -75,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
         }
     )
 
-    err.print("[bold]3/4 build[/bold]")
+    err.print("3/4 build", style="bold")
     built = build.build(plan, node, show_progress=not args.json)
     stages.append(
         {
@@ -87,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
         }
     )
 
-    err.print("[bold]4/4 probes[/bold]")
+    err.print("4/4 probes", style="bold")
     target = runner.Target(name=prof.name, python=paths.venv_python(built.venv), profile=prof)
     results, result_dir = probe.execute(target, tuple(prof.probes.run), ranks=args.ranks)
     status = overall(results)
@@ -112,8 +113,8 @@ def run(args: argparse.Namespace) -> int:
         report.print_stages(stages, title=f"doctor: {prof.name}")
         report.print_probe_results(results, title=f"probes in {target.name} ({target.python})")
         report.console.print(
-            f"[bold]{status.value.upper()}[/bold] in {total:.1f} s "
-            f"(build {built.seconds:.1f} s; rank files in {result_dir})"
+            report.styled(status.value.upper(), "bold"),
+            f"in {total:.1f} s (build {built.seconds:.1f} s; rank files in {result_dir})",
         )
     bad = [r.name for r in results if r.status in (Status.FAIL, Status.ERROR)]
     if bad:

@@ -9,9 +9,8 @@ import argparse
 from typing import Any
 
 from rich.table import Table
-from rich.text import Text
 
-from hpcenv import redact, report
+from hpcenv import report
 from hpcenv.commands import add_facts_option, add_json_option, print_json
 from hpcenv.plan import plan_for
 from hpcenv.plan_model import Plan
@@ -33,12 +32,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def plan_json(plan: Plan) -> dict[str, Any]:
-    """``Plan.to_json()`` plus the digest, with secret-named env values and URL
-    credentials (an index given as ``https://user:token@mirror/...``) masked."""
+    """``Plan.to_json()`` plus the digest (masked where it is printed: ``print_json``)."""
     data = plan.to_json()
-    data["env"] = redact.env(plan.env)
-    data["multi_node_env"] = redact.env(plan.multi_node_env)
-    data = dict(redact.deep(data))
     data["digest"] = plan.digest()
     return data
 
@@ -56,9 +51,9 @@ def run(args: argparse.Namespace) -> int:
     table.add_column("step", style="bold")
     table.add_column("what", overflow="fold")
     table.add_column("why", overflow="fold")
-    for step in plan.steps:  # masked when the plan was made (plan._env_words)
-        table.add_row(step.kind, Text(step.what), Text(step.why))
+    for step in plan.steps:
+        table.add_row(step.kind, step.what, step.why)
     report.console.print(table)
     for w in plan.warnings:
-        report.console.print(Text(f"warning: {w}", style="yellow"))
+        report.console.print(report.styled(f"warning: {w}", "yellow"))
     return 0

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 
-from rich.markup import escape
 from rich.table import Table
 
 from hpcenv import facts, preflight, profile, report
@@ -49,9 +48,7 @@ def run(args: argparse.Namespace) -> int:
         for col in ("check", "status", "reason", "fix"):
             table.add_column(col)
         for c in checks:
-            table.add_row(
-                c.name, f"[{STYLE[c.status]}]{c.status.value}[/]", escape(c.reason), escape(c.fix)
-            )
+            table.add_row(c.name, report.styled(c.status.value, STYLE[c.status]), c.reason, c.fix)
         report.console.print(table)
     failed = [c.name for c in checks if c.status is Status.FAIL]
     if failed:

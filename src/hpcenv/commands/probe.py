@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import math
+import re
 from pathlib import Path
 
-from hpcenv import junit, paths, report, runner
-from hpcenv.commands import add_json_option, print_json
+from hpcenv import fsio, junit, paths, report, runner
+from hpcenv.commands import add_json_option, print_json, seconds
 from hpcenv.errors import BadInput, ProbeFailed
 from hpcenv.kit import registry
 from hpcenv.results import ProbeResult, Status, overall
@@ -41,10 +43,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--ranks",
         type=int,
         metavar="N",
-        help="ranks of multi-rank probes (default: GPUs on this node, else 2)",
+        help="ranks of multi-rank probes (default: GPUs on this node, else 2; at most one "
+        "per CPU and 0.5 GiB of memory unless HPCENV_MAX_RANKS says more)",
     )
     parser.add_argument(
-        "--timeout", type=float, metavar="S", help="seconds per probe (default: profile's)"
+        "--timeout", type=seconds, metavar="S", help="seconds per probe (default: profile's)"
     )
     parser.add_argument("--junit", metavar="FILE", help="write JUnit XML here")
     parser.add_argument(
@@ -57,6 +60,20 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--model", metavar="PATH", help="local model for the vllm generation")
     add_json_option(parser)
+
+
+def check_args(*, ranks: int | None, junit: str | None) -> None:
+    """What can be checked before any slow work (a build, the first probe): --ranks
+    against this node's cap (local ranks; srun places its own), --junit's path."""
+    if ranks is not None:
+        if isinstance(runner.launcher_here(), runner.LocalLauncher):
+            runner.check_ranks(ranks, runner.local_default_ranks())
+        elif ranks < 1:
+            raise BadInput(f"--ranks {ranks}: must be 1 or more")
+    if junit:
+        from hpcenv import junit as junit_xml
+
+        junit_xml.check_path(Path(junit))
 
 
 def execute(
@@ -74,23 +91,27 @@ def execute(
     launcher = runner.launcher_here()  # in a SLURM allocation: one srun over all its nodes
     if ranks is None:
         ranks = launcher.default_ranks()
-    if ranks < 1:
+    if isinstance(launcher, runner.LocalLauncher):
+        runner.check_ranks(ranks, runner.local_default_ranks())
+    elif ranks < 1:
         raise BadInput(f"--ranks {ranks}: must be 1 or more")
-    if timeout is not None and timeout <= 0:
-        raise BadInput(f"--timeout {timeout:g}: must be greater than 0")
+    if timeout is not None and not (math.isfinite(timeout) and timeout > 0):
+        raise BadInput(f"--timeout {timeout:g}: must be a finite number greater than 0")
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    # the name is only a label: never a path (a python given by path names its venv)
+    label = re.sub(r"[^A-Za-z0-9_.-]", "_", target.name).lstrip(".") or "env"
     result_dir = (
-        Path(results_dir) if results_dir else paths.home() / "results" / f"{target.name}-{stamp}"
+        Path(results_dir) if results_dir else paths.home() / "results" / f"{label}-{stamp}"
     ).absolute()
+    fsio.ensure_dir(result_dir)
     err = report.err_console
 
     def started(spec: runner.ProbeSpec) -> None:
         where = f" ({spec.ranks} ranks)" if spec.ranks > 1 else ""
-        err.print(f"[dim]probe {spec.name}{where} ...[/dim]")
+        err.print(f"probe {spec.name}{where} ...", style="dim")
 
     def done(r: ProbeResult) -> None:
-        style = report.STATUS_STYLE.get(r.status.value, "")
-        err.print(f"  [{style}]{r.status.value}[/{style}] {r.name} ({r.seconds:.1f} s)")
+        err.print(" ", report.status_text(r.status.value), f"{r.name} ({r.seconds:.1f} s)")
 
     results = runner.run_suite(
         target,
@@ -107,6 +128,7 @@ def execute(
 
 
 def run(args: argparse.Namespace) -> int:
+    check_args(ranks=args.ranks, junit=args.junit)
     target = runner.resolve_target(args.env, args.profile)
     names = tuple(args.names) or target.default_probes
     extra: dict[str, list[str]] = {}

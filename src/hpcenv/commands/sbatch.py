@@ -7,13 +7,12 @@ the report it wrote (with --json, stdout holds that JSON report and nothing else
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import sys
 import time
 from pathlib import Path
 
-from hpcenv import profile
+from hpcenv import fsio, profile
+from hpcenv.commands import print_json, print_text
 from hpcenv.slurm import sbatch, walltime
 
 NAME = "sbatch"
@@ -69,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
         venv=args.env,
     )
     if not (args.submit or args.wait):  # --wait implies --submit
-        sys.stdout.write(job.script)
+        print_text(job.script)
         return 0
     script = sbatch.write(job)
     started = time.monotonic()
@@ -77,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
     env = {**os.environ, **sbatch.secret_env(prof, nodes=args.nodes)}
     job_id = sbatch.submit(script, env=env)
     # --json keeps stdout for the report alone
-    print(f"submitted job {job_id} ({script})", flush=True, file=sys.stderr if args.json else None)
+    print_text(f"submitted job {job_id} ({script})\n", err=args.json)
     if not args.wait:
         return 0
     # The bound is the job's own time limit (plus slack), counted only while it runs:
@@ -85,21 +84,17 @@ def run(args: argparse.Namespace) -> int:
     state = sbatch.wait(job_id, timeout=walltime.seconds(prof.slurm.time or "24:00:00") + 600)
     report = sbatch.read_report(job, job_id)
     out, err = job.log_paths(job_id)
-    print(
-        f"job {job_id} ended {state} after {time.monotonic() - started:.1f} s; logs: {out}",
-        file=sys.stderr,
+    print_text(
+        f"job {job_id} ended {state} after {time.monotonic() - started:.1f} s; logs: {out}\n",
+        err=True,
     )
     if isinstance(report, dict):
-        json.dump(report, sys.stdout, indent=2, default=str)
-        sys.stdout.write("\n")
+        print_json(report)
     elif report:
-        sys.stdout.write(report)
+        print_text(report)
     else:
-        try:
-            tail = err.read_text(errors="replace").splitlines()[-20:]
-        except OSError:
-            tail = []
-        sys.stderr.write("\n".join(tail) + "\n")
+        tail = fsio.read_tail(err, 64 << 10).splitlines()[-20:]
+        print_text("\n".join(tail) + "\n", err=True)
     failed = sbatch.outcome(job_id, args.target, state, report, log=err)
     if failed is not None:
         raise failed

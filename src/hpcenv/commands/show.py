@@ -21,7 +21,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from hpcenv import profile, redact, report
+    from hpcenv import profile, report
 
     if args.schema:
         rows = profile.schema_rows()
@@ -35,8 +35,6 @@ def run(args: argparse.Namespace) -> int:
     p = profile.load(args.profile)
     data = dataclasses.asdict(p)
     data["path"] = str(p.path) if p.path else None
-    data["env"] = {scope: redact.env(getattr(p.env, scope)) for scope in ("always", "multi_node")}
-    data = redact.deep(data)  # URL credentials anywhere (an index_url with a token)
     if args.json:
         print_json(data)
     else:

@@ -28,7 +28,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -38,7 +37,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from hpcenv import command
+from hpcenv import command, fsio
+from hpcenv.commands import print_text
 from hpcenv.errors import CommandFailed, ProbeFailed
 from hpcenv.kit import slurm_env
 from hpcenv.kit.ports import free_port
@@ -266,18 +266,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     env = with_auth_token(os.environ)
     ray = str(Path(args.python).parent / "ray")
     p = plan(args.hosts.split(","), head_ip=args.head_ip, env=env)
-    args.log_dir.mkdir(parents=True, exist_ok=True)
-    (args.log_dir / "ray-plan.json").write_text(
-        json.dumps(
-            {
-                "head": p.head,
-                "workers": list(p.workers),
-                "address": p.address,
-                "symmetric_run_available": has_symmetric_run(ray),
-                "head_argv": head_argv(p, ray, "<temp>"),
-                "worker_argv": worker_argv(p, ray),
-            }
-        )
+    fsio.write_json(
+        args.log_dir / "ray-plan.json",
+        {
+            "head": p.head,
+            "workers": list(p.workers),
+            "address": p.address,
+            "symmetric_run_available": has_symmetric_run(ray),
+            "head_argv": head_argv(p, ray, "<temp>"),
+            "worker_argv": worker_argv(p, ray),
+        },
     )
     try:
         with cluster(
@@ -292,9 +290,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 command.shutdown_all([proc])
     except ProbeFailed as exc:
         if args.stderr is not None:
-            with args.stderr.open("a") as f:
-                f.write(f"{exc}\n")
-        print(exc, file=sys.stderr)
+            fsio.append_text(args.stderr, f"{exc}\n")
+        print_text(f"{exc}\n", err=True)
         return 5
 
 

@@ -37,7 +37,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from hpcenv import command, paths, redact
+from hpcenv import command, fsio, paths, redact
 from hpcenv.errors import (
     BadInput,
     BuildFailed,
@@ -51,6 +51,8 @@ from hpcenv.profile import KNOWN_PROBES, Profile, available
 
 TARGETS = ("probe", "build", *KNOWN_PROBES)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+#: The most of a job's report.json read back (its tail when larger).
+MAX_REPORT_BYTES = 64 << 20
 #: Seconds between queue polls while waiting for a job.
 POLL_S = 1.0
 
@@ -274,13 +276,12 @@ def write(job: Job, path: Path | None = None) -> Path:
     fail silently without a log."""
     for d in (job.log_dir, job.output_dir):
         try:
-            d.mkdir(parents=True, exist_ok=True)
+            fsio.ensure_dir(d)
         except OSError as exc:
             raise BadInput(f"cannot create {d} ({exc.strerror}); fix job.log_dir") from exc
-    target = path or job.log_dir / f"{job.name}.sbatch"
-    target.write_text(job.script)
-    target.chmod(0o755)
-    return target
+    # a new file renamed into place: a symlink planted at the name is replaced, never
+    # written through (nor its target made executable); the mode follows the umask
+    return fsio.write_text(path or job.log_dir / f"{job.name}.sbatch", job.script, executable=True)
 
 
 def submit(script: Path, *, env: Mapping[str, str] | None = None) -> str:
@@ -396,12 +397,11 @@ def outcome(
 def read_report(job: Job, job_id: str) -> dict[str, object] | str | None:
     """The report the job wrote: parsed JSON, or the raw text when it is not JSON."""
     path = job.report_path(job_id)
-    try:
-        text = path.read_text()
-    except OSError:
+    if not path.is_file():
         return None
+    text = fsio.read_tail(path, MAX_REPORT_BYTES)
     try:
         data = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return text
     return data if isinstance(data, dict) else {"report": data}
