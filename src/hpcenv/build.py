@@ -6,8 +6,9 @@ The chain (each step timed into the JSON build report, shown with rich progress)
    interleave; remove leftovers of killed builds (build dirs without a marker);
 2. the lock: kept when its inputs digest matches (``lock.mismatch``), else compiled;
 3. the stamp: hash of plan digest, lock content, the facts that matter, the fixes'
-   sources and hpcenv's version. The current build has the same stamp -> nothing to
-   do (no uv call; well under a second);
+   sources and hpcenv's version. The current build has the same stamp and is still
+   whole (``venv_check``: every distribution and every file its RECORD lists) ->
+   nothing to do (no uv call; well under a second); a damaged one is rebuilt;
 4. ``uv venv`` into a new sibling ``venvs/<profile>-<stamp>-<time>``; ``uv pip sync``
    of the lock (or, with a project, ``swap``); flash-attn per plan; fixes;
 5. import check with the new venv's Python (torch and every package: ``import_check``);
@@ -38,7 +39,7 @@ from typing import IO, TYPE_CHECKING, Any, TypeVar, cast
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from hpcenv import __version__, envlock, fixes, fsio, import_check, lock, paths, uv
+from hpcenv import __version__, envlock, fixes, fsio, import_check, lock, paths, uv, venv_check
 from hpcenv.errors import BadInput, BuildFailed, CommandFailed
 from hpcenv.facts_model import Facts
 from hpcenv.plan import require_torch
@@ -237,9 +238,18 @@ def build(
         )
 
 
-def _noop(profile: str, current: Path, new_stamp: str, start: float) -> BuildResult | None:
+def _noop(
+    profile: str, current: Path, new_stamp: str, start: float, damaged: list[str]
+) -> BuildResult | None:
+    """The no-op result when the current build has ``new_stamp`` and is still whole
+    (``venv_check``); a damaged one is noted in ``damaged`` and rebuilt."""
     marker = read_marker(current)
     if not marker or marker.get("stamp") != new_stamp:
+        return None
+    installed = marker.get("installed")
+    problem = venv_check.damage(current, installed if isinstance(installed, dict) else {})
+    if problem:
+        damaged.append(f"the environment is damaged ({problem}); rebuilding it")
         return None
     return BuildResult(
         profile=profile,
@@ -286,13 +296,14 @@ def _build_locked(
         project_digest = swap.project_digest(project)
         python = swap.python_for(project, plan).version
     new_stamp = ""
+    damaged: list[str] = []
     if lock_why is None:
         lock_text = fsio.read_text(lock_path, "lockfile") if project is None else ""
         new_stamp = stamp(plan, facts, lock_text, project_digest)
         if (
             current is not None
             and not force
-            and (done := _noop(profile, current, new_stamp, start))
+            and (done := _noop(profile, current, new_stamp, start, damaged))
         ):
             return done
 
@@ -319,6 +330,7 @@ def _build_locked(
         },
         "sources": uv.source_args(plan),
         "leftovers_removed": leftovers,
+        "damaged": damaged,
         "steps": [],
         "log": str(log_path),
     }
@@ -338,7 +350,7 @@ def _build_locked(
                 if (
                     current is not None
                     and not force
-                    and (done := _noop(profile, current, new_stamp, start))
+                    and (done := _noop(profile, current, new_stamp, start, damaged))
                 ):
                     log_fh.close()
                     return done
