@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
-from hpcenv import command, envlock, fsio, junit, profile, sbatch
+from hpcenv import command, envlock, fsio, junit, profile
+from hpcenv.slurm import sbatch
 from hpcenv.errors import BadInput
 from hpcenv.results import RankResult, Status, gather
 
