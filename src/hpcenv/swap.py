@@ -39,11 +39,9 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import importlib.metadata
-import os
 import platform
 import re
 import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -52,7 +50,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from hpcenv import cudalibs, fixes, import_check, knowledge, redact, uv, uvlock
+from hpcenv import cudalibs, fixes, fsio, import_check, knowledge, uv, uvlock
 from hpcenv.audit import marker_environment
 from hpcenv.errors import BadInput, BuildFailed, CommandFailed, NoCompatibleBuild
 from hpcenv.facts_model import Facts
@@ -441,7 +439,7 @@ def _exact_pins(resolved: str) -> str:
 def _hint(plan: Plan) -> str:
     where = plan.torch_wheel or plan.torch.index_url or "the torch index"
     return (
-        f"torch comes from {redact.userinfo(where)} (set [torch] index_url or "
+        f"torch comes from {where} (set [torch] index_url or "
         "HPCENV_TORCH_INDEX_URL for a mirror, [packages] find_links for a wheelhouse); the "
         "other packages from the default index (UV_DEFAULT_INDEX for a PyPI mirror)"
     )
@@ -484,11 +482,12 @@ def sync_and_swap(
         "warnings": list(wanted.warnings),
         "changes": [dataclasses.asdict(c) for c in wanted.changes],
     }
-    with tempfile.TemporaryDirectory(prefix="hpcenv-project-") as tmp:
-        work = Path(tmp)
-        (work / "requirements.in").write_text("".join(f"{r}\n" for r in wanted.requirements))
+    with fsio.work_dir("hpcenv-project-") as work:  # a SIGKILLed one's: removed next run
+        reqs = "".join(f"{r}\n" for r in wanted.requirements)
+        fsio.write_bytes(work / "requirements.in", reqs.encode())
         if wanted.overrides:
-            (work / "overrides.txt").write_text("".join(f"{o}\n" for o in wanted.overrides))
+            overrides = "".join(f"{o}\n" for o in wanted.overrides)
+            fsio.write_bytes(work / "overrides.txt", overrides.encode())
             extra_compile = [*extra, "--override", str(work / "overrides.txt")]
         else:
             extra_compile = extra
@@ -506,7 +505,7 @@ def sync_and_swap(
             (work / "resolved.txt").write_text(exact)
             uv.sync(venv, work / "resolved.txt", plan=plan, log=log, extra=extra)
         except CommandFailed as exc:
-            detail = redact.text(uv.error_summary(exc.output) or str(exc), os.environ)
+            detail = uv.error_summary(exc.output) or str(exc)
             raise BuildFailed(
                 f"installing project {request.directory.name} with torch "
                 f"{wanted.torch_before} -> {plan.torch.backend} failed: {detail}; {_hint(plan)}"
@@ -525,7 +524,7 @@ def sync_and_swap(
                     env={"PYTHONDONTWRITEBYTECODE": "1"},
                 )
             except CommandFailed as exc:
-                detail = redact.text(uv.error_summary(exc.output) or str(exc), os.environ)
+                detail = uv.error_summary(exc.output) or str(exc)
                 raise BuildFailed(
                     f"installing project {request.directory.name} itself (non-editable, from a "
                     f"copy) failed: {detail}; {_hint(plan)}"
