@@ -22,9 +22,9 @@ import pytest
 
 from conftest import REPO
 from hpcenv import command, envlock, fsio, junit, profile
-from hpcenv.slurm import sbatch
 from hpcenv.errors import BadInput
 from hpcenv.results import RankResult, Status, gather
+from hpcenv.slurm import sbatch
 
 VICTIM_TEXT = "# the victim's .bashrc\nexport PS1='$ '\n"
 
