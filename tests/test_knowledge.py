@@ -202,7 +202,7 @@ def test_arch_lists_are_sorted() -> None:
 
 
 def test_vllm_minimum_from_the_sdists() -> None:
-    """KNOWLEDGE.md said 0.20.0, the first hand table '>=0.21': the sdists say 0.20.0."""
+    """The first hand table said '>=0.21' (unconfirmed): the sdists say 0.20.0."""
     assert KNOW.vllm_min_cc("0.19.1").min_compute_capability == "7.0"  # type: ignore[union-attr]
     assert KNOW.vllm_min_cc("0.20.0").min_compute_capability == "7.5"  # type: ignore[union-attr]
     assert KNOW.vllm_min_cc("0.99.0").min_compute_capability == "7.5"  # type: ignore[union-attr]

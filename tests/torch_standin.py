@@ -7,7 +7,7 @@ CUDA wheel is ~900 MB). The stand-in wheels are small but real where update look
 - ``torch/version.py`` as torch writes it (``__version__ = '2.9.1+cu126'``, ``cuda = ...``);
 - ``torch/share/cmake/Torch/TorchConfig.cmake`` with the ABI flag (or without, as 2.15);
 - ``torch/lib/libtorch_cuda.so``: a real 64-bit ELF whose ``.nv_fatbin`` section holds a
-  fatbinary container written byte by byte from the documented layout (KNOWLEDGE.md s8:
+  fatbinary container written byte by byte from the documented layout (hpcenv.kit.fatbin:
   magic ``0xBA55ED50``, version, header size, payload size; entries with kind 1 = PTX or
   2 = ELF, header size, payload size, ``sm`` arch), padded with incompressible bytes so
   that streaming it takes more than one range request.
