@@ -19,12 +19,12 @@ from packaging.version import Version
 
 from hpcenv import facts as facts_mod
 from hpcenv import facts_model, flashattn, knowledge, profile
-from hpcenv.errors import BadInput, NoCompatibleBuild
+from hpcenv.errors import BadInput
 from hpcenv.facts_model import Facts
 from hpcenv.knowledge import cap_key
 from hpcenv.plan_model import Plan, Step, TorchChoice
 from hpcenv.profile import Profile
-from hpcenv.resolve import describe_gpus, index_base, resolve_torch
+from hpcenv.resolve import describe_gpus, index_base, raise_if_none, resolve_torch
 
 FIND_LINKS_ENV = ("PIP_FIND_LINKS", "HPCENV_FIND_LINKS")
 
@@ -361,10 +361,7 @@ def require_torch(plan: Plan) -> None:
     another way (changed with ``dataclasses.replace``, read back) is checked here, so
     every command that needs a runnable torch says the same thing with the same code.
     """
-    if plan.torch.error or not plan.torch.backend:
-        raise NoCompatibleBuild(
-            plan.torch.error or f"profile {plan.profile}: no torch build runs on this node"
-        )
+    raise_if_none(plan.torch, where=f"profile {plan.profile}")
 
 
 __all__ = [

@@ -483,10 +483,10 @@ def resolve_torch(
     )
 
 
-def raise_if_none(choice: TorchChoice) -> TorchChoice:
+def raise_if_none(choice: TorchChoice, where: str = "this node") -> TorchChoice:
     """The one place a choice without a build becomes ``NoCompatibleBuild`` (exit 3)."""
-    if choice.error:
-        raise NoCompatibleBuild(choice.error)
+    if choice.error or not choice.backend:
+        raise NoCompatibleBuild(choice.error or f"{where}: no torch build runs on this node")
     return choice
 
 
