@@ -501,8 +501,8 @@ def sync_and_swap(
                 log=log,
                 extra=extra_compile,
             )
-            exact = _exact_pins((work / "resolved.txt").read_text())
-            (work / "resolved.txt").write_text(exact)
+            exact = _exact_pins(fsio.read_text(work / "resolved.txt", "uv's output"))
+            fsio.write_bytes(work / "resolved.txt", exact.encode())
             uv.sync(venv, work / "resolved.txt", plan=plan, log=log, extra=extra)
         except CommandFailed as exc:
             detail = uv.error_summary(exc.output) or str(exc)

@@ -11,7 +11,8 @@ the data lacks."""
 from __future__ import annotations
 
 import argparse
-import sys
+
+from hpcenv.commands import print_text
 
 NAME = "knowledge"
 HELP = "regenerate hpcenv's torch/vLLM data from PyPI and a PyTorch index; check it is current"
@@ -39,7 +40,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def _log(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
+    print_text(f"{line}\n", err=True)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -48,12 +49,12 @@ def run(args: argparse.Namespace) -> int:
     from hpcenv.knowledge import update
 
     if args.action == "check":
-        print(update.check(args.pypi))
+        print_text(f"{update.check(args.pypi)}\n")
         return 0
     out = Path(args.out) if args.out else None
     for written in update.update_all(
         pypi=args.pypi, index=args.index, out=out, vllm=not args.no_vllm, log=_log
     ):
         state = "changed" if written.changed else "unchanged"
-        print(f"{written.path}: {written.rows} rows, {state}")
+        print_text(f"{written.path}: {written.rows} rows, {state}\n")
     return 0

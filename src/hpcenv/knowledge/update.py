@@ -17,7 +17,6 @@ are never touched here.
 
 from __future__ import annotations
 
-import os
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from typing import Any
 
 from packaging.version import Version
 
+from hpcenv import fsio
 from hpcenv.errors import BadInput
 from hpcenv.knowledge import listing, wheels
 from hpcenv.knowledge.listing import WheelFile
@@ -89,9 +89,7 @@ def write_if_changed(path: Path, text: str) -> bool:
             return False
     except FileNotFoundError:
         pass
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    fsio.write_bytes(path, text.encode("utf-8"))  # temp + rename, never through a symlink
     return True
 
 

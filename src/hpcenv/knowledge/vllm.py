@@ -16,7 +16,6 @@ the probes.
 from __future__ import annotations
 
 import json
-import os
 import re
 import tarfile
 import urllib.error
@@ -29,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from packaging.version import InvalidVersion, Version
 
+from hpcenv import fsio
 from hpcenv.errors import BadInput
 from hpcenv.knowledge import remote
 
@@ -210,10 +210,7 @@ def _cached_cmake(url: str, sha256: str | None) -> str | None:
         pass
     text = read_sdist_cmake(url)
     if text is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
+        fsio.write_bytes(path, text.encode("utf-8"))
     return text
 
 

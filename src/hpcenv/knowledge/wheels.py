@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hpcenv import fsio
 from hpcenv.errors import BadInput
 from hpcenv.knowledge import remote
 
@@ -137,10 +138,8 @@ def read_cached(url: str, *, sha256: str | None, cache: Path | None = None) -> W
     except (OSError, ValueError, TypeError):
         pass
     facts = read(url, sha256=sha256)
-    folder.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({"format": CACHE_FORMAT, **asdict(facts)}, sort_keys=True))
-    os.replace(tmp, path)
+    data = json.dumps({"format": CACHE_FORMAT, **asdict(facts)}, sort_keys=True)
+    fsio.write_bytes(path, data.encode())
     return facts
 
 
