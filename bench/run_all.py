@@ -4,7 +4,10 @@
 Each figure is a median of several runs with its baseline measured in the same run
 (see each script's docstring). Steps: build ``local`` into a private HPCENV_HOME
 (warm uv cache), then facts, build, allreduce, the local probe suite and the doctor,
-and with ``--slurm`` the probe-nccl job on a private local SLURM (about 1.5 min).
+the GPU-code reader against cuobjdump and the audit of a CUDA torch venv
+(``bench_archs.py``; a 4.5 GB venv and a 470 MB library fetched once into
+``~/.cache/hpcenv-tests``), and with ``--slurm`` the probe-nccl job on a private local SLURM
+(about 1.5 min).
 """
 
 from __future__ import annotations
@@ -96,6 +99,9 @@ def main() -> int:
     )
     results["probe_suite"] = median_wall([*hpcenv, "probe", "--env", "local"], env, args.runs)
     results["doctor"] = median_wall([*hpcenv, "doctor", "local"], env, args.runs)
+    results["archs"] = run_json(  # downloads its artifacts once (tests/cuda_artifacts.py)
+        [py, str(BENCH / "bench_archs.py"), "--runs", str(max(args.runs, 5))], env
+    )
     if args.slurm:
         results["slurm"] = run_json(
             [py, str(BENCH / "bench_slurm.py"), "--runs", str(args.runs)], env
@@ -204,6 +210,30 @@ def render(r: dict[str, Any]) -> str:
             None,
         ),
     ]
+    if "archs" in r:
+        x = r["archs"]["archs"]
+        lines.append(
+            row(
+                "`hpcenv archs` on torch 2.13.0's `libtorch_cuda.so` (470 MB)",
+                f"{x['hpcenv_archs']['median_s']:.2f} s",
+                f"`cuobjdump -all --list-elf` {x['cuobjdump_list_elf']['median_s']:.2f} s "
+                f"({r['archs']['cuobjdump_over_archs']:.0f}x slower)",
+                "not slower than cuobjdump",
+                r["archs"]["cuobjdump_over_archs"] >= 1,
+            )
+        )
+    if "archs" in r and "audit" in r["archs"]:
+        a2 = r["archs"]["audit"]
+        lines.append(
+            row(
+                "`hpcenv audit VENV`, torch 2.13.0 + CUDA wheels "
+                f"({r['archs']['venv_scan']['libraries_read']} libraries read), warm",
+                f"{a2['hpcenv_audit']['median_s']:.2f} s",
+                f"`python -c pass` {a2['python_start']['median_s']:.3f} s",
+                "< 2 s",
+                a2["hpcenv_audit"]["median_s"] < 2,
+            )
+        )
     if "slurm" in r and "probe_nccl_median_s" in r["slurm"]:
         s = r["slurm"]
         lines.append(

@@ -350,8 +350,8 @@ def _carries(code: CudaCode) -> str:
 
 def _needs(cap: str) -> str:
     major, minor = coverage.parse_cap(cap)
-    sass = " or ".join(f"{major}.{m}" for m in range(minor + 1))
-    return f"SASS {sass}, or PTX <= {cap}"
+    sass = f"{major}.0-{cap}" if minor else cap
+    return f"SASS {sass} or PTX <= {cap}"
 
 
 def _judge(
