@@ -144,3 +144,26 @@ def test_bad_input_is_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Pat
         assert code == 2, path
         assert message in err and err.count("\n") == 1 and "Traceback" not in err
         assert out == ""
+
+
+def test_stripped_libraries(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """``strip --strip-all`` keeps the fatbin sections (they are loaded): same answer. With
+    the section headers removed (what ``sstrip`` does) the sections cannot be found by
+    name: one line naming the file, exit 2."""
+    strip = shutil.which("strip")
+    require("binutils", strip is not None, "strip (binutils) not installed")
+    assert strip is not None
+    lib = real("bnb-cuda130")
+    stripped = tmp_path / "stripped.so"
+    subprocess.run([strip, "--strip-all", "-o", str(stripped), str(lib)], check=True)
+    assert stripped.stat().st_size < lib.stat().st_size
+    before, after = fatbin.scan(lib), fatbin.scan(stripped)
+    assert (after.sass, after.ptx, after.ptx_isa) == (before.sass, before.ptx, before.ptx_isa)
+    assert after.sass  # a library with GPU code, or the comparison proves nothing
+    data = bytearray(lib.read_bytes())
+    data[0x28:0x30] = b"\0" * 8  # e_shoff: no section headers
+    data[0x3C:0x40] = b"\0" * 4
+    headless = tmp_path / "headless.so"
+    headless.write_bytes(bytes(data))
+    code, _out, err = run_cli(capsys, str(headless))
+    assert code == 2 and "no section headers" in err and err.count("\n") == 1
