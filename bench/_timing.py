@@ -8,6 +8,16 @@ import time
 from collections.abc import Mapping, Sequence
 
 
+def summarize(samples: Sequence[float]) -> dict[str, float]:
+    """Median, min and max of wall-clock samples (seconds), and how many."""
+    return {
+        "median_s": statistics.median(samples),
+        "min_s": min(samples),
+        "max_s": max(samples),
+        "runs": len(samples),
+    }
+
+
 def time_command(
     argv: Sequence[str], *, runs: int, env: Mapping[str, str] | None = None, warmup: int = 1
 ) -> dict[str, float]:
@@ -19,9 +29,4 @@ def time_command(
         start = time.perf_counter()
         subprocess.run(argv, env=env, check=True, capture_output=True)
         samples.append(time.perf_counter() - start)
-    return {
-        "median_s": statistics.median(samples),
-        "min_s": min(samples),
-        "max_s": max(samples),
-        "runs": runs,
-    }
+    return summarize(samples)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import subprocess
 import sys
 import time
@@ -27,6 +26,9 @@ from pathlib import Path
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(BENCH))
+from _timing import summarize  # noqa: E402
+
 import cuda_artifacts  # noqa: E402
 
 
@@ -42,15 +44,7 @@ def interleaved(variants: dict[str, list[str]], runs: int) -> dict[str, dict[str
                 raise SystemExit(f"{name} failed ({done.returncode}): {done.stderr[-500:]!r}")
             if round_ > 0:
                 samples[name].append(took)
-    return {
-        name: {
-            "median_s": statistics.median(s),
-            "min_s": min(s),
-            "max_s": max(s),
-            "runs": len(s),
-        }
-        for name, s in samples.items()
-    }
+    return {name: summarize(s) for name, s in samples.items()}
 
 
 def main() -> None:

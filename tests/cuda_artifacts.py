@@ -270,6 +270,21 @@ def torch_cuda_venv() -> Path:
     return venv
 
 
+def install_venv(root: Path, wheels: list[Path]) -> Path:
+    """A real venv (uv, Python 3.11) at ``root`` with ``wheels`` installed without their
+    dependencies, as x86_64 Linux (the cached wheels are x86_64 on every host)."""
+    uv = shutil.which("uv")
+    if uv is None:
+        raise Unavailable("uv is not on PATH")
+    subprocess.run([uv, "venv", "-q", "--python", "3.11", str(root)], check=True)
+    subprocess.run(
+        [uv, "pip", "install", "-q", "--no-deps", "--python", str(root / "bin" / "python"),
+         "--python-platform", "x86_64-manylinux_2_28", *map(str, wheels)],
+        check=True,
+    )  # fmt: skip
+    return root
+
+
 def main() -> int:
     """Fetch the test artifacts (``--bench``: also what the benchmarks read)."""
     try:

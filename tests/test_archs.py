@@ -84,17 +84,9 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A real venv holding bitsandbytes, xformers and nvidia-curand-cu12 (installed by uv
     from the cached PyPI wheels, without their dependencies), an unowned library and a
     broken one."""
-    uv = shutil.which("uv")
-    require("uv", uv is not None, "uv is not on PATH")
-    assert uv is not None
+    require("uv", shutil.which("uv") is not None, "uv is not on PATH")
     wheels = [wheel_of(k) for k in ("bnb-cuda118", "xformers", "curand")]
-    root = tmp_path_factory.mktemp("archs") / "venv"
-    subprocess.run([uv, "venv", "-q", "--python", "3.11", str(root)], check=True)
-    subprocess.run(
-        [uv, "pip", "install", "-q", "--no-deps", "--python", str(root / "bin" / "python"),
-         "--python-platform", "x86_64-manylinux_2_28", *map(str, wheels)],
-        check=True,
-    )  # fmt: skip
+    root = cuda_artifacts.install_venv(tmp_path_factory.mktemp("archs") / "venv", wheels)
     site = next(root.glob("lib/python*/site-packages"))
     shutil.copy(real("curand"), site / "libloose.so")  # installed by hand: no RECORD owns it
     (site / "libbroken.so").write_text("not a library")

@@ -18,12 +18,12 @@ import base64
 import hashlib
 import json
 import shutil
-import subprocess
 import zipfile
 from pathlib import Path
 
 import pytest
 
+import cuda_artifacts
 from conftest import FACTS, require
 from cuobjdump_oracle import real
 from fatbin_build import F_64BIT_LINUX, container, entry
@@ -56,9 +56,7 @@ def write_wheel(out: Path, name: str, version: str, files: dict[str, bytes]) -> 
 
 @pytest.fixture(scope="module")
 def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    uv = shutil.which("uv")
-    require("uv", uv is not None, "uv is not on PATH")
-    assert uv is not None
+    require("uv", shutil.which("uv") is not None, "uv is not on PATH")
     tmp = tmp_path_factory.mktemp("audit")
     torch = write_wheel(
         tmp,
@@ -72,13 +70,7 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
         },
     )
     wheels = [torch, *(wheel_of(k) for k in ("bnb-cuda118", "xformers", "curand"))]
-    root = tmp / "venv"
-    subprocess.run([uv, "venv", "-q", "--python", "3.11", str(root)], check=True)
-    subprocess.run(
-        [uv, "pip", "install", "-q", "--no-deps", "--python", str(root / "bin" / "python"),
-         "--python-platform", "x86_64-manylinux_2_28", *map(str, wheels)],
-        check=True,
-    )  # fmt: skip
+    root = cuda_artifacts.install_venv(tmp / "venv", wheels)
     return root
 
 
