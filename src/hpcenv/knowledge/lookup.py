@@ -13,7 +13,7 @@ the resolver can fall back to inference (the ``--offline`` behaviour).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from packaging.specifiers import SpecifierSet
@@ -67,28 +67,24 @@ class Lookup:
         pypi: dict[str, set[str]] = {}
         consulted: list[str] = []
         unreachable: list[str] = []
+
+        def listed(read: Callable[[], listing.Listing]) -> tuple[listing.WheelFile, ...]:
+            try:
+                got = read()
+            except BadInput as exc:
+                unreachable.append(str(exc))
+                return ()
+            consulted.extend(p.split("#")[0] for p in got.pages)
+            return tuple(w for w in got.files if not w.yanked)
+
         if self.index_base:
-            try:
-                got = listing.index_files(self.index_base, variants, timeout=self.timeout)
-            except BadInput as exc:
-                unreachable.append(str(exc))
-            else:
-                consulted += [p.split("#")[0] for p in got.pages]
-                for w in got.files:
-                    if not w.yanked:
-                        index.setdefault(w.version, {}).setdefault(w.arch, set()).add(
-                            w.variant or "cpu"
-                        )
+            base = self.index_base
+            for w in listed(lambda: listing.index_files(base, variants, timeout=self.timeout)):
+                index.setdefault(w.version, {}).setdefault(w.arch, set()).add(w.variant or "cpu")
         if self.pypi:
-            try:
-                got = listing.pypi_files(self.pypi, timeout=self.timeout)
-            except BadInput as exc:
-                unreachable.append(str(exc))
-            else:
-                consulted += [p.split("#")[0] for p in got.pages]
-                for w in got.files:
-                    if not w.yanked:
-                        pypi.setdefault(w.version, set()).add(w.arch)
+            url = self.pypi
+            for w in listed(lambda: listing.pypi_files(url, timeout=self.timeout)):
+                pypi.setdefault(w.version, set()).add(w.arch)
         releases = []
         for version in sorted(set(index) | set(pypi), key=Version, reverse=True):
             if version in have or version not in spec:
