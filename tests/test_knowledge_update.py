@@ -206,6 +206,11 @@ def test_cli_update_and_check_against_the_standin(
         capsys, "knowledge", "update", "--pypi", standin.url, "--out", str(tmp_path), "--no-vllm"
     )
     assert code == 0 and "3 rows, unchanged" in out
+    code, out, _ = _cli(
+        capsys, "knowledge", "update", "--pypi", standin.url, "--index", f"{standin.url}/whl",
+        "--out", str(tmp_path), "--no-vllm",
+    )  # fmt: skip
+    assert code == 0 and "torch_index.toml: 5 rows, changed" in out  # 2 platforms, 3 wheels
     # hpcenv's own data has no 2.15.0-sized gap here, but the stand-in lists 2.9.1 and 2.15.0
     # only; check against a stand-in listing a release the data cannot have
     s = StandIn(tmp_path / "future")

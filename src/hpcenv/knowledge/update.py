@@ -293,7 +293,7 @@ def update_all(
     if vllm:
         done.append(vllm_data.update_vllm(pypi, out=out, log=log))
     if index:
-        hint = {f"cu{t.version.replace('.', '')}" for t in load_toolkits()}
+        hint = {"cpu"} | {f"cu{t.version.replace('.', '')}" for t in load_toolkits()}
         done.append(update_index(index, variants=sorted(hint), out=out, log=log))
     return done
 
