@@ -39,7 +39,12 @@ def _populate(s: StandIn) -> None:
     s.add_index(
         "cu130", torch_wheel(f, "2.9.1", label="cu130", cuda="13.0", sass=(75, 90), ptx=(120,))
     )
-    s.add_index("cpu", torch_wheel(f, "2.9.1", label="cpu", arch="aarch64"))
+    s.add_index(
+        "cu126",
+        torch_wheel(
+            f, "2.9.1", label="cu126", arch="aarch64", cuda="12.6", sass=(90,), bundled=True
+        ),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -147,13 +152,17 @@ def test_index_update_lists_variants_per_page(
         s.stop()
     plats = _rows(written.path, "platform")
     assert plats[("2.9.1", "x86_64")]["variants"] == ["cu126", "cu130"]
-    assert plats[("2.9.1", "aarch64")]["variants"] == ["cpu"]
+    assert plats[("2.9.1", "aarch64")]["variants"] == ["cu126"]
     assert "#sha256=" in str(plats[("2.9.1", "x86_64")]["source"])
     data = tomllib.loads(written.path.read_text())
     by = {(r["version"], r["arch"], r["variant"]): r for r in data["wheel"]}
     assert by[("2.9.1", "x86_64", "cu130")]["ptx"] == ["12.0"]
     assert by[("2.9.1", "x86_64", "cu130")]["ptx_isa"] == {"12.0": "8.7"}
     assert by[("2.9.1", "x86_64", "cu126")]["sass"] == ["7.0", "8.0", "9.0"]
+    # an aarch64 CUDA wheel with its CUDA runtime inside (no nvidia-* dependency) is read
+    # as the CUDA build its torch/version.py says, not guessed as CPU
+    arm = by[("2.9.1", "aarch64", "cu126")]
+    assert arm["bundles_cudart"] is True and arm["cuda"] == "12.6" and arm["sass"] == ["9.0"]
 
 
 def test_index_with_a_mislabelled_wheel_is_one_clear_line(

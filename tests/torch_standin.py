@@ -102,8 +102,10 @@ def torch_wheel(
     ptx: tuple[int, ...] = (),
     abi: int | None = 1,
     padding: int = 3 * 1024 * 1024,
+    bundled: bool = False,
 ) -> Path:
-    """A stand-in torch wheel; ``label`` goes into the file name (``+cu126``)."""
+    """A stand-in torch wheel; ``label`` goes into the file name (``+cu126``); ``bundled``
+    puts a CUDA runtime inside, as PyTorch's old aarch64 CUDA wheels did."""
     local = f"+{label}" if label else ""
     name = f"torch-{version}{local}-{python}-{python}-manylinux_2_28_{arch}.whl"
     built = f"{version}+{'cpu' if cuda is None else 'cu' + cuda.replace('.', '')}"
@@ -125,6 +127,8 @@ def torch_wheel(
             entries = [(KIND_ELF, sm) for sm in sass] + [(KIND_PTX, sm) for sm in ptx]
             elf = elf_with_section(".nv_fatbin", fatbin(entries), padding=padding)
             zf.writestr("torch/lib/libtorch_cuda.so", elf)
+        if bundled:  # the old aarch64 CUDA wheels: CUDA runtime inside, no nvidia-* deps
+            zf.writestr("torch/lib/libcudart-d0da41ae.so.12", b"\x7fELF")
         zf.writestr(
             f"torch-{version}{local}.dist-info/METADATA",
             f"Name: torch\nVersion: {version}{local}\n",
