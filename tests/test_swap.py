@@ -97,11 +97,13 @@ def test_swap_cu130_to_cu126_in_a_project(index: StandInIndex, project: Path) ->
     request = ProjectRequest(directory=project)
     result = build.build(plan, Facts(arch="x86_64"), project=request)
     assert result.venv.name == "isambard-trainer"  # beside the profile's own environment
-    assert result.report["profile"] == "isambard"
-    assert result.report["environment"] == "isambard-trainer"
-    assert result.report["fixes"] == ["hpcenv_fix_sm90a"]  # the plan lists it: installed
+    assert result.report.serialize()["profile"] == "isambard"
+    assert result.report.serialize()["environment"] == "isambard-trainer"
+    assert result.report.serialize()["fixes"] == [
+        "hpcenv_fix_sm90a"
+    ]  # the plan lists it: installed
     assert list(result.venv.glob("lib/python3*/site-packages/hpcenv_fix_sm90a.pth"))
-    swap = result.report["project"]
+    swap = result.report.serialize()["project"]
     assert swap["torch_before"] == "2.9.1+cu130"
     assert swap["torch_after"] == "2.9.1+cu126"
     dropped = [c["name"] for c in swap["changes"] if c["after"] is None]
@@ -130,7 +132,9 @@ def test_swap_cu130_to_cu126_in_a_project(index: StandInIndex, project: Path) ->
     lock.write_text(lock.read_text() + "\n")
     third = build.build(plan, Facts(arch="x86_64"), project=request)
     assert not third.noop
-    assert json.loads(json.dumps(third.report["project"]))["torch_after"] == "2.9.1+cu126"
+    assert (
+        json.loads(json.dumps(third.report.serialize()["project"]))["torch_after"] == "2.9.1+cu126"
+    )
 
 
 def test_project_without_lock_is_refused(

@@ -110,7 +110,7 @@ def test_swap_resolves_once_into_one_stack(
     request = ProjectRequest(directory=project)
     result = build.build(plan, Facts(arch="x86_64"), project=request)
     assert result.venv == hpcenv_home / "venvs" / "standin-trainer"
-    report = result.report["project"]
+    report = result.report.serialize()["project"]
     assert (report["torch_before"], report["torch_after"]) == ("2.9.1+cu130", "2.9.1+cu126")
     changes = {c["name"]: c for c in report["changes"]}
     assert changes["torchext"]["after"] == "torchext===0.1.0"
@@ -167,7 +167,7 @@ def test_torch_from_a_mirror_never_the_projects_index(
         cuda_index.requested.clear()
         plan = stand_in_plan(mirror.url)
         result = build.build(plan, Facts(arch="x86_64"), project=ProjectRequest(directory=project))
-        assert result.report["project"]["torch_after"] == "2.9.1+cu126"
+        assert result.report.serialize()["project"]["torch_after"] == "2.9.1+cu126"
         assert not [p for p in cuda_index.requested if p.startswith("/cu130")]
         assert any(p.startswith("/cu126/torch") for p in mirror.requested)
     finally:
@@ -199,6 +199,6 @@ def test_offline_from_a_wheelhouse(
     )
     cuda_index.requested.clear()
     result = build.build(plan, Facts(arch="x86_64"), project=ProjectRequest(directory=project))
-    assert result.report["project"]["torch_after"] == "2.9.1+cu126"
-    assert result.report["project"]["libraries"]["ok"] is True
+    assert result.report.serialize()["project"]["torch_after"] == "2.9.1+cu126"
+    assert result.report.serialize()["project"]["libraries"]["ok"] is True
     assert cuda_index.requested == []

@@ -22,6 +22,7 @@ SIGKILL leaves the directory, which the next build removes in step 1.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -30,9 +31,9 @@ import re
 import shutil
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, TypeVar, cast
 
@@ -55,6 +56,73 @@ T = TypeVar("T")
 
 
 @dataclass(frozen=True, kw_only=True)
+class StepTime:
+    """One timed step of a build: its name, what it did, and how long it took."""
+
+    step: str
+    what: str
+    seconds: float
+
+    def serialize(self) -> dict[str, Any]:
+        return {"step": self.step, "what": self.what, "seconds": self.seconds}
+
+
+@dataclass(frozen=True, kw_only=True)
+class BuildReport:
+    """What a build did: the JSON next to its log (``logs/build-*.json``) and in the
+    build's marker. A field left None was not reached (or, for a no-op, does not apply)
+    and is left out of ``serialize()``. Masked where it leaves hpcenv (``fsio``, the
+    commands' JSON)."""
+
+    profile: str
+    environment: str | None = None  # the profile's, or <profile>-<project>
+    noop: bool = False
+    stamp: str | None = None
+    target: str | None = None  # no-op: the build that is kept
+    reason: str | None = None  # no-op: why nothing was done
+    locked_at: float | None = None
+    hpcenv_version: str | None = None
+    plan_digest: str | None = None
+    facts: Mapping[str, Any] | None = None
+    python: str | None = None
+    torch: Mapping[str, Any] | None = None
+    sources: tuple[str, ...] | None = None
+    leftovers_removed: tuple[str, ...] | None = None
+    damaged: tuple[str, ...] | None = None  # why the current build was not kept
+    steps: tuple[StepTime, ...] | None = None
+    log: str | None = None
+    lock: Mapping[str, str] | None = None
+    build_dir: str | None = None
+    project: Mapping[str, Any] | None = None
+    flash_attn: Mapping[str, Any] | None = None
+    fixes: tuple[str, ...] | None = None
+    imports: import_check.ImportCheck | None = None
+    installed: Mapping[str, str] | None = None
+    seconds: float | None = None
+    removed_old_builds: tuple[str, ...] | None = None
+    previous: str | None = None  # after the switch: the build kept for a roll-back
+    finished_at: float | None = None
+    error: str | None = None
+
+    def serialize(self) -> dict[str, Any]:
+        out: dict[str, Any] = {} if self.noop else {"schema": 1}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if value is None and not (f.name == "previous" and self.removed_old_builds):
+                continue
+            if f.name == "previous" and self.removed_old_builds is None:
+                continue  # not switched yet
+            if isinstance(value, tuple):
+                value = [v.serialize() if isinstance(v, StepTime) else v for v in value]
+            elif isinstance(value, import_check.ImportCheck):
+                value = value.serialize()
+            elif isinstance(value, Mapping):
+                value = dict(value)
+            out[f.name] = value
+        return out
+
+
+@dataclass(frozen=True, kw_only=True)
 class BuildResult:
     profile: str
     venv: Path  # the stable symlink
@@ -62,7 +130,7 @@ class BuildResult:
     stamp: str
     noop: bool
     seconds: float
-    report: dict[str, Any] = field(default_factory=dict)
+    report: BuildReport
     report_path: Path | None = None
     log_path: Path | None = None
 
@@ -167,10 +235,10 @@ def _unique_dir(profile: str, stamp_: str) -> Path:
 
 
 class _Steps:
-    """Times each step into the report and shows it as a rich progress line."""
+    """Times each step (``done``) and, for people, shows it as a rich progress line."""
 
-    def __init__(self, report: dict[str, Any], *, show: bool) -> None:
-        self.report = report
+    def __init__(self, *, show: bool) -> None:
+        self.done: list[StepTime] = []
         self.show = show
 
     @contextmanager
@@ -191,15 +259,13 @@ class _Steps:
             try:
                 value = fn()
             finally:
-                self.report["steps"].append(
-                    {"step": name, "what": what, "seconds": round(time.monotonic() - start, 3)}
-                )
+                took = round(time.monotonic() - start, 3)
+                self.done.append(StepTime(step=name, what=what, seconds=took))
         if self.show:
             from rich.text import Text
 
             from hpcenv.report import err_console
 
-            took = self.report["steps"][-1]["seconds"]
             err_console.print(Text("✓", style="green"), what, Text(f"({took:.1f} s)", style="dim"))
         return value
 
@@ -239,10 +305,18 @@ def build(
 
 
 def _noop(
-    profile: str, current: Path, new_stamp: str, start: float, damaged: list[str]
+    profile: str,
+    current: Path | None,
+    new_stamp: str,
+    *,
+    force: bool,
+    start: float,
+    damaged: list[str],
 ) -> BuildResult | None:
     """The no-op result when the current build has ``new_stamp`` and is still whole
-    (``venv_check``); a damaged one is noted in ``damaged`` and rebuilt."""
+    (``venv_check``) and no --force; a damaged one is noted in ``damaged`` and rebuilt."""
+    if force or current is None or not new_stamp:
+        return None
     marker = read_marker(current)
     if not marker or marker.get("stamp") != new_stamp:
         return None
@@ -258,13 +332,55 @@ def _noop(
         stamp=new_stamp,
         noop=True,
         seconds=time.monotonic() - start,
-        report={
-            "profile": profile,
-            "noop": True,
-            "stamp": new_stamp,
-            "target": str(current),
-            "reason": "environment is up to date (same plan, lock, fixes and facts)",
-        },
+        report=BuildReport(
+            profile=profile,
+            noop=True,
+            stamp=new_stamp,
+            target=str(current),
+            reason="environment is up to date (same plan, lock, fixes and facts)",
+        ),
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Decision:
+    """What the build must do, decided before anything is written: the lock to keep or
+    compile, the Python, and the stamp when it is known without compiling the lock."""
+
+    current: Path | None
+    leftovers: tuple[str, ...]
+    lock_path: Path
+    lock_why: str | None  # why the lock must be compiled; None: kept (or a project)
+    project: bool
+    python: str
+    stamp: str  # "" until the lock is compiled
+
+
+def _decide(plan: Plan, facts: Facts, *, name: str, project: ProjectRequest | None) -> _Decision:
+    current = current_target(name)
+    leftovers = clean_leftovers(name, {current} if current else set())
+    lock_path = lock.lock_path(plan, facts)
+    if project is None:
+        lock.check_not_edited(lock_path)
+    lock_why = lock.mismatch(lock_path, plan, facts) if project is None else None
+    project_digest, python = "", plan.python
+    if project is not None:
+        from hpcenv import swap
+
+        project_digest = swap.project_digest(project)
+        python = swap.python_for(project, plan).version
+    new_stamp = ""
+    if lock_why is None:
+        lock_text = fsio.read_text(lock_path, "lockfile") if project is None else ""
+        new_stamp = stamp(plan, facts, lock_text, project_digest)
+    return _Decision(
+        current=current,
+        leftovers=tuple(leftovers),
+        lock_path=lock_path,
+        lock_why=lock_why,
+        project=project is not None,
+        python=python,
+        stamp=new_stamp,
     )
 
 
@@ -280,32 +396,11 @@ def _build_locked(
 ) -> BuildResult:
     profile = name  # the environment's name: the profile's, or <profile>-<project>
     locked_at = time.time()  # wall clock once the environment lock is held
-    current = current_target(profile)
-    leftovers = clean_leftovers(profile, {current} if current else set())
-
-    # Fast path first: a matching lock and an unchanged stamp need no log and no uv.
-    lock_path = lock.lock_path(plan, facts)
-    if project is None:
-        lock.check_not_edited(lock_path)
-    lock_why = lock.mismatch(lock_path, plan, facts) if project is None else None
-    project_digest = ""
-    python = plan.python
-    if project is not None:
-        from hpcenv import swap
-
-        project_digest = swap.project_digest(project)
-        python = swap.python_for(project, plan).version
-    new_stamp = ""
+    d = _decide(plan, facts, name=name, project=project)
     damaged: list[str] = []
-    if lock_why is None:
-        lock_text = fsio.read_text(lock_path, "lockfile") if project is None else ""
-        new_stamp = stamp(plan, facts, lock_text, project_digest)
-        if (
-            current is not None
-            and not force
-            and (done := _noop(profile, current, new_stamp, start, damaged))
-        ):
-            return done
+    # Fast path first: a matching lock and an unchanged stamp need no log and no uv.
+    if done := _noop(profile, d.current, d.stamp, force=force, start=start, damaged=damaged):
+        return done
 
     logs = fsio.ensure_dir(paths.logs_dir())
     when = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
@@ -313,103 +408,53 @@ def _build_locked(
     report_path = log_path.with_suffix(".json")
     log_fh = fsio.MaskedLog(log_path)
     log = cast(IO[str], log_fh)
-    report: dict[str, Any] = {
-        "schema": 1,
-        "profile": plan.profile,
-        "environment": profile,
-        "noop": False,
-        "locked_at": locked_at,
-        "hpcenv_version": __version__,
-        "plan_digest": plan.digest(),
-        "facts": lock.facts_summary(facts),
-        "python": python,
-        "torch": {
+    report = BuildReport(
+        profile=plan.profile,
+        environment=profile,
+        locked_at=locked_at,
+        hpcenv_version=__version__,
+        plan_digest=plan.digest(),
+        facts=lock.facts_summary(facts),
+        python=d.python,
+        torch={
             "version": plan.torch.version,
             "backend": plan.torch.backend,
             "from": plan.torch_wheel or plan.torch.index_url or "",
         },
-        "sources": uv.source_args(plan),
-        "leftovers_removed": leftovers,
-        "damaged": damaged,
-        "steps": [],
-        "log": str(log_path),
-    }
-    steps = _Steps(report, show=show)
+        sources=tuple(uv.source_args(plan)),
+        leftovers_removed=d.leftovers,
+        damaged=tuple(damaged),
+        log=str(log_path),
+    )
+    steps = _Steps(show=show)
     new_dir: Path | None = None
     try:
-        if project is None:
-            if lock_why is not None:
-                why = lock_why
-                steps(
-                    "lock",
-                    f"locking {profile} ({lock_path.name})",
-                    lambda: lock.compile_lock(plan, facts, path=lock_path, log=log),
-                )
-                report["lock"] = {"path": str(lock_path), "action": f"compiled: {why}"}
-                new_stamp = stamp(plan, facts, fsio.read_text(lock_path, "lockfile"))
-                if (
-                    current is not None
-                    and not force
-                    and (done := _noop(profile, current, new_stamp, start, damaged))
-                ):
-                    log_fh.close()
-                    return done
-            else:
-                report["lock"] = {"path": str(lock_path), "action": "kept (inputs digest matches)"}
-        report["stamp"] = new_stamp
+        report, new_stamp = _lock_step(plan, facts, d, report, steps, log=log)
+        relocked = new_stamp != d.stamp  # the lock was compiled: the stamp is known now
+        if relocked and (
+            done := _noop(profile, d.current, new_stamp, force=force, start=start, damaged=[])
+        ):
+            log_fh.close()
+            return done
         new_dir = _unique_dir(profile, new_stamp)
-        report["build_dir"] = str(new_dir)
-        target_dir = new_dir
-        log.write(f"# hpcenv build {profile} -> {new_dir}\n")
-        steps(
-            "venv",
-            f"creating venv (Python {python})",
-            lambda: uv.venv(target_dir, python, log=log),
+        report = replace(report, stamp=new_stamp, build_dir=str(new_dir))
+        report = _install(
+            plan, facts, project=project, target=new_dir, d=d, report=report, steps=steps, log=log
         )
-        if project is None:
-            steps(
-                "sync",
-                f"installing {lock_path.name}",
-                lambda: uv.sync(target_dir, lock_path, plan=plan, log=log),
-            )
-        else:
-            from hpcenv import swap
-
-            proj = project
-            report["project"] = steps(
-                "project",
-                f"installing project {proj.directory.name} with this node's torch",
-                lambda: swap.sync_and_swap(proj, target_dir, plan, log=log, facts=facts),
-            )
-        if project is not None and report["project"].get("flash_attn_from_project"):
-            report["flash_attn"] = {"action": "skip", "reason": "the project installs flash-attn"}
-        else:
-            report["flash_attn"] = steps(
-                "flash-attn",
-                f"flash-attn: {plan.flash_attn.action}",
-                lambda: _flash_attn(target_dir, plan, log=log),
-            )
-        report["fixes"] = steps(
-            "fixes", "installing fixes", lambda: fixes.install(target_dir, plan.fixes)
-        )
-        # with a project, swap already imported every package built against torch
-        names = package_names(plan) if project is None else []
-        report["imports"] = steps(
-            "probe", "import check", lambda: import_check.check(target_dir, names, log=log)
-        ).serialize()
-        report["installed"] = uv.freeze(target_dir, log=log)
-        report["seconds"] = round(time.monotonic() - start, 3)
-        fsio.write_json(new_dir / MARKER, report)
+        report = replace(report, steps=tuple(steps.done), seconds=_since(start))
+        fsio.write_json(new_dir / MARKER, report.serialize())
         previous = current_target(profile)
         switch(profile, new_dir)
         keep = {new_dir} | ({previous} if previous else set())
-        report["removed_old_builds"] = remove_old_builds(profile, keep)
-        report["previous"] = str(previous) if previous else None
+        report = replace(
+            report,
+            removed_old_builds=tuple(remove_old_builds(profile, keep)),
+            previous=str(previous) if previous else None,
+        )
     except BaseException as exc:
         if new_dir is not None and current_target(profile) != new_dir:
             shutil.rmtree(new_dir, ignore_errors=True)
-        report["error"] = str(exc)
-        _write_report(report_path, report)
+        _write_report(report_path, replace(report, steps=tuple(steps.done), error=str(exc)))
         log_fh.close()
         if isinstance(exc, CommandFailed):
             detail = uv.error_summary(exc.output) or str(exc)
@@ -418,8 +463,7 @@ def _build_locked(
                 f"(log: {log_path})"
             ) from exc
         raise
-    report["seconds"] = round(time.monotonic() - start, 3)
-    report["finished_at"] = time.time()
+    report = replace(report, seconds=_since(start), finished_at=time.time())
     _write_report(report_path, report)
     log_fh.close()
     return BuildResult(
@@ -435,8 +479,93 @@ def _build_locked(
     )
 
 
-def _write_report(path: Path, report: dict[str, Any]) -> None:
-    fsio.write_json(path, report)
+def _since(start: float) -> float:
+    return round(time.monotonic() - start, 3)
+
+
+def _lock_step(
+    plan: Plan,
+    facts: Facts,
+    d: _Decision,
+    report: BuildReport,
+    steps: _Steps,
+    *,
+    log: IO[str],
+) -> tuple[BuildReport, str]:
+    """Compile the lock when it does not match (never for a project, which brings its
+    own); the report, and the stamp, known now."""
+    path = d.lock_path
+    if d.project:
+        return report, d.stamp
+    if d.lock_why is None:
+        return replace(
+            report, lock={"path": str(path), "action": "kept (inputs digest matches)"}
+        ), d.stamp
+    steps(
+        "lock",
+        f"locking {report.environment} ({path.name})",
+        lambda: lock.compile_lock(plan, facts, path=path, log=log),
+    )
+    info = {"path": str(path), "action": f"compiled: {d.lock_why}"}
+    return replace(report, lock=info), stamp(plan, facts, fsio.read_text(path, "lockfile"))
+
+
+def _install(
+    plan: Plan,
+    facts: Facts,
+    *,
+    project: ProjectRequest | None,
+    target: Path,
+    d: _Decision,
+    report: BuildReport,
+    steps: _Steps,
+    log: IO[str],
+) -> BuildReport:
+    """venv, packages (the lock, or the project with this node's torch), flash-attn,
+    fixes, import check, freeze: what the new build directory gets."""
+    log.write(f"# hpcenv build {report.environment} -> {target}\n")
+    steps("venv", f"creating venv (Python {d.python})", lambda: uv.venv(target, d.python, log=log))
+    project_report: Mapping[str, Any] | None = None
+    if project is None:
+        steps(
+            "sync",
+            f"installing {d.lock_path.name}",
+            lambda: uv.sync(target, d.lock_path, plan=plan, log=log),
+        )
+    else:
+        from hpcenv import swap
+
+        proj = project
+        project_report = steps(
+            "project",
+            f"installing project {proj.directory.name} with this node's torch",
+            lambda: swap.sync_and_swap(proj, target, plan, log=log, facts=facts),
+        )
+    fa: Mapping[str, Any]
+    if project_report is not None and project_report.get("flash_attn_from_project"):
+        fa = {"action": "skip", "reason": "the project installs flash-attn"}
+    else:
+        fa = steps(
+            "flash-attn",
+            f"flash-attn: {plan.flash_attn.action}",
+            lambda: _flash_attn(target, plan, log=log),
+        )
+    installed_fixes = steps("fixes", "installing fixes", lambda: fixes.install(target, plan.fixes))
+    # with a project, swap already imported every package built against torch
+    names = package_names(plan) if project is None else []
+    imports = steps("probe", "import check", lambda: import_check.check(target, names, log=log))
+    return replace(
+        report,
+        project=project_report,
+        flash_attn=fa,
+        fixes=tuple(installed_fixes),
+        imports=imports,
+        installed=uv.freeze(target, log=log),
+    )
+
+
+def _write_report(path: Path, report: BuildReport) -> None:
+    fsio.write_json(path, report.serialize())
 
 
 def _flash_attn(venv: Path, plan: Plan, *, log: IO[str]) -> dict[str, Any]:

@@ -11,6 +11,7 @@ project's files are never modified.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping
 from pathlib import Path
 
 from hpcenv import build, report
@@ -87,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
         lock_timeout=args.wait,
     )
     if args.json:
-        data = dict(result.report)
+        data = result.report.serialize()
         data["venv"] = str(result.venv)
         data["report_path"] = str(result.report_path) if result.report_path else None
         print_json(data)
@@ -100,12 +101,12 @@ def run(args: argparse.Namespace) -> int:
             f"{result.profile}: built {result.target.name} in {result.seconds:.1f} s; "
             f"{result.venv} switched (report: {result.report_path})"
         )
-        for line in _project_lines(result.report.get("project")):
+        for line in _project_lines(result.report.project):
             report.console.print(line)
     return 0
 
 
-def _project_lines(done: dict[str, object] | None) -> list[str]:
+def _project_lines(done: Mapping[str, object] | None) -> list[str]:
     """What a project build decided: selection, Python and why, torch before and after,
     what the profile added or the project kept, and the warnings."""
     if not done:
