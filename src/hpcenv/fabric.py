@@ -10,8 +10,8 @@ that does not match runs ``fi_info`` again; a failed or timed-out run is not cac
 The cache lives in ``$HPCENV_CACHE``, else ``$HPCENV_HOME/cache``, else the user
 cache directory (``$XDG_CACHE_HOME/hpcenv``, ``~/.cache/hpcenv``): ``hpcenv facts``
 may run anywhere and must not leave a ``.hpcenv`` in the working directory. Entries
-are written to a temporary file in that directory and renamed into place; a cache
-directory that is a symbolic link is not used (the read runs uncached).
+are written by ``fsio`` (temporary file and rename, never through another user's
+symlink); when that is refused the facts are read uncached.
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from hpcenv.kit.libfabric import FI_INFO_TIMEOUT_S, parse_fi_info_list
 from hpcenv.kit.netplugin import SYSTEM_LIB_DIRS
 
 # The warm path (a cache hit) stats a few files and reads one small JSON file; the ELF
-# reader, hpcenv.command and tempfile are imported only on a miss: `hpcenv facts` is
-# meant to cost what a Python start costs.
+# reader, hpcenv.command and fsio are imported only on a miss: `hpcenv facts` is meant
+# to cost what a Python start costs.
 
 
 def _stat(path: Path) -> list[Any]:
@@ -115,14 +115,16 @@ def _read(path: Path, binary: dict[str, Any]) -> tuple[str, ...] | None:
 
 
 def _write(path: Path, key: dict[str, Any], providers: tuple[str, ...]) -> None:
-    """Through ``fsio``: a temp file renamed over the entry, never through a symlink."""
+    """Atomically, never through a symlink or another user's link (``fsio``); a cache
+    that cannot be written is not an error: the facts are right, just not cached."""
     from hpcenv import fsio
-    from hpcenv.errors import BadInput
+    from hpcenv.errors import HpcenvError
 
+    data = json.dumps({"key": key, "providers": list(providers)}).encode()
     try:
-        fsio.write_json(path, {"key": key, "providers": list(providers)})
-    except (OSError, BadInput):
-        return  # a read-only, full or foreign cache: the facts are still right, not cached
+        fsio.write_bytes(path, data)
+    except (HpcenvError, OSError):
+        return
 
 
 def providers(

@@ -81,10 +81,10 @@ def kit_path() -> Path:
     a concurrent run finds it complete or makes its own and keeps the first.
     """
     import hashlib
+    import secrets
     import shutil
-    import tempfile
 
-    from hpcenv.errors import BadInput
+    from hpcenv import fsio
 
     pkg = Path(__file__).resolve().parent
     files = {"hpcenv/__init__.py": pkg / "__init__.py"}
@@ -98,14 +98,12 @@ def kit_path() -> Path:
     root = base / digest.hexdigest()[:16]
     if root.is_dir():
         return root
-    if base.is_symlink():
-        raise BadInput(f"{base} is a symbolic link hpcenv did not make; remove it")
-    base.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=base))
+    fsio.ensure_dir(base)  # umask modes (a group can share it), no foreign symlinks
+    tmp = base / f"{fsio.TMP_MARK}{os.getpid()}-{secrets.token_hex(4)}"
     try:
+        tmp.mkdir()
         for rel, src in files.items():
-            (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(src, tmp / rel)
+            fsio.write_bytes(tmp / rel, src.read_bytes())
         tmp.rename(root)
     except OSError:
         if not root.is_dir():  # not a concurrent run that made it first: a real error
