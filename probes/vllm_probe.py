@@ -1,5 +1,6 @@
 """vLLM: imports, its version, the GPUs' compute capability against that version's
-minimum (``_vllm.json``), and the torch it was built for against the installed one;
+minimum (hpcenv's table, read from vLLM's sdists, in the probe config), and the torch it
+was built for against the installed one;
 a short generation when given ``--model PATH`` (a local model directory).
 
 vLLM wheels are built against one torch version (their metadata pins
@@ -11,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata as md
-import json
 import re
 import sys
 from pathlib import Path
@@ -23,8 +23,9 @@ from hpcenv.kit.status import Status
 HERE = Path(__file__).resolve().parent
 
 
-def min_capability(vllm_version: str) -> dict[str, Any] | None:
-    table = json.loads((HERE / "_vllm.json").read_text())["min_compute_capability"]
+def min_capability(vllm_version: str, table: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The row of ``table`` (``vllm_min_compute_capability`` in the probe config) whose
+    release range holds ``vllm_version``."""
     return next((row for row in table if versions.in_range(vllm_version, row["vllm"])), None)
 
 
@@ -87,7 +88,7 @@ def body(ctx: probe.Context) -> None:
     ctx.check("import", Status.PASS, f"vllm {version} imports")
     import torch
 
-    row = min_capability(version)
+    row = min_capability(version, list(ctx.config.get("vllm_min_compute_capability") or []))
     if not torch.cuda.is_available():
         ctx.check(
             "capability",
@@ -110,8 +111,9 @@ def body(ctx: probe.Context) -> None:
         ctx.check(
             "capability",
             Status.SKIP,
-            f"vllm {version} not in probes/_vllm.json",
-            remedy="add this release's minimum to probes/_vllm.json",
+            f"vllm {version} is not in hpcenv's vLLM table (probe config)",
+            remedy="run the probe through 'hpcenv probe' (it passes the table), or update "
+            "hpcenv's knowledge ('hpcenv knowledge update') for this release",
         )
     else:
         low = [c for c in caps if versions.key(c) < versions.key(row["min"])]

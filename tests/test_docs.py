@@ -31,7 +31,7 @@ def test_no_reference_to_documents_outside_the_repository() -> None:
     for root in roots:
         files += [p for p in (REPO / root).rglob("*") if p.suffix in (".py", ".md", ".toml")]
     # hpcenv.knowledge's data files are being rewritten from the artifacts (their sources
-    # will name those); probes/_vllm.json goes when the probe config carries the table
+    # will name those)
     skip = {REPO / "src" / "hpcenv" / "knowledge", REPO / "tests" / "test_docs.py"}
     cited = [
         f"{p.relative_to(REPO)}:{n}"

@@ -21,11 +21,13 @@ def test_both_skip_when_not_installed(probe_python: Path, tmp_path: Path) -> Non
         assert result.remedy
 
 
-def test_vllm_minimum_capability_table() -> None:
-    assert vllm.min_capability("0.10.1")["min"] == "7.0"
-    assert vllm.min_capability("0.21.0")["min"] == "7.5"
-    assert vllm.min_capability("0.21.0")["unconfirmed"] is True
-    assert vllm.min_capability("0.18.0+cu126")["min"] == "7.0"
+def test_vllm_minimum_capability_from_the_probe_config() -> None:
+    """The probe reads hpcenv's table from its config (one owner: hpcenv.knowledge)."""
+    table = runner.config_for(None)["vllm_min_compute_capability"]
+    assert vllm.min_capability("0.10.1", table)["min"] == "7.0"
+    assert vllm.min_capability("0.21.0", table)["min"] == "7.5"
+    assert vllm.min_capability("0.18.0+cu126", table)["min"] == "7.0"
+    assert vllm.min_capability("0.10.1", []) is None  # run by hand: no table
 
 
 def test_vllm_torch_pin() -> None:

@@ -48,7 +48,8 @@ def python_in(venv: Path, code: str) -> subprocess.CompletedProcess[str]:
 def test_collision_with_uv_alone(
     uv_env: dict[str, str], cuda_index: StandInIndex, tmp_path: Path
 ) -> None:
-    """KNOWLEDGE.md section 9: install nccl-cu13, then nccl-cu12, uninstall the cu13 one."""
+    """The cu12/cu13 shared-path collision with uv alone: install nccl-cu13, then nccl-cu12,
+    uninstall the cu13 one (both wheels own the same nvidia/nccl files)."""
     venv = tmp_path / "venv"
     uv_run(uv_env, "venv", "-q", "-p", "3.11", str(venv))
     py = str(venv / "bin" / "python")

@@ -211,9 +211,13 @@ def probes_dir() -> Path:
     return paths.repo_dir("probes")
 
 
-def config_for(profile: Profile) -> dict[str, Any]:
-    """Profile settings a probe needs, passed as JSON in ``HPCENV_PROBE_CONFIG``."""
+def config_for(profile: Profile | None) -> dict[str, Any]:
+    """What a probe needs, passed as JSON in ``HPCENV_PROBE_CONFIG``: the profile's
+    settings (none for a bare venv) and hpcenv's knowledge tables (always)."""
+    tables = {"vllm_min_compute_capability": vllm_table()}
     p = profile
+    if p is None:
+        return tables
     return {
         "profile": p.name,
         "install": list(p.packages.install),
@@ -229,13 +233,13 @@ def config_for(profile: Profile) -> dict[str, Any]:
         "nccl_min_bytes": p.probes.nccl_min_bytes,
         "nccl_max_bytes": p.probes.nccl_max_bytes,
         "gpu_memory_gib": p.job.gpu_memory_gib,
-        "vllm_min_compute_capability": vllm_table(),
+        **tables,
     }
 
 
 def vllm_table() -> list[dict[str, Any]]:
     """vLLM's minimum compute capability per release range, from hpcenv's data (vllm.toml,
-    read from vLLM's sdists), in the row shape probes/_vllm.json used."""
+    read from vLLM's sdists): ``{"vllm": range, "min", "source", "unconfirmed"}`` rows."""
     from hpcenv import knowledge
 
     return [
@@ -486,7 +490,7 @@ class Target:
 
     @property
     def config(self) -> dict[str, Any]:
-        return config_for(self.profile) if self.profile else {}
+        return config_for(self.profile)
 
 
 def resolve_target(env: str, profile_name: str | None = None) -> Target:
