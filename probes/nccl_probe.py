@@ -116,6 +116,11 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--min-bytes", type=parse_size, help="smallest size (default 1K)")
     p.add_argument("--max-bytes", type=parse_size, help="largest size (1G GPU, 64M CPU)")
     p.add_argument("--sizes", help="MIN:MAX, e.g. 1K:64M (same as the two options)")
+    p.add_argument(
+        "--largest-only",
+        action="store_true",
+        help="time the largest size alone (the bad-node finder's pairs: busbw, not a sweep)",
+    )
     p.add_argument("--iters", type=int, default=5, help="timed iterations per size")
     p.add_argument(
         "--warmup", type=int, default=2, help="untimed iterations per size (the first is checked)"
@@ -141,6 +146,8 @@ def body(ctx: probe.Context) -> None:
     if not gpu and hi > CPU_MAX_BYTES and not (a.max_bytes or a.sizes):
         hi = CPU_MAX_BYTES
     hi = max(hi, lo)
+    if a.largest_only:
+        lo = hi
     if gpu:
         device = torch.device("cuda", ctx.rank.local_rank % torch.cuda.device_count())
         torch.cuda.set_device(device)

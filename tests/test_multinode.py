@@ -246,3 +246,79 @@ def test_a_node_with_other_modules_is_named_in_the_odd_node_report(
     assert odd_one["ranks"] == [4, 5]
     assert "node3" in nccl["remedy"] and "node1" not in nccl["remedy"]
     assert nccl["metrics"]["wrong"] == 0  # the values were right: the stack differs
+
+
+def _small_profile(tmp_path: Path, max_bytes: int, extra: str = "") -> Path:
+    """The test profile with another nccl_max_bytes (the size a pair times)."""
+    text = _profile(tmp_path, extra).read_text()
+    path = tmp_path / f"max{max_bytes}.toml"
+    path.write_text(text.replace("nccl_max_bytes = 67108864", f"nccl_max_bytes = {max_bytes}"))
+    return path
+
+
+def test_bad_node_finder_excludes_the_slow_node_and_only_it(
+    cluster: SlurmCluster, torch_python: Path, tmp_path: Path
+) -> None:
+    """``hpcenv sbatch PROFILE nccl --nodes 3 --pairs --submit --wait --json`` on the cluster
+    whose node3 is capped at 100 Mbit/s: every node's check passes, three rounds of one
+    pair each, node3's pairs ~50x slower (8 MiB allreduces), exclude == ["node3"]."""
+    code, report, err = _sbatch_wait(
+        cluster, tmp_path, _small_profile(tmp_path, 8 << 20), "nccl",
+        torch_python.parent.parent, "--nodes", "3", "--pairs",
+    )  # fmt: skip
+    assert code == 5, err  # a node to exclude fails the run
+    assert report["exclude"] == ["node3"], json.dumps(report["pairs"], indent=1)
+    assert "exclude these nodes: --exclude=node3" in err
+    found = report["pairs"]
+    assert found["exclude_option"] == "--exclude=node3"
+    by_pair = {tuple(sorted(p["hosts"])): p for p in found["pairs"]}
+    assert set(by_pair) == {("node1", "node2"), ("node1", "node3"), ("node2", "node3")}
+    assert all(p["status"] == "pass" and p["wrong"] == 0 for p in by_pair.values())
+    assert all(p["bytes"] == 8 << 20 for p in by_pair.values())
+    fast = by_pair["node1", "node2"]["busbw_gbps"]
+    slow = max(by_pair["node1", "node3"]["busbw_gbps"], by_pair["node2", "node3"]["busbw_gbps"])
+    assert fast > 10 * slow, (fast, slow)
+    assert slow < 0.0125  # 100 Mbit/s is 0.0125 GB/s: tbf holds
+    nodes = {v["host"]: v for v in found["nodes"]}
+    assert all(v["check"] == "pass" for v in nodes.values())
+    assert [h for h, v in nodes.items() if v["exclude"]] == ["node3"]
+    checks = [r for r in report["results"] if r["name"].startswith("nccl node")]
+    assert [r["name"] for r in checks[:3]] == ["nccl node1", "nccl node2", "nccl node3"]
+    assert all(list(r["hosts"]) == [r["name"].split()[1]] for r in checks[:3])
+    print(f"bad-node finder: {found['seconds']:.1f} s; pairs " + ", ".join(
+        f"{'+'.join(k)} {p['busbw_gbps']:.3g} GB/s" for k, p in by_pair.items()
+    ))  # fmt: skip
+
+
+def test_bad_node_finder_names_a_node_whose_pairs_fail(
+    cluster: SlurmCluster, torch_python: Path, tmp_path: Path
+) -> None:
+    """The profile sends gloo over hsn0; node2's hsn0 link is cut (SLURM, on eth0, still
+    reaches it). node2's own check passes (its ranks talk locally); its pairs fail (gloo
+    gives up on the unreachable peer after ~10 s; a pair that hung would end at its own
+    30 s timeout) and the rounds go on: node2 is excluded, its partners are not."""
+    prof = _small_profile(tmp_path, 1 << 20, '\n[env.multi_node]\nGLOO_SOCKET_IFNAME = "hsn0"\n')
+    veth = cluster.node_info("node2").veths[1]
+    subprocess.run(["ip", "link", "set", veth, "down"], check=True)
+    try:
+        start = time.monotonic()
+        done = subprocess.run(
+            ["salloc", "-N3", "--ntasks-per-node=2", "--", sys.executable, "-m", "hpcenv",
+             "probe", "nccl", "--pairs", "--env", str(torch_python), "--profile", str(prof),
+             "--timeout", "30", "--results-dir", str(tmp_path / "ranks"), "--json"],
+            env={**cluster.env, "HPCENV_HOME": str(tmp_path / "home")},
+            capture_output=True, text=True, cwd=tmp_path, timeout=400, check=False,
+        )  # fmt: skip
+        seconds = time.monotonic() - start
+    finally:
+        subprocess.run(["ip", "link", "set", veth, "up"], check=True)
+    assert done.returncode == 5, done.stderr
+    report = json.loads(done.stdout)
+    assert report["exclude"] == ["node2"], json.dumps(report["pairs"], indent=1)
+    by_pair = {tuple(sorted(p["hosts"])): p for p in report["pairs"]["pairs"]}
+    assert by_pair["node1", "node3"]["status"] == "pass"
+    for pair in (("node1", "node2"), ("node2", "node3")):
+        assert by_pair[pair]["status"] in ("fail", "error"), by_pair[pair]
+        assert by_pair[pair]["busbw_gbps"] == 0.0
+    assert {v["host"]: v["check"] for v in report["pairs"]["nodes"]}["node2"] == "pass"
+    assert seconds < 3 * 30 + 90, f"the rounds took {seconds:.0f} s"

@@ -227,6 +227,43 @@ def print_probe_results(
     out.print(table)
 
 
+def print_pairs(pairs: Mapping[str, Any], out: Console | None = None) -> None:
+    """The bad-node finder's verdict (``hpcenv.slurm.pairs``): each pair's busbw, each
+    node's best pair and verdict, then the ready ``--exclude=`` option."""
+    out = out or console
+    table = Table(title="pairs (busbw at the largest size)", title_justify="left")
+    for col in ("round", "pair", "status", "busbw GB/s", "time", "summary"):
+        table.add_column(col, overflow="fold")
+    for p in pairs.get("pairs", []):
+        table.add_row(
+            str(p["round"]),
+            " + ".join(p["hosts"]),
+            status_text(str(p["status"])),
+            _metric(p["busbw_gbps"]),
+            f"{float(p['seconds']):.1f}s",
+            str(p["summary"]) if p["status"] != "pass" else "",
+        )
+    out.print(table)
+    nodes = Table(title="nodes, best pair first", title_justify="left")
+    for col in ("node", "check", "best busbw GB/s", "verdict", "why"):
+        nodes.add_column(col, overflow="fold")
+    for v in sorted(pairs.get("nodes", []), key=lambda v: -(v["best_busbw_gbps"] or 0.0)):
+        best = v["best_busbw_gbps"]
+        nodes.add_row(
+            str(v["host"]),
+            status_text(str(v["check"])),
+            _metric(best) if best is not None else "-",
+            styled("exclude", "red bold") if v["exclude"] else styled("ok", "green"),
+            str(v["why"]),
+        )
+    out.print(nodes)
+    option = pairs.get("exclude_option")
+    if option:
+        out.print(styled("exclude these nodes:", "red bold"), str(option))
+    else:
+        out.print(styled("no node to exclude", "green"), f"({pairs.get('rule', '')})")
+
+
 def print_stages(
     stages: Sequence[Mapping[str, Any]], *, title: str, out: Console | None = None
 ) -> None:

@@ -16,6 +16,7 @@ from hpcenv.commands import add_json_option, print_json, seconds
 from hpcenv.errors import BadInput, ProbeFailed
 from hpcenv.kit import registry
 from hpcenv.results import ProbeResult, Status, overall
+from hpcenv.slurm import pairs, srun
 
 NAME = "probe"
 HELP = f"run probes ({', '.join(registry.NAMES)}) in an env"
@@ -59,6 +60,20 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--nccl-sizes", metavar="MIN:MAX", help="allreduce sizes for nccl, e.g. 1K:64M"
     )
     parser.add_argument("--model", metavar="PATH", help="local model for the vllm generation")
+    parser.add_argument(
+        "--pairs",
+        action="store_true",
+        help="the bad-node finder, inside an allocation of 2+ nodes: nccl on each node, then "
+        "between pairs of nodes in rounds (one rank per node, the largest size); lists the "
+        f"nodes to exclude ({pairs.RULE})",
+    )
+    parser.add_argument(
+        "--pair-rounds",
+        type=int,
+        default=pairs.DEFAULT_ROUNDS,
+        metavar="N",
+        help=f"rounds of pairs with --pairs (default {pairs.DEFAULT_ROUNDS})",
+    )
     add_json_option(parser)
 
 
@@ -95,23 +110,12 @@ def execute(
         runner.check_ranks(ranks, runner.local_default_ranks())
     elif ranks < 1:
         raise BadInput(f"--ranks {ranks}: must be 1 or more")
-    if timeout is not None and not (math.isfinite(timeout) and timeout > 0):
-        raise BadInput(f"--timeout {timeout:g}: must be a finite number greater than 0")
-    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    # the name is only a label: never a path (a python given by path names its venv)
-    label = re.sub(r"[^A-Za-z0-9_.-]", "_", target.name).lstrip(".") or "env"
-    result_dir = (
-        Path(results_dir) if results_dir else paths.home() / "results" / f"{label}-{stamp}"
-    ).absolute()
-    fsio.ensure_dir(result_dir)
+    result_dir = _result_dir(target, results_dir, timeout)
     err = report.err_console
 
     def started(spec: runner.ProbeSpec) -> None:
         where = f" ({spec.ranks} ranks)" if spec.ranks > 1 else ""
         err.print(f"probe {spec.name}{where} ...", style="dim")
-
-    def done(r: ProbeResult) -> None:
-        err.print(" ", report.status_text(r.status.value), f"{r.name} ({r.seconds:.1f} s)")
 
     results = runner.run_suite(
         target,
@@ -122,14 +126,92 @@ def execute(
         timeout_s=timeout,
         extra_args=extra or {},
         on_start=started,
-        on_done=done,
+        on_done=_done,
     )
     return results, result_dir
+
+
+def _result_dir(target: runner.Target, results_dir: str | None, timeout: float | None) -> Path:
+    """Where the ranks write (made here); checks --timeout first."""
+    if timeout is not None and not (math.isfinite(timeout) and timeout > 0):
+        raise BadInput(f"--timeout {timeout:g}: must be a finite number greater than 0")
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    # the name is only a label: never a path (a python given by path names its venv)
+    label = re.sub(r"[^A-Za-z0-9_.-]", "_", target.name).lstrip(".") or "env"
+    result_dir = (
+        Path(results_dir) if results_dir else paths.home() / "results" / f"{label}-{stamp}"
+    ).absolute()
+    fsio.ensure_dir(result_dir)
+    return result_dir
+
+
+def _done(r: ProbeResult) -> None:
+    report.err_console.print(
+        " ", report.status_text(r.status.value), f"{r.name} ({r.seconds:.1f} s)"
+    )
+
+
+def run_pairs(args: argparse.Namespace, target: runner.Target) -> int:
+    """``--pairs``: the bad-node finder over this allocation (``hpcenv.slurm.pairs``)."""
+    if tuple(args.names) not in ((), ("nccl",)):
+        raise BadInput("--pairs runs the nccl probe between pairs of nodes; name no other probe")
+    if args.ranks is not None:
+        raise BadInput("--ranks does not apply to --pairs (one rank per node in a pair)")
+    launcher = runner.launcher_here()
+    if not isinstance(launcher, srun.SrunLauncher):
+        raise BadInput(
+            "--pairs runs inside a SLURM allocation of 2 or more nodes (sbatch, salloc); "
+            "submit it with 'hpcenv sbatch PROFILE nccl --nodes N --pairs'"
+        )
+    result_dir = _result_dir(target, args.results_dir, args.timeout)
+    hosts = launcher.layout.hosts
+    report.err_console.print(f"bad-node finder over {len(hosts)} nodes ...", style="dim")
+    found = pairs.find(
+        target,
+        launcher,
+        result_dir=result_dir,
+        timeout_s=args.timeout,
+        sizes=args.nccl_sizes,
+        rounds=args.pair_rounds,
+        on_done=_done,
+    )
+    results = found.results()
+    if args.junit:
+        junit.write(Path(args.junit), results, suite_name=f"hpcenv nccl pairs {target.name}")
+    if args.json:
+        print_json(
+            {
+                "schema": 1,
+                "env": target.name,
+                "python": str(target.python),
+                "status": found.status.value,
+                "results_dir": str(result_dir),
+                "results": [r.serialize() for r in results],
+                "pairs": found.serialize(),
+                "exclude": found.exclude,
+            }
+        )
+    else:
+        report.print_probe_results(results, title=f"nccl pairs in {target.name}")
+        report.print_pairs(found.serialize())
+    if found.exclude:
+        raise ProbeFailed(
+            f"exclude {', '.join(found.exclude)} ({found.exclude_option()}): "
+            + "; ".join(f"{v.host}: {v.why}" for v in found.nodes if v.exclude)
+        )
+    if found.status.failed:
+        raise ProbeFailed(
+            f"the bad-node finder saw failures but cannot name a node (rank files in "
+            f"{result_dir}); {pairs.RULE}"
+        )
+    return 0
 
 
 def run(args: argparse.Namespace) -> int:
     check_args(ranks=args.ranks, junit=args.junit)
     target = runner.resolve_target(args.env, args.profile)
+    if args.pairs:
+        return run_pairs(args, target)
     names = tuple(args.names) or target.default_probes
     extra: dict[str, list[str]] = {}
     if args.nccl_sizes:

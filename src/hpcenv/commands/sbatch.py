@@ -43,6 +43,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="environment the probes run in (default: the profile's built venv)",
     )
+    parser.add_argument(
+        "--pairs",
+        action="store_true",
+        help="with target nccl and --nodes 2+: the bad-node finder (hpcenv probe nccl --pairs); "
+        "the report lists the nodes to exclude",
+    )
     parser.add_argument("--submit", action="store_true", help="submit with sbatch")
     parser.add_argument(
         "--wait",
@@ -66,6 +72,7 @@ def run(args: argparse.Namespace) -> int:
         ntasks_per_node=args.ntasks_per_node,
         output_dir=args.output_dir,
         venv=args.env,
+        pairs=args.pairs,
     )
     if not (args.submit or args.wait):  # --wait implies --submit
         print_text(job.script)
@@ -90,6 +97,9 @@ def run(args: argparse.Namespace) -> int:
     )
     if isinstance(report, dict):
         print_json(report)
+        excluded = report.get("exclude")
+        if excluded and isinstance(excluded, list):  # the bad-node finder named some
+            print_text(f"exclude these nodes: --exclude={','.join(map(str, excluded))}\n", err=True)
     elif report:
         print_text(report)
     else:

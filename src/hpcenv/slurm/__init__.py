@@ -7,7 +7,8 @@
 - ``srun``: the launcher that starts a probe's ranks with one ``srun``;
 - ``sbatch``: job scripts rendered, written, submitted and waited for;
 - ``ray_cluster``: a Ray cluster over the allocation for the ray probe
-  (``python -m hpcenv.slurm.ray_cluster``).
+  (``python -m hpcenv.slurm.ray_cluster``);
+- ``pairs``: the bad-node finder (allreduce between pairs of nodes, which to exclude).
 
 Nothing is imported here: ``hpcenv.profile`` imports ``walltime`` while ``sbatch``
 imports the profile.

@@ -154,11 +154,13 @@ def profile_ref(profile: Profile) -> str:
     return str(profile.path.absolute())
 
 
-def hpcenv_argv(profile: Profile, target: str, venv: str | None) -> list[str]:
+def hpcenv_argv(
+    profile: Profile, target: str, venv: str | None, *, pairs: bool = False
+) -> list[str]:
     """The hpcenv command the job runs (with this Python, so the job sees this hpcenv).
 
     With ``venv`` (``--env``) the probes still take their settings (sizes, timeouts,
-    modules) from the profile: ``--profile`` names it.
+    modules) from the profile: ``--profile`` names it. ``pairs``: the bad-node finder.
     """
     base = [sys.executable, "-m", "hpcenv"]
     ref = profile_ref(profile)
@@ -166,7 +168,8 @@ def hpcenv_argv(profile: Profile, target: str, venv: str | None) -> list[str]:
         return [*base, "build", ref]
     names = [] if target == "probe" else [target]
     settings = ["--profile", ref] if venv else []
-    return [*base, "probe", *names, "--env", venv or ref, *settings, "--json"]
+    finder = ["--pairs"] if pairs else []
+    return [*base, "probe", *names, "--env", venv or ref, *settings, *finder, "--json"]
 
 
 def render(
@@ -180,16 +183,23 @@ def render(
     workdir: Path | None = None,
     run: Sequence[str] | None = None,
     extra_env: Mapping[str, str] | None = None,
+    pairs: bool = False,
 ) -> Job:
     """The sbatch script for ``target`` on ``profile``'s cluster.
 
     ``run`` replaces the hpcenv command (tests use a trivial one); its output
-    still goes to ``report.json`` in the job's output directory.
+    still goes to ``report.json`` in the job's output directory. ``pairs``: the job
+    runs the bad-node finder (``hpcenv probe nccl --pairs``).
     """
     if target not in TARGETS:
         raise BadInput(f"unknown sbatch target {target!r}; use one of: {', '.join(TARGETS)}")
     if nodes < 1:
         raise BadInput(f"--nodes {nodes}: must be at least 1")
+    if pairs and (target != "nccl" or nodes < 2):
+        raise BadInput(
+            f"--pairs runs nccl between pairs of nodes: use it with target nccl and --nodes 2 "
+            f"or more (got {target!r}, --nodes {nodes})"
+        )
     cwd = (workdir or Path.cwd()).absolute()
     log_dir = Path(profile.job.log_dir)
     log_dir = (log_dir if log_dir.is_absolute() else cwd / log_dir).absolute()
@@ -245,7 +255,7 @@ def render(
             f'export TMPDIR={shlex.quote(profile.job.scratch)}/"$SLURM_JOB_ID"',
             'mkdir -p "$TMPDIR"',
         ]
-    argv = list(run) if run is not None else hpcenv_argv(profile, target, venv)
+    argv = list(run) if run is not None else hpcenv_argv(profile, target, venv, pairs=pairs)
     keep = ""
     if run is None and target != "build":  # rank files and JUnit kept with the report
         keep = ' --results-dir "$out/ranks" --junit "$out/junit.xml"'

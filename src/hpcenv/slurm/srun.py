@@ -10,6 +10,7 @@ failure in minutes instead of a job that hangs until its walltime.
 
 from __future__ import annotations
 
+import copy
 import os
 import re
 import shutil
@@ -42,11 +43,14 @@ def srun_argv(
     wait_s: int = DEFAULT_WAIT_S,
     job_name: str | None = None,
     srun: str = "srun",
+    pinned: bool = False,
 ) -> list[str]:
     """The srun command line that starts ``argv`` once per rank, all nodes at once.
 
     GPUs are not bound per task: every rank sees the node's GPUs and picks
     ``cuda:LOCAL_RANK`` (what torchrun does); binding would renumber them to 0.
+    ``pinned``: the step runs on the layout's hosts exactly (``--nodelist``), for a
+    step on some nodes of the allocation (the bad-node finder's pairs).
     """
     n = lay.ranks if ranks is None else ranks
     if n < 1 or n > lay.ranks:
@@ -61,6 +65,8 @@ def srun_argv(
         f"--wait={wait_s}",
         "--export=ALL",
     ]
+    if pinned:
+        out.append(f"--nodelist={','.join(lay.hosts[:nodes])}")
     if job_name:
         out.append(f"--job-name={job_name}")
     return [*out, "--", *argv]
@@ -132,6 +138,26 @@ class SrunLauncher:
         self.wait_s = wait_s
         self.srun = shutil.which("srun", path=env_now.get("PATH")) or "srun"
         self.master_addr = self.layout.hosts[0]
+        self.pinned = False
+
+    def on(self, hosts: Sequence[str], *, per_node: int | None = None) -> SrunLauncher:
+        """A launcher for steps on ``hosts`` of this allocation only (``--nodelist``),
+        ``per_node`` ranks on each (at most what the allocation has); this one is unchanged.
+        """
+        unknown = [h for h in hosts if h not in self.layout.hosts]
+        if unknown or not hosts:
+            raise BadInput(
+                f"hosts {', '.join(unknown) or '(none)'} are not in this allocation "
+                f"({', '.join(self.layout.hosts)})"
+            )
+        out = copy.copy(self)
+        most = self.layout.per_node
+        out.layout = Layout(
+            hosts=tuple(hosts), per_node=min(per_node or most, most), gpus=self.layout.gpus
+        )
+        out.master_addr = out.layout.hosts[0]
+        out.pinned = True
+        return out
 
     @property
     def nodes(self) -> int:
@@ -145,7 +171,9 @@ class SrunLauncher:
         return [self.layout.host_of(k) for k in range(ranks)]
 
     def argv_for(self, argv: Sequence[str], ranks: int) -> list[str]:
-        return srun_argv(self.layout, argv, ranks=ranks, wait_s=self.wait_s, srun=self.srun)
+        return srun_argv(
+            self.layout, argv, ranks=ranks, wait_s=self.wait_s, srun=self.srun, pinned=self.pinned
+        )
 
     def env_for(self, env: Mapping[str, str]) -> dict[str, str]:
         """The ranks' environment: no torchrun rank variables, MASTER_ADDR on the first
