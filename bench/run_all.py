@@ -6,8 +6,9 @@ Each figure is a median of several runs with its baseline measured in the same r
 (warm uv cache), then facts, build, allreduce, the local probe suite and the doctor,
 the GPU-code reader against cuobjdump and the audit of a CUDA torch venv
 (``bench_archs.py``; a 4.5 GB venv and a 470 MB library fetched once into
-``~/.cache/hpcenv-tests``), and with ``--slurm`` the probe-nccl job on a private local SLURM
-(about 1.5 min).
+``~/.cache/hpcenv-tests``), with ``--slurm`` the probe-nccl job on a private local SLURM
+(about 1.5 min), and with ``--pairs`` the bad-node finder on a private 3-node SLURM (root;
+about 1 min a run).
 """
 
 from __future__ import annotations
@@ -50,6 +51,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--runs", type=int, default=3, help="runs per figure (facts: 5x this)")
     ap.add_argument("--slurm", action="store_true", help="also time probe-nccl on local SLURM")
+    ap.add_argument(
+        "--pairs", action="store_true", help="also time the bad-node finder on 3 nodes (root)"
+    )
     ap.add_argument(
         "--render",
         action="store_true",
@@ -105,6 +109,11 @@ def main() -> int:
     if args.slurm:
         results["slurm"] = run_json(
             [py, str(BENCH / "bench_slurm.py"), "--runs", str(args.runs)], env
+        )
+    if args.pairs:
+        results["pairs"] = run_json(
+            [py, str(BENCH / "bench_pairs.py"), "--python", venv_py, "--runs", str(args.runs)],
+            env,
         )
     (BENCH / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     (BENCH / "RESULTS.md").write_text(render(results))
@@ -243,6 +252,23 @@ def render(r: dict[str, Any]) -> str:
                 f"trivial job {s['baseline_trivial_job_median_s']:.1f} s",
                 "-",
                 None,
+            )
+        )
+    if "pairs" in r and "finder" in r["pairs"]:
+        pr = r["pairs"]
+        runs = len(pr["excluded"])
+        right = sum(x == ["node3"] for x in pr["excluded"])
+        busbw = ", ".join(f"{k} {v:.3g}" for k, v in sorted(pr["pair_busbw_gbps"].items()))
+        lines.append(
+            row(
+                "bad-node finder, 3 nodes, node3 at 100 Mbit/s (`probe nccl --pairs`, 8 MiB)",
+                f"{pr['finder']['median_s']:.1f} s ({pr['finder']['min_s']:.1f}-"
+                f"{pr['finder']['max_s']:.1f}); excluded node3 alone in {right}/{runs} runs; "
+                f"busbw GB/s {busbw}",
+                f"one full-allocation sweep 1K..8M {pr['full_sweep']['median_s']:.1f} s "
+                f"({pr['finder_over_sweep']:.2f}x), which names no node",
+                "exclude exactly node3",
+                right == runs,
             )
         )
     return "\n".join(lines) + "\n"
