@@ -5,7 +5,9 @@ hits them alike).
 
 Variants: warm (the ``fi_info -l`` cache filled, the usual case), cold (an empty cache
 directory every run: ``fi_info`` runs), and without ``fi_info`` on PATH (hpcenv's own
-cost). Prints JSON: min/median/max per variant, and the ratios of medians.
+cost). Every variant runs without PYTHONDONTWRITEBYTECODE, so the warm-up round leaves
+bytecode as an installed package has it. Prints JSON: min/median/max per variant, and
+the ratios of medians.
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ def main() -> None:
     ap.add_argument("--torch-python", help="a python with torch, for the collect_env baseline")
     args = ap.parse_args()
     py = sys.executable
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)  # installed packages have bytecode
     facts = [py, "-m", "hpcenv", "facts", "--json"]
     scratch = Path(tempfile.mkdtemp(prefix="hpcenv-bench-facts-"))
     warm_env = {**os.environ, "HPCENV_CACHE": str(scratch / "warm")}
