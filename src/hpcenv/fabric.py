@@ -128,10 +128,13 @@ def _write(path: Path, key: dict[str, Any], providers: tuple[str, ...]) -> None:
 
 
 def providers(
-    env: Mapping[str, str] | None = None, *, timeout: float = FI_INFO_TIMEOUT_S
+    env: Mapping[str, str] | None = None,
+    *,
+    timeout: float = FI_INFO_TIMEOUT_S,
+    problems: list[str] | None = None,
 ) -> tuple[str, ...] | None:
     """Providers ``fi_info -l`` lists (cached, see above); None when fi_info is not
-    installed, () when it fails."""
+    installed, () when it fails; a hung fi_info is noted in ``problems``."""
     env = os.environ if env is None else env
     found = shutil.which("fi_info", path=env.get("PATH"))
     if found is None:
@@ -149,7 +152,12 @@ def providers(
     key = cache_key(fi_info, env)
     try:
         done = command.run([fi_info, "-l"], env=env, timeout=timeout)
-    except CommandFailed:
+    except CommandFailed as exc:
+        if exc.returncode == 124 and problems is not None:
+            problems.append(
+                f"fi_info -l did not answer within {timeout:g} s and was stopped: it hangs "
+                "(a libfabric provider probing stuck hardware); the providers are unknown"
+            )
         return ()
     listed = parse_fi_info_list(done.stdout)
     _write(entry, key, listed)

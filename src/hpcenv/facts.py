@@ -39,6 +39,11 @@ def loaded_modules(env: Mapping[str, str]) -> tuple[str, ...]:
     return tuple(m for m in env.get("LOADEDMODULES", "").split(":") if m)
 
 
+#: Seconds facts gives a helper (nvidia-smi, fi_info) before it counts as hung; both run
+#: at the same time, so a node where both hang costs this once.
+HELPER_TIMEOUT_S = 5.0
+
+
 def collect(env: Mapping[str, str] | None = None, *, network: bool = True) -> Facts:
     """The facts of this host.
 
@@ -50,10 +55,16 @@ def collect(env: Mapping[str, str] | None = None, *, network: bool = True) -> Fa
     """
     env = os.environ if env is None else env
     providers: list[tuple[str, ...] | None] = [None]
-    reader = threading.Thread(target=lambda: providers.__setitem__(0, fabric.providers(env)))
+    net_problems: list[str] = []
+    reader = threading.Thread(
+        target=lambda: providers.__setitem__(
+            0, fabric.providers(env, timeout=HELPER_TIMEOUT_S, problems=net_problems)
+        )
+    )
     if network:
         reader.start()
-    nv = nvidia.read()
+    problems: list[str] = []
+    nv = nvidia.read(problems)
     if network:
         reader.join()
     return Facts(
@@ -69,6 +80,7 @@ def collect(env: Mapping[str, str] | None = None, *, network: bool = True) -> Fa
         if network
         else NetworkFacts(),
         modules=loaded_modules(env),
+        warnings=tuple(problems + net_problems),
         source="this host",
     )
 

@@ -70,6 +70,8 @@ class Facts:
     slurm: SlurmFacts | None = None
     network: NetworkFacts = field(default_factory=NetworkFacts)
     modules: tuple[str, ...] = ()
+    #: what could not be read and why (a helper that hangs), for people; may be empty
+    warnings: tuple[str, ...] = ()
     source: str | None = None  # "this host" or the file it was read from; not serialised
 
     @property
@@ -135,6 +137,7 @@ def to_json(facts: Facts) -> dict[str, Any]:
             "nccl_net_plugin": facts.network.nccl_net_plugin,
         },
         "modules": list(facts.modules),
+        "warnings": list(facts.warnings),
     }
 
 
@@ -277,6 +280,7 @@ def from_json(data: Any, where: str = "facts") -> Facts:
         slurm=slurm,
         network=network,
         modules=r.strs("modules") or (),
+        warnings=r.strs("warnings") or (),
         source=where,
     )
 

@@ -115,8 +115,16 @@ def parse_smi_csv(text: str) -> list[Gpu]:
     return gpus
 
 
-def read_smi(timeout: float = 15.0) -> NvidiaFacts | None:
-    """Driver and GPUs from ``nvidia-smi`` (one line per GPU), CUDA from its banner."""
+#: Seconds ``nvidia-smi`` gets: it answers in well under one on a healthy node; one that
+#: hangs (a stuck GPU or driver) is reported as hung after this, not as "no driver".
+SMI_TIMEOUT_S = 5.0
+
+
+def read_smi(
+    timeout: float = SMI_TIMEOUT_S, problems: list[str] | None = None
+) -> NvidiaFacts | None:
+    """Driver and GPUs from ``nvidia-smi`` (one line per GPU), CUDA from its banner.
+    A hung nvidia-smi is noted in ``problems``."""
     smi = shutil.which("nvidia-smi")
     if smi is None:
         return None
@@ -127,7 +135,12 @@ def read_smi(timeout: float = 15.0) -> NvidiaFacts | None:
             [smi, f"--query-gpu={','.join(SMI_FIELDS)}", "--format=csv,noheader,nounits"],
             timeout=timeout,
         ).stdout
-    except CommandFailed:
+    except CommandFailed as exc:
+        if exc.returncode == 124 and problems is not None:
+            problems.append(
+                f"nvidia-smi did not answer within {timeout:g} s and was stopped: it hangs "
+                "(a stuck GPU or driver); the GPUs are unknown: drain or reboot the node"
+            )
         return None
     gpus = parse_smi_csv(out)
     driver = None
@@ -164,10 +177,11 @@ def kernel_driver_present() -> bool:
     return any(p.exists() for p in files)
 
 
-def read() -> NvidiaFacts | None:
-    """The first source that answers, or ``None`` on a machine without an NVIDIA driver."""
+def read(problems: list[str] | None = None) -> NvidiaFacts | None:
+    """The first source that answers, or ``None`` on a machine without an NVIDIA driver;
+    a source that hangs is noted in ``problems``."""
     if os.environ.get("HPCENV_NO_NVML") != "1" and kernel_driver_present():
         found = read_nvml()
         if found is not None:
             return found
-    return read_smi() or read_proc()
+    return read_smi(problems=problems) or read_proc()

@@ -20,10 +20,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from hpcenv.errors import BadInput
 from hpcenv.facts_model import Facts
 from hpcenv.kit import slurm_env
 from hpcenv.kit.status import Status
 from hpcenv.profile import Profile
+from hpcenv.slurm import hostlist
 
 #: Filesystems that are shared over the network: slow for TMPDIR and for builds.
 NETWORK_FS = frozenset(
@@ -80,16 +82,25 @@ class Context:
     cwd: Path
 
 
+#: More GPU ids than a node or step can have.
+MAX_GPU_IDS = 4096
+
+
 def _ids(value: str | None) -> list[str]:
-    """``0,1,3`` (SLURM may also write ``0-3``) as a list of ids."""
+    """``0,1,3`` (SLURM may also write ``0-3``) as a list of ids (at most MAX_GPU_IDS)."""
     out: list[str] = []
     for raw in (value or "").split(","):
         part = raw.strip()
         m = re.fullmatch(r"(\d+)-(\d+)", part)
         if m:
-            out += [str(i) for i in range(int(m.group(1)), int(m.group(2)) + 1)]
+            ids = hostlist.id_range(
+                int(m.group(1)), int(m.group(2)), limit=MAX_GPU_IDS, what="GPU ids"
+            )
+            out += [str(i) for i in ids]
         elif part:
             out.append(part)
+        if len(out) > MAX_GPU_IDS:
+            raise BadInput(f"GPU ids: more than {MAX_GPU_IDS} listed; fix the value")
     return out
 
 

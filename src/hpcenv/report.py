@@ -118,6 +118,8 @@ def print_facts(facts: Facts, out: Console | None = None) -> None:
         _fmt(net.nccl_net_plugin) if net.nccl_net_plugin else styled("none found", "dim"),
     )
     table.add_row("modules", _fmt(facts.modules))
+    for warning in facts.warnings:
+        table.add_row(styled("warning", "yellow"), styled(warning, "yellow"))
     out.print(table)
 
 

@@ -57,6 +57,7 @@ def hostnames(nodelist: str, *, env: Mapping[str, str] | None = None) -> list[st
     (SLURM is the authority on its own syntax), ``hostlist.expand`` otherwise."""
     if not nodelist.strip():
         raise BadInput("empty SLURM node list; is SLURM_JOB_NODELIST set?")
+    hostlist.check_size(nodelist)
     scontrol = shutil.which("scontrol", path=(env or os.environ).get("PATH"))
     if scontrol is not None:
         from hpcenv import command  # here: reading the facts in a job must stay cheap

@@ -33,6 +33,8 @@ RANK_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK
 
 #: Seconds srun lets the other ranks run after the first one exits (``srun --wait``).
 DEFAULT_WAIT_S = 60
+#: More tasks than a job step has: a task range srun never writes (see rank_failures).
+MAX_TASKS = 1 << 20
 
 
 def srun_argv(
@@ -89,6 +91,8 @@ def failed_tasks(srun_stderr: str) -> dict[int, str]:
         for part in m.group("tasks").split(","):
             lo, _, hi = part.partition("-")
             if not lo.isdigit():
+                continue
+            if int(hi or lo) - int(lo) >= MAX_TASKS:  # not a line srun writes
                 continue
             for task in range(int(lo), int(hi or lo) + 1):
                 out.setdefault(task, f"{m.group('host')}: {m.group('why')}")
