@@ -28,7 +28,6 @@ import os
 import re
 import shutil
 import sys
-import tempfile
 import zipfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -38,7 +37,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from hpcenv import knowledge
+from hpcenv import fsio, knowledge
 from hpcenv.errors import BadInput
 from hpcenv.facts_model import Facts
 from hpcenv.kit import coverage
@@ -155,7 +154,7 @@ def scan_wheel(path: Path) -> Scan:
     files: list[FileCode] = []
     errors: list[tuple[str, str]] = []
     count = 0
-    with zf, tempfile.TemporaryDirectory(prefix="hpcenv-archs-") as tmp:
+    with zf, fsio.work_dir("hpcenv-archs-") as tmp:  # a SIGKILLed one's: removed next run
         dist = _wheel_dist(zf)
         for info in zf.infolist():
             if info.is_dir() or not SHARED.search(info.filename):

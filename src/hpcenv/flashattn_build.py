@@ -18,7 +18,6 @@ import hashlib
 import json
 import os
 import shutil
-import tempfile
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -97,7 +96,7 @@ def build_cached_wheel(
         found = _cached(entry)  # another process may have built it while we waited
         if found:
             return CachedWheel(path=found, hit=True, key=key, seconds=time.monotonic() - start)
-        tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{entry.name}-", dir=entry.parent))
+        tmp = fsio.new_dir(entry.parent, f".tmp-{entry.name}-")
         try:
             build_fn(tmp)
             wheels = sorted(tmp.glob("*.whl"))

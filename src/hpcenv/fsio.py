@@ -187,6 +187,21 @@ def work_dir(prefix: str) -> Iterator[Path]:
         shutil.rmtree(path, ignore_errors=True)
 
 
+def new_dir(parent: Path, prefix: str) -> Path:
+    """A new, uniquely named directory in ``parent`` with the umask's mode (unlike
+    ``mkdtemp``'s 0700: renamed into a shared place, the group must read it)."""
+    ensure_dir(parent)
+    while True:
+        path = Path(parent) / f"{prefix}{os.getpid()}-{secrets.token_hex(4)}"
+        try:
+            os.mkdir(path, 0o777)
+        except FileExistsError:
+            continue
+        except PermissionError as exc:
+            raise denied(Path(parent), exc) from exc
+        return path
+
+
 def temp_name(path: Path) -> Path:
     """A fresh name beside ``path`` for a file that will be renamed over it."""
     return path.parent / f".{path.name}{TMP_MARK}{os.getpid()}-{secrets.token_hex(4)}"
