@@ -195,7 +195,7 @@ def test_a_probes_descendants_do_not_outlive_it(
     monkeypatch.setenv(MARK, tag)
     scripts = tmp_path / "probes"
     scripts.mkdir()
-    (scripts / "bg.py").write_text(BACKGROUNDS)
+    (scripts / "bg_probe.py").write_text(BACKGROUNDS)  # registry.script_name
     spec = runner.ProbeSpec(name="bg", python=Path(sys.executable), timeout_s=60)
     try:
         result = runner.run_probe(
