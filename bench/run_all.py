@@ -3,7 +3,8 @@
 
 Each figure is a median of several runs with its baseline measured in the same run
 (see each script's docstring). Steps: build ``local`` into a private HPCENV_HOME
-(warm uv cache), then facts, build, allreduce, the local probe suite and the doctor,
+(warm uv cache), then facts, build, a project build (``bench_project.py``), allreduce,
+the local probe suite and the doctor,
 the GPU-code reader against cuobjdump and the audit of a CUDA torch venv
 (``bench_archs.py``; a 4.5 GB venv and a 470 MB library fetched once into
 ``~/.cache/hpcenv-tests``), with ``--slurm`` the probe-nccl job on a private local SLURM

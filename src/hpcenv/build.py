@@ -551,8 +551,8 @@ def _install(
             lambda: _flash_attn(target, plan, log=log),
         )
     installed_fixes = steps("fixes", "installing fixes", lambda: fixes.install(target, plan.fixes))
-    # with a project, swap already imported every package built against torch
-    names = package_names(plan) if project is None else []
+    # with a project: every package built against torch, and the profile's (swap names them)
+    names = package_names(plan) if project_report is None else list(project_report["checked"])
     imports = steps("probe", "import check", lambda: import_check.check(target, names, log=log))
     return replace(
         report,

@@ -23,15 +23,17 @@ venv:
    everything else stays pinned as the lock has it; the profile's ``[packages] install``
    is added for what the project does not pin (the project's pin wins, and the report
    says which);
-3. ``uv pip compile`` of that set for the node (the torch index is the plan's: the
+3. ``uv pip compile`` of that set for the node (skipped when nothing was swapped or
+   added: the lock's pins are then the whole set) (the torch index is the plan's: the
    profile's, ``HPCENV_TORCH_INDEX_URL`` or the wheelhouse; the project's PyTorch index
    URLs are dropped), then ``uv pip sync`` into the new venv: nothing is installed and
    then uninstalled, and nothing is downloaded that the result does not contain;
 4. the project and its workspace members, non-editable, from a copy of the tree (the
    project's files stay byte-identical: no ``*.egg-info``, no ``__pycache__``, no ``.venv``);
 5. the proof (``cudalibs.check``): every CUDA library ``libtorch_cuda.so`` and each CUDA
-   extension needs is there and from a wheel of the intended major; then every package
-   that depends on torch, and the profile's packages, are imported with the new torch.
+   extension needs is there and from a wheel of the intended major; the build's import
+   check then imports every package that depends on torch, and the profile's packages
+   (``checked`` in the result), with the new torch.
 """
 
 from __future__ import annotations
@@ -47,10 +49,10 @@ from pathlib import Path
 from typing import IO, Any
 
 from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import canonicalize_name
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from hpcenv import cudalibs, fixes, fsio, import_check, knowledge, uv, uvlock
+from hpcenv import cudalibs, fixes, fsio, knowledge, uv, uvlock
 from hpcenv.audit import marker_environment
 from hpcenv.errors import BadInput, BuildFailed, CommandFailed, NoCompatibleBuild
 from hpcenv.facts_model import Facts
@@ -99,6 +101,7 @@ class ProjectSet:
     variant: str | None
     changes: tuple[Change, ...] = ()
     warnings: tuple[str, ...] = ()
+    complete: bool = False  # nothing swapped or added: the lock's own set, no resolve needed
     plan: Plan | None = None  # the plan made for the project's torch version
     names: tuple[str, ...] = field(default_factory=tuple)  # every package of the set
 
@@ -198,6 +201,13 @@ def _major(label: str | None) -> int | None:
 # --- step 1 and 2: the set --------------------------------------------------------------
 
 
+def _wheel_name(path: str) -> str:
+    try:
+        return canonicalize_name(parse_wheel_filename(path.rsplit("/", 1)[-1])[0])
+    except InvalidWheelFilename as exc:
+        raise BadInput(f"uv export printed {path!r}, which is no wheel file name") from exc
+
+
 def _export_lines(text: str, env: dict[str, str]) -> tuple[dict[str, str], list[str]]:
     """``{name: requirement without marker}`` and local paths, for lines whose marker holds."""
     pins: dict[str, str] = {}
@@ -219,8 +229,13 @@ def _export_lines(text: str, env: dict[str, str]) -> tuple[dict[str, str], list[
         body = body.strip()
         if body.startswith("-e "):
             local.append(body[3:].strip())
-        elif body.startswith(("./", "../", ".")) and " @ " not in body:
-            local.append(body)
+        elif body.startswith(("./", "../", ".", "/", "file:")) and " @ " not in body:
+            if body.endswith(".whl"):  # a path source: uv prints the file alone
+                name = _wheel_name(body)
+                url = body if ":" in body else Path(body).absolute().as_uri()
+                pins[name] = f"{name} @ {url}"
+            else:
+                local.append(body)
         elif not body.startswith("-"):
             try:
                 pins[canonicalize_name(Requirement(body).name)] = body
@@ -374,6 +389,7 @@ def project_set(
         variant=variant,
         changes=tuple(changes),
         warnings=tuple(warnings),
+        complete=not swapped and len(reqs) == len(pins),
         plan=plan,
         names=tuple(sorted(kept_names | {c.name for c in changes if c.after})),
     )
@@ -492,15 +508,18 @@ def sync_and_swap(
         else:
             extra_compile = extra
         try:
-            uv.compile_lock(
-                work / "requirements.in",
-                work / "resolved.txt",
-                plan=plan,
-                python_platform=uv.python_platform(arch, facts.glibc),
-                python_version=wanted.python.version,
-                log=log,
-                extra=extra_compile,
-            )
+            if wanted.complete:  # the lock's set as it is: every pin exact, nothing to resolve
+                shutil.copy(work / "requirements.in", work / "resolved.txt")
+            else:
+                uv.compile_lock(
+                    work / "requirements.in",
+                    work / "resolved.txt",
+                    plan=plan,
+                    python_platform=uv.python_platform(arch, facts.glibc),
+                    python_version=wanted.python.version,
+                    log=log,
+                    extra=extra_compile,
+                )
             exact = _exact_pins(fsio.read_text(work / "resolved.txt", "uv's output"))
             fsio.write_bytes(work / "resolved.txt", exact.encode())
             uv.sync(venv, work / "resolved.txt", plan=plan, log=log, extra=extra)
@@ -513,7 +532,12 @@ def sync_and_swap(
         if wanted.local:
             copy = work / "project"
             _copy_tree(request.directory, copy)
-            paths = [str((copy / rel).resolve()) for rel in wanted.local]
+            paths = [
+                rel.removeprefix("file://")
+                if rel.startswith(("file:", "/"))
+                else str((copy / rel).resolve())
+                for rel in wanted.local
+            ]
             try:
                 uv.install(
                     venv,
@@ -544,8 +568,8 @@ def sync_and_swap(
             )
     dependents = sorted(n for n, info in after.items() if "torch" in info["requires"])
     profile_names = [n for n in (_req_name(r) for r in plan.packages) if n and n in after]
+    # imported by the build's import check (after the fixes are in)
     result["checked"] = sorted(set(dependents) | set(profile_names))
-    result["imports"] = dict(import_check.check(venv, result["checked"], log=log).imports)
     result["flash_attn_from_project"] = "flash-attn" in after
     return result
 
