@@ -36,7 +36,8 @@ from hpcenv.plan_model import Plan
 
 
 def uv_argv() -> list[str]:
-    """How to start uv: ``$HPCENV_UV``, ``uv`` on PATH, else ``python -m uv``."""
+    """How to start uv: ``$HPCENV_UV``, ``uv`` on PATH, else the uv installed with hpcenv
+    (a dependency: ``.venv/bin/hpcenv`` works without its venv on PATH)."""
     explicit = os.environ.get("HPCENV_UV")
     if explicit:
         return [explicit]
@@ -44,13 +45,16 @@ def uv_argv() -> list[str]:
     if found:
         return [found]
     try:
-        import uv as _uv  # type: ignore[import-not-found,unused-ignore]  # noqa: F401
+        import uv as _uv  # type: ignore[import-not-found,unused-ignore]
     except ImportError as exc:
         raise BadInput(
             "uv not found: install it (pip install uv, or "
             "https://docs.astral.sh/uv/getting-started/installation/) or set HPCENV_UV"
         ) from exc
-    return [sys.executable, "-m", "uv"]
+    try:
+        return [str(_uv.find_uv_bin())]
+    except FileNotFoundError:
+        return [sys.executable, "-m", "uv"]
 
 
 def available() -> bool:
