@@ -36,11 +36,17 @@ MAX_EXTENSIONS = 40
 
 
 def dist_name(requirement: str) -> str | None:
-    """'ray[default]>=2.49' -> 'ray'; a URL or path requirement -> None."""
-    if "://" in requirement or requirement.startswith((".", "/")):
-        return None
+    """'ray[default]>=2.49' -> 'ray', 'priv @ https://host/priv.whl' -> 'priv' (PEP 508
+    names the package before a URL); a bare URL or path -> None."""
     m = NAME.match(requirement)
-    return m.group(1) if m else None
+    if m is None:
+        return None
+    rest = requirement[m.end() :].lstrip()
+    if rest.startswith("[") and "]" in rest:
+        rest = rest[rest.index("]") + 1 :].lstrip()
+    if rest.startswith("://") or (("://" in rest or "/" in rest) and not rest.startswith("@")):
+        return None  # https://..., or a path like dir/pkg.whl
+    return m.group(1)
 
 
 def extension_modules(dist: md.Distribution, tops: list[str]) -> list[str]:

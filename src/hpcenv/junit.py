@@ -20,8 +20,8 @@ from hpcenv import fsio, redact
 from hpcenv.errors import BadInput
 from hpcenv.results import ProbeResult, RankResult, Status
 
-#: ANSI escape sequences (CSI ... final byte, and two-character ESC sequences).
-_ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|[@-Z\\-_])")
+#: ANSI escape sequences: CSI (colours), OSC (window titles, links) and two-character ones.
+_ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
 #: Characters XML 1.0 does not allow anywhere (not even as character references).
 _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 

@@ -19,6 +19,8 @@ nvidia-ml-py) nor the rest of hpcenv: the runner puts a directory holding only
 - ``nccl`` / ``nccl_log``: NCCL version numbers; what NCCL's INFO log says;
 - ``versions``: release ranges as the probes' tables write them;
 - ``ports``: a free TCP port;
+- ``masking``: what a secret is and masking it in text (``hpcenv.redact`` builds on it;
+  probes mask the rank files they write);
 - ``elf``: one ELF reader (sections, ``.dynamic``: NEEDED/RUNPATH/RPATH/SONAME,
   exported dynamic symbols), through ``mmap``;
 - ``fatbin``: the GPU code in a library's fatbinary sections (SASS and PTX per

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hpcenv.kit import nccl, nvidia_proc, slurm_env
+from hpcenv.kit import masking, nccl, nvidia_proc, slurm_env
 from hpcenv.kit.registry import script_name
 from hpcenv.kit.status import Status
 
@@ -234,9 +234,16 @@ def import_torch(ctx: Context) -> Any:
 
 
 def _write(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, default=str) + "\n")
-    tmp.replace(path)
+    """A rank file: masked (``masking``: the job's secrets), written to a new file (never
+    through a symlink planted in a shared results directory) and renamed into place."""
+    text = masking.mask(
+        json.dumps(data, default=str), masking.ordered(masking.env_secrets(os.environ))
+    )
+    tmp = path.with_name(f".{path.name}.{os.getpid()}-{os.urandom(4).hex()}.tmp")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+    with os.fdopen(os.open(tmp, flags, 0o666), "w", encoding="utf-8") as fh:
+        fh.write(text + "\n")
+    os.replace(tmp, path)
 
 
 def result_dir() -> Path | None:
@@ -276,5 +283,6 @@ def main(
     if out is not None:
         _write(rank_file(out, name, rank.rank, "json"), result)
     sys.stdout.flush()
-    print(json.dumps(result, default=str), flush=True)
+    secrets = masking.ordered(masking.env_secrets(os.environ))
+    print(masking.mask(json.dumps(result, default=str), secrets), flush=True)
     return 0
