@@ -11,8 +11,10 @@ read with ``hpcenv.kit.elf``), each such library is resolved as the loader and t
 would: the object's ``DT_RUNPATH`` (else ``DT_RPATH``) with ``$ORIGIN`` expanded, then
 the venv's ``nvidia/*/lib`` directories (torch preloads from them). The file found must
 be listed in the ``RECORD`` of exactly one installed distribution, and that distribution
-must be of the intended major (``nvidia-nccl-cu12`` -> 12; an unsuffixed ``nvidia-*``
-or ``cuda-*`` wheel by its version, ``nvidia-cuda-runtime 13.0.96`` -> 13). System
+must be of the intended major: ``nvidia-nccl-cu12`` -> 12 by its suffix; CUDA 13's
+unsuffixed wheels by where they install, ``nvidia/cu13/lib`` (their versions are the
+libraries', not CUDA's: ``nvidia-cusparse 12.6.3.3`` ships with CUDA 13, measured on torch
+2.13.0's wheels). System
 directories are not searched: a CUDA library from outside the venv is the problem this
 check exists to catch. The NVIDIA driver's own libraries (``libcuda.so.1``,
 ``libnvidia-ml.so.1``) are the node's and are not checked.
@@ -35,6 +37,7 @@ CUDA_LIB = re.compile(
     r"cufile_rdma|nvToolsExt|nvperf_\w+|npp\w*|nvjpeg|cudla)\.so(\.\d+)*$"
 )
 _SUFFIX = re.compile(r"-cu(\d+)$")
+_CU_DIR = re.compile(r"^nvidia/cu(\d+)/")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -94,16 +97,15 @@ def owners(site: Path) -> tuple[dict[str, list[str]], dict[str, str]]:
     return files, versions
 
 
-def dist_major(dist: str, version: str) -> int | None:
-    """The CUDA major a distribution belongs to (None: not a versioned CUDA wheel)."""
+def dist_major(dist: str, path: str) -> int | None:
+    """The CUDA major of the file ``path`` (relative to site-packages) that distribution
+    ``dist`` installed: its ``-cuNN`` suffix, else the ``nvidia/cuNN/`` directory it lies
+    in; None when neither says (not judged)."""
     m = _SUFFIX.search(dist)
     if m:
         return int(m.group(1))
-    if dist.startswith(("nvidia-", "cuda-")):
-        head = version.split(".", 1)[0]
-        if head.isdigit() and 11 <= int(head) <= 20:
-            return int(head)
-    return None
+    m = _CU_DIR.match(path)
+    return int(m.group(1)) if m else None
 
 
 def _search_dirs(obj: Path, site: Path, fallback: list[Path]) -> list[Path]:
@@ -166,7 +168,7 @@ def check(site: Path, major: int) -> LinkCheck:
                 rel = str(hit)
             dists = files.get(rel, [])
             label = tuple(f"{d} {versions.get(d, '?')}" for d in dists)
-            majors = {dist_major(d, versions.get(d, "")) for d in dists} - {None}
+            majors = {dist_major(d, rel) for d in dists} - {None}
             got = next(iter(majors)) if len(majors) == 1 else None
             found.append(Resolved(needed=needed, path=rel, owners=label, major=got))
             if rel.startswith(".."):
