@@ -11,6 +11,8 @@ string that reaches them (table cells, titles, messages):
   come from ``styled`` / ``Text`` and ``style=`` arguments, never from text;
 - **masking**: every text is masked (``redact.text``) before it is laid out, so a
   secret cannot reach the terminal, not even split over two lines of a table cell.
+
+Table cells fold rather than end in an ellipsis: a long value is shown whole.
 """
 
 from __future__ import annotations
@@ -37,6 +39,10 @@ class MaskingConsole(Console):
     def render(
         self, renderable: RenderableType, options: ConsoleOptions | None = None
     ) -> Iterable[Segment]:
+        if isinstance(renderable, Table):  # a long value wraps, never ends in "..."
+            for column in renderable.columns:
+                if column.overflow == "ellipsis":
+                    column.overflow = "fold"
         if isinstance(renderable, str):
             renderable = redact.text(renderable)
         elif isinstance(renderable, Text):
