@@ -67,12 +67,12 @@ def require_local_build() -> Path:
 
 
 def hpcenv(
-    *args: str, env: Mapping[str, str], timeout: float = 900, cwd: Path | None = None
+    *args: str, env: Mapping[str, str] | None = None, timeout: float = 900, cwd: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """Run the real CLI (``python -m hpcenv``) as a user would."""
+    """Run the real CLI (``python -m hpcenv``) as a user would (``env`` added to ours)."""
     return subprocess.run(
         [sys.executable, "-m", "hpcenv", *args],
-        env={**os.environ, **env},
+        env={**os.environ, **(env or {})},
         cwd=cwd or REPO,
         capture_output=True,
         text=True,

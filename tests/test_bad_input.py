@@ -11,30 +11,17 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import FACTS, REPO
+from buildkit import hpcenv as _cli
+from conftest import FACTS
 from hpcenv import build, fsio, report
 from hpcenv.cli import main
 from hpcenv.results import RankResult, Status
 
 NOT_UTF8 = b'[profile]\ndescription = "caf\xe9"\n'
-
-
-def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    import os
-
-    return subprocess.run(
-        [sys.executable, "-m", "hpcenv", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=REPO,
-        env={**os.environ, **(env or {})},
-    )
 
 
 def _one_line(done: subprocess.CompletedProcess[str], code: int, *needles: str) -> None:

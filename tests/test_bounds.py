@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from buildkit import hpcenv as _cli
 from conftest import REPO
 from hpcenv import runner
 from hpcenv.errors import BadInput
@@ -84,17 +85,6 @@ def test_huge_host_lists_are_bad_input_before_expanding(nodelist: str) -> None:
         hostlist.expand(nodelist)
     with pytest.raises(BadInput, match="more than"):
         hostlist.check_size(nodelist)
-
-
-def _cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "hpcenv", *args],
-        env={**os.environ, **env},
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 def test_huge_gpu_and_node_lists_in_the_environment_do_not_hang() -> None:

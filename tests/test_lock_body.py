@@ -8,15 +8,13 @@ The lock used is the repository's real ``lockfiles/local-x86_64.txt``.
 
 from __future__ import annotations
 
-import os
 import platform
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from buildkit import hpcenv as _cli
 from buildkit import require_uv
 from conftest import REPO
 from hpcenv import lock
@@ -36,17 +34,6 @@ def edited(tmp_path: Path) -> dict[str, str]:
     assert body != text and "sympy==" not in body
     (locks / LOCK.name).write_text(body)
     return {"HPCENV_LOCKFILES": str(locks), "HPCENV_HOME": str(tmp_path / "home")}
-
-
-def _cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "hpcenv", *args],
-        env={**os.environ, **env},
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
 
 
 def test_the_committed_lock_is_intact() -> None:

@@ -90,6 +90,26 @@ def _in_loopback(argv: list[str]) -> list[str]:
     )
 
 
+def _start_until_ray_is_up(argv: list[str], env: dict[str, str], tag: str) -> subprocess.Popen[str]:
+    """Start ``argv`` (in a loopback-only network where possible) and wait until Ray's
+    raylet and a worker of this run are up."""
+    proc = subprocess.Popen(
+        _in_loopback(argv),
+        env=env,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_for("Ray's raylet and a worker", lambda: ray_is_up(tag))
+    except BaseException:
+        proc.kill()
+        kill_marked(tag)
+        raise
+    return proc
+
+
 def _stop_and_check(proc: subprocess.Popen[str], tag: str, sig: signal.Signals) -> tuple[int, str]:
     proc.send_signal(sig)
     try:
@@ -113,20 +133,7 @@ def test_signal_of_probe_ray_leaves_no_process(
     tag = uuid.uuid4().hex
     env = {**os.environ, MARK: tag, "HPCENV_HOME": str(tmp_path), "CUDA_VISIBLE_DEVICES": ""}
     argv = [sys.executable, "-m", "hpcenv", "probe", "ray", "--env", str(probe_python)]
-    proc = subprocess.Popen(
-        _in_loopback(argv),
-        env=env,
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        wait_for("Ray's raylet and a worker", lambda: ray_is_up(tag))
-    except BaseException:
-        proc.kill()
-        kill_marked(tag)
-        raise
+    proc = _start_until_ray_is_up(argv, env, tag)
     code, err = _stop_and_check(proc, tag, sig)
     assert code == 128 + sig, err
     assert f"by {sig.name}; everything it started was stopped" in err
@@ -158,20 +165,7 @@ def test_signal_of_doctor_leaves_no_process(
     tag = uuid.uuid4().hex
     env = {**os.environ, **built_local, MARK: tag, "CUDA_VISIBLE_DEVICES": ""}
     argv = [sys.executable, "-m", "hpcenv", "doctor", built_local["PROFILE"]]
-    proc = subprocess.Popen(
-        _in_loopback(argv),
-        env=env,
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        wait_for("Ray's raylet and a worker under doctor", lambda: ray_is_up(tag))
-    except BaseException:
-        proc.kill()
-        kill_marked(tag)
-        raise
+    proc = _start_until_ray_is_up(argv, env, tag)
     code, err = _stop_and_check(proc, tag, sig)
     assert code == 128 + sig, err
     assert "Traceback" not in err

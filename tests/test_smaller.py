@@ -12,29 +12,16 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from buildkit import hpcenv as _cli
 from hpcenv import junit, runner
 from hpcenv.results import RankResult, Status, gather
 from probe_env import load_probe, probe_python  # noqa: F401 - fixture
-
-
-def _cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "hpcenv", *args],
-        env={**os.environ, **env},
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
 
 
 def test_results_of_a_python_given_by_path_stay_under_hpcenv_home(
