@@ -296,85 +296,53 @@ def project_set(
     changes: list[Change] = []
     reqs: list[str] = []
     indexes: list[str] = []
+
+    def note(name: str, before: str | None, after: str | None, why: str) -> None:
+        """A decision for the report; ``after`` (when new) joins the requirements."""
+        changes.append(Change(name=name, before=before, after=after, why=why))
+        if after is not None and after != before:
+            reqs.append(after)
+
     for name, line in sorted(pins.items()):
         pkg = resolved.packages.get(name)
         version = pkg.version if pkg else None
-        if swapped and name in TORCH_FAMILY:
-            public = str(Version(version).public) if version else base
-            new = (
-                target_requirement(plan, base) if name == "torch" else f"{name}=={public}+{variant}"
-            )
-            reqs.append(new)
-            changes.append(Change(name=name, before=line, after=new, why=f"the {variant} build"))
-            continue
-        if swapped and name in closure and name.startswith(("nvidia-", "cuda-")):
-            changes.append(
-                Change(
-                    name=name,
-                    before=line,
-                    after=None,
-                    why=f"CUDA wheel of torch {torch.version}: re-resolved for {variant}",
-                )
-            )
-            continue
         label = Version(version).local if version else None
         major = _major(label)
-        if swapped and major is not None and major != target_major and version:
-            public = str(Version(version).public)
+        if swapped and name in TORCH_FAMILY:
+            public = str(Version(version).public) if version else base
+            new = f"{name}=={public}+{variant}"
+            note(name, line, target_requirement(plan, base) if name == "torch" else new,
+                 f"the {variant} build")  # fmt: skip
+        elif swapped and name in closure and name.startswith(("nvidia-", "cuda-")):
+            note(
+                name, line, None, f"CUDA wheel of torch {torch.version}: re-resolved for {variant}"
+            )
+        elif swapped and major is not None and major != target_major and version:
             if pkg is not None and pkg.source.startswith("registry="):
-                new = f"{name}==={public}"
-                reqs.append(new)
-                changes.append(
-                    Change(
-                        name=name,
-                        before=line,
-                        after=new,
-                        why=f"built for CUDA {major}: its public build",
-                    )
-                )
+                public = str(Version(version).public)
+                note(name, line, f"{name}==={public}", f"built for CUDA {major}: its public build")
             else:
-                changes.append(
-                    Change(
-                        name=name,
-                        before=line,
-                        after=None,
-                        why=f"a URL wheel built for CUDA {major}",
-                    )
-                )
+                note(name, line, None, f"a URL wheel built for CUDA {major}")
                 warnings.append(
                     f"{name} {version} is a URL wheel built for CUDA {major} and no build for "
                     f"{variant} is known: left out (the profile's flash-attn step, if any, "
                     "installs its own)"
                 )
-            continue
-        reqs.append(line)
-        if (url := _own_index(pkg)) and url not in indexes:
-            indexes.append(url)
-    kept_names = set(pins)
-    for req in plan.packages:
-        try:
-            name = canonicalize_name(Requirement(req).name)
-        except InvalidRequirement:
-            continue
-        if name in kept_names:
-            changes.append(
-                Change(
-                    name=name,
-                    before=pins.get(name),
-                    after=pins.get(name),
-                    why=f"the project pins it (the profile asks for {req})",
-                )
-            )
         else:
-            reqs.append(req)
-            changes.append(
-                Change(
-                    name=name,
-                    before=None,
-                    after=req,
-                    why=f"profile {plan.profile}'s [packages] install",
-                )
+            reqs.append(line)
+            if (url := _own_index(pkg)) and url not in indexes:
+                indexes.append(url)
+    for req in plan.packages:
+        wanted = _req_name(req)
+        if wanted in pins:
+            note(
+                wanted,
+                pins[wanted],
+                pins[wanted],
+                f"the project pins it (the profile asks for {req})",
             )
+        elif wanted is not None:
+            note(wanted, None, req, f"profile {plan.profile}'s [packages] install")
     dropped = {c.name for c in changes if c.after is None or c.name in TORCH_FAMILY}
     overrides = tuple(o for o in project.overrides if _req_name(o) in dropped - set(TORCH_FAMILY))
     return ProjectSet(
@@ -391,7 +359,7 @@ def project_set(
         warnings=tuple(warnings),
         complete=not swapped and len(reqs) == len(pins),
         plan=plan,
-        names=tuple(sorted(kept_names | {c.name for c in changes if c.after})),
+        names=tuple(sorted(set(pins) | {c.name for c in changes if c.after})),
     )
 
 

@@ -392,6 +392,11 @@ def _find(lock: Lock, dep: LockDep) -> LockPackage | None:
     return candidates[0] if len(candidates) == 1 else None
 
 
+def _visits(target: LockPackage, dep: LockDep) -> list[tuple[LockPackage, str | None]]:
+    """What following ``dep`` to ``target`` queues: the package, and each extra asked for."""
+    return [(target, None)] + [(target, canonicalize_name(e)) for e in dep.extras]
+
+
 def _selected_groups(root: LockPackage, project: Project, sel: Selection) -> tuple[list[str], str]:
     known = set(root.groups)
     for g in sel.groups:
@@ -514,8 +519,7 @@ def _resolve(lock: Lock, project: Project, ev: markers.Evaluator, sel: Selection
     todo = list(queue)
     for _, dep in roots_group_deps:
         if (target := _find(lock, dep)) is not None:
-            todo.append((target, None))
-            todo += [(target, canonicalize_name(e)) for e in dep.extras]
+            todo += _visits(target, dep)
     while todo:
         pkg, extra = todo.pop()
         if (pkg.id, extra) in seen:
@@ -529,8 +533,7 @@ def _resolve(lock: Lock, project: Project, ev: markers.Evaluator, sel: Selection
             activated |= more
             target = _find(lock, dep)
             if target is not None:
-                todo.append((target, None))
-                todo += [(target, canonicalize_name(e)) for e in dep.extras]
+                todo += _visits(target, dep)
     _check_conflicts(
         lock,
         [
@@ -552,8 +555,7 @@ def _resolve(lock: Lock, project: Project, ev: markers.Evaluator, sel: Selection
         if (target := _find(lock, dep)) is not None:
             installed[target.id] = target
             edges.setdefault(r.id, []).append(target.id)
-            todo.append((target, None))
-            todo += [(target, canonicalize_name(e)) for e in dep.extras]
+            todo += _visits(target, dep)
     while todo:
         pkg, extra = todo.pop()
         if (pkg.id, extra) in seen:
@@ -572,8 +574,7 @@ def _resolve(lock: Lock, project: Project, ev: markers.Evaluator, sel: Selection
                 )
             installed[target.id] = target
             edges.setdefault(pkg.id, []).append(target.id)
-            todo.append((target, None))
-            todo += [(target, canonicalize_name(e)) for e in dep.extras]
+            todo += _visits(target, dep)
     by_name: dict[str, LockPackage] = {}
     for pkg in installed.values():
         other = by_name.get(pkg.name)

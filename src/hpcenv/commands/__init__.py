@@ -53,6 +53,39 @@ def _number(text: str) -> float:
         return math.nan
 
 
+def add_selection_options(parser: argparse.ArgumentParser, scope: str) -> None:
+    """uv's selection flags for a project's uv.lock (``audit``, ``build --project``);
+    ``scope`` opens each help line (``uv.lock:``, ``--project:``)."""
+    parser.add_argument(
+        "--extra", action="append", default=[], metavar="NAME", help=f"{scope} include an extra"
+    )
+    parser.add_argument("--all-extras", action="store_true", help=f"{scope} include every extra")
+    parser.add_argument(
+        "--group",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help=f"{scope} include a dependency group (besides the default groups)",
+    )
+    parser.add_argument(
+        "--no-default-groups",
+        action="store_true",
+        help=f"{scope} leave out the project's default groups ([tool.uv] default-groups, else dev)",
+    )
+
+
+def selection_of(args: argparse.Namespace) -> Any:
+    """The ``uvlock.Selection`` of :func:`add_selection_options`' flags."""
+    from hpcenv import uvlock
+
+    return uvlock.Selection(
+        extras=tuple(args.extra),
+        all_extras=args.all_extras,
+        groups=tuple(args.group),
+        no_default_groups=args.no_default_groups,
+    )
+
+
 def add_json_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON for scripts")
 

@@ -11,7 +11,13 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from hpcenv.commands import add_facts_option, add_json_option, print_json
+from hpcenv.commands import (
+    add_facts_option,
+    add_json_option,
+    add_selection_options,
+    print_json,
+    selection_of,
+)
 
 if TYPE_CHECKING:
     from hpcenv.audit import Audit
@@ -29,22 +35,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="PROFILE",
         help="audit for the node a profile declares in [platform] (no facts file needed; CI)",
     )
-    parser.add_argument(
-        "--extra", action="append", default=[], metavar="NAME", help="uv.lock: include an extra"
-    )
-    parser.add_argument("--all-extras", action="store_true", help="uv.lock: include every extra")
-    parser.add_argument(
-        "--group",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="uv.lock: include a dependency group (besides the default groups)",
-    )
-    parser.add_argument(
-        "--no-default-groups",
-        action="store_true",
-        help="uv.lock: leave out the project's default groups ([tool.uv] default-groups, else dev)",
-    )
+    add_selection_options(parser, "uv.lock:")
     parser.add_argument(
         "--python",
         metavar="X.Y",
@@ -104,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _audit(args: argparse.Namespace) -> tuple[Audit, str]:
-    from hpcenv import audit, facts, profile, uvlock
+    from hpcenv import audit, facts, profile
     from hpcenv.errors import BadInput
 
     if args.declared and args.facts:
@@ -116,12 +107,7 @@ def _audit(args: argparse.Namespace) -> tuple[Audit, str]:
     else:
         found = facts.for_args(args.facts)
         node = f"the node in {args.facts}" if args.facts else "this node"
-    selection = uvlock.Selection(
-        extras=tuple(args.extra),
-        all_extras=args.all_extras,
-        groups=tuple(args.group),
-        no_default_groups=args.no_default_groups,
-    )
+    selection = selection_of(args)
     result = audit.audit(args.target, found, selection=selection, python=args.python, node=node)
     return result, node
 

@@ -15,7 +15,14 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from hpcenv import build, report
-from hpcenv.commands import add_facts_option, add_json_option, print_json, wait_seconds
+from hpcenv.commands import (
+    add_facts_option,
+    add_json_option,
+    add_selection_options,
+    print_json,
+    selection_of,
+    wait_seconds,
+)
 from hpcenv.errors import BadInput
 from hpcenv.plan import plan_for
 
@@ -38,18 +45,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help="--project: the environment's name (default <profile>-<project>)",
     )
-    parser.add_argument(
-        "--extra", action="append", default=[], metavar="NAME", help="--project: include an extra"
-    )
-    parser.add_argument("--all-extras", action="store_true", help="--project: every extra")
-    parser.add_argument(
-        "--group", action="append", default=[], metavar="NAME", help="--project: add a group"
-    )
-    parser.add_argument(
-        "--no-default-groups",
-        action="store_true",
-        help="--project: leave out the default groups ([tool.uv] default-groups, else dev)",
-    )
+    add_selection_options(parser, "--project:")
     parser.add_argument("--force", action="store_true", help="rebuild even when nothing changed")
     parser.add_argument(
         "--wait",
@@ -65,12 +61,7 @@ def run(args: argparse.Namespace) -> int:
     from hpcenv import swap, uvlock
 
     project = None
-    selection = uvlock.Selection(
-        extras=tuple(args.extra),
-        all_extras=args.all_extras,
-        groups=tuple(args.group),
-        no_default_groups=args.no_default_groups,
-    )
+    selection = selection_of(args)
     if args.project:
         where = Path(args.project).absolute()
         if not (where / "pyproject.toml").is_file():
