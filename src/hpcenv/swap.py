@@ -475,6 +475,8 @@ def sync_and_swap(
             extra_compile = [*extra, "--override", str(work / "overrides.txt")]
         else:
             extra_compile = extra
+        name = request.directory.name
+        doing = f"installing project {name} (torch {wanted.torch_before} -> {plan.torch.backend})"
         try:
             if wanted.complete:  # the lock's set as it is: every pin exact, nothing to resolve
                 shutil.copy(work / "requirements.in", work / "resolved.txt")
@@ -491,37 +493,23 @@ def sync_and_swap(
             exact = _exact_pins(fsio.read_text(work / "resolved.txt", "uv's output"))
             fsio.write_bytes(work / "resolved.txt", exact.encode())
             uv.sync(venv, work / "resolved.txt", plan=plan, log=log, extra=extra)
+            if wanted.local:
+                doing = f"installing project {name} itself (non-editable, from a copy)"
+                copy = work / "project"
+                _copy_tree(request.directory, copy)
+                paths = [
+                    rel.removeprefix("file://")
+                    if rel.startswith(("file:", "/"))
+                    else str((copy / rel).resolve())
+                    for rel in wanted.local
+                ]
+                env = {"PYTHONDONTWRITEBYTECODE": "1"}
+                extra_local = ["--no-deps", *extra]
+                uv.install(venv, paths, plan=plan, extra=extra_local, log=log, env=env)
+                result["installed_from_copy"] = list(wanted.local)
         except CommandFailed as exc:
             detail = uv.error_summary(exc.output) or str(exc)
-            raise BuildFailed(
-                f"installing project {request.directory.name} with torch "
-                f"{wanted.torch_before} -> {plan.torch.backend} failed: {detail}; {_hint(plan)}"
-            ) from exc
-        if wanted.local:
-            copy = work / "project"
-            _copy_tree(request.directory, copy)
-            paths = [
-                rel.removeprefix("file://")
-                if rel.startswith(("file:", "/"))
-                else str((copy / rel).resolve())
-                for rel in wanted.local
-            ]
-            try:
-                uv.install(
-                    venv,
-                    paths,
-                    plan=plan,
-                    extra=["--no-deps", *extra],
-                    log=log,
-                    env={"PYTHONDONTWRITEBYTECODE": "1"},
-                )
-            except CommandFailed as exc:
-                detail = uv.error_summary(exc.output) or str(exc)
-                raise BuildFailed(
-                    f"installing project {request.directory.name} itself (non-editable, from a "
-                    f"copy) failed: {detail}; {_hint(plan)}"
-                ) from exc
-            result["installed_from_copy"] = list(wanted.local)
+            raise BuildFailed(f"{doing} failed: {detail}; {_hint(plan)}") from exc
     after = installed(venv)
     result["torch_after"] = after.get("torch", {}).get("version")
     result["swapped"] = result["torch_after"] != wanted.torch_before
