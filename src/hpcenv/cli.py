@@ -34,9 +34,14 @@ def _command_modules(only: str | None = None) -> list[ModuleType]:
     return sorted(mods, key=lambda m: (getattr(m, "ORDER", 50), m.NAME))
 
 
-def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+def build_parser(only: str | None = None, *, with_command: bool = False) -> argparse.ArgumentParser:
     """The parser; with ``only`` just that subcommand's module is imported (fast start:
-    ``hpcenv facts --json`` must not pay for importing every other command)."""
+    ``hpcenv facts --json`` must not pay for importing every other command).
+
+    A module that takes a command after ``--`` (``TAKES_COMMAND``) is configured knowing
+    whether one was given (``configure(parser, with_command=...)``): ``sbatch PROFILE
+    TARGET`` needs its TARGET only without one, and argparse cannot make a positional
+    optional and still find it after options."""
     parser = argparse.ArgumentParser(
         prog="hpcenv",
         description="Build and validate ML environments (torch, flash-attn, vLLM, Ray, NCCL) "
@@ -46,9 +51,22 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for mod in _command_modules(only):
         p = sub.add_parser(mod.NAME, help=mod.HELP, description=mod.__doc__)
-        mod.configure(p)
-        p.set_defaults(_run=mod.run)
+        takes = getattr(mod, "TAKES_COMMAND", False)
+        if takes:
+            mod.configure(p, with_command=with_command)
+        else:
+            mod.configure(p)
+        p.set_defaults(_run=mod.run, _takes_command=takes)
     return parser
+
+
+def split_command(argv: list[str]) -> tuple[list[str], list[str] | None]:
+    """hpcenv's own arguments, and the user's command after the first ``--`` (kept word
+    for word, never parsed: ``hpcenv run P -- python train.py --name "my run"``)."""
+    if "--" not in argv:
+        return argv, None
+    i = argv.index("--")
+    return argv[:i], argv[i + 1 :]
 
 
 #: The signal that ended the run (SIGINT unless a handler below saw another).
@@ -78,12 +96,16 @@ def _say(line: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    argv, command_argv = split_command(list(sys.argv[1:] if argv is None else argv))
     only = argv[0] if argv and argv[0] in _command_names() else None
     _handle_signals()
     _received.clear()
     try:
-        args = build_parser(only).parse_args(argv)
+        parser = build_parser(only, with_command=command_argv is not None)
+        args = parser.parse_args(argv)
+        if command_argv is not None and not args._takes_command:
+            parser.error(f"'hpcenv {args.command}' takes no command after '--'")
+        args.command_argv = command_argv
         code: int = args._run(args)
         return code
     except (KeyboardInterrupt, Interrupted):

@@ -19,12 +19,13 @@ import os
 import shlex
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NoReturn
 
 from hpcenv.errors import CommandFailed, Interrupted
 from hpcenv.kit.children import die_with
@@ -308,6 +309,15 @@ class _Capture:
         data = b"".join(list(self._chunks))
         note = f"[... {self.dropped} bytes of output not kept ...]\n" if self.dropped else ""
         return note + data.decode("utf-8", errors="replace")
+
+
+def become(executable: str, argv: Sequence[str], env: Mapping[str, str]) -> NoReturn:
+    """Replace this process by ``argv`` (``os.execve``; ``hpcenv run``): its exit code
+    and every signal sent to this PID are then the program's own. Raises ``OSError``
+    when it cannot be started."""
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    os.execve(executable, list(argv), dict(env))
 
 
 def run_parallel(

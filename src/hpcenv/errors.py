@@ -73,6 +73,15 @@ class CommandFailed(HpcenvError):
         self.output = output
 
 
+class CannotRun(HpcenvError):
+    """The user's command cannot be started (``hpcenv run``): 127 when it is not found,
+    126 when it is not executable, the codes shells use."""
+
+    def __init__(self, message: str, *, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
 class Interrupted(HpcenvError):
     """The user pressed Ctrl-C; children were shut down."""
 

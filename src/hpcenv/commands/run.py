@@ -1,0 +1,35 @@
+"""Run CMD (after '--') in the profile's built environment: the environment
+'hpcenv env PROFILE' prints, applied (modules loaded through bash when the profile
+has any). hpcenv becomes CMD (exec): CMD's exit code is hpcenv's and every signal
+sent to hpcenv reaches CMD. 127: CMD not found; 126: not executable."""
+
+from __future__ import annotations
+
+import argparse
+
+from hpcenv.commands.env import add_job_env_options
+
+NAME = "run"
+HELP = "run CMD (after --) in a profile's environment; CMD's exit code is hpcenv's"
+ORDER = 57
+TAKES_COMMAND = True
+
+
+def configure(parser: argparse.ArgumentParser, *, with_command: bool = False) -> None:
+    add_job_env_options(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    import os
+
+    from hpcenv import jobenv, profile
+    from hpcenv.errors import BadInput
+
+    if not args.command_argv:
+        raise BadInput(f"hpcenv run: give the command after '--': hpcenv run {args.profile} -- CMD")
+    prof = profile.load(args.profile)
+    nodes = args.nodes if args.nodes is not None else jobenv.default_nodes(os.environ)
+    venv = jobenv.venv_for(prof, args.env)
+    job = jobenv.for_profile(prof, nodes=nodes, venv=venv)
+    jobenv.make_tmpdir(job)
+    jobenv.exec_command(job, args.command_argv, os.environ)
