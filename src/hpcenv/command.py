@@ -176,28 +176,30 @@ def spawn(
     cwd: str | os.PathLike[str] | None = None,
     stdout: Path | None = None,
     stderr: Path | None = None,
+    inherit_output: bool = False,
 ) -> subprocess.Popen[bytes]:
     """Start ``args`` in its own process group without waiting (for parallel ranks).
 
     Output goes to the given files (never to pipes nobody drains), else is
-    discarded. Stop it with ``shutdown_all``. Raises ``CommandFailed`` (127) when the
-    program does not exist.
+    discarded, or with ``inherit_output`` goes where ours goes. Stop it with
+    ``shutdown_all``. Raises ``CommandFailed`` (127) when the program does not exist.
     """
     from hpcenv import fsio  # only here: `hpcenv facts` should not pay for it
 
     argv = tuple(str(a) for a in args)
-    out = fsio.open_new(stdout) if stdout is not None else subprocess.DEVNULL
+    default = None if inherit_output else subprocess.DEVNULL
+    out = fsio.open_new(stdout) if stdout is not None else default
     try:
-        err = fsio.open_new(stderr) if stderr is not None else subprocess.DEVNULL
+        err = fsio.open_new(stderr) if stderr is not None else default
     except BaseException:
-        if out != subprocess.DEVNULL:
+        if isinstance(out, int) and out != subprocess.DEVNULL:
             os.close(out)
         raise
     try:
         return _popen(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=out, stderr=err)
     finally:  # the child holds its own copies of the descriptors
         for fd in (out, err):
-            if fd != subprocess.DEVNULL:
+            if isinstance(fd, int) and fd != subprocess.DEVNULL:
                 os.close(fd)
 
 

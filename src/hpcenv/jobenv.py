@@ -109,16 +109,22 @@ def for_profile(
     venv: Path | None,
     environ: Mapping[str, str] | None = None,
     tmpdir: bool = True,
+    extra_env: Mapping[str, str] | None = None,
 ) -> JobEnv:
     """The job environment of ``profile`` on ``nodes`` nodes, activating ``venv``.
 
     ``environ`` (default ``os.environ``) gives the SLURM job id for TMPDIR;
-    ``tmpdir=False`` leaves TMPDIR to the caller (a job script makes one per node).
+    ``tmpdir=False`` leaves TMPDIR to the caller (a job script makes one per node);
+    ``extra_env`` adds variables after the profile's.
     """
     if nodes < 1:
         raise BadInput(f"--nodes {nodes}: must be at least 1")
     env = os.environ if environ is None else environ
-    wanted = {"HPCENV_HOME": str(paths.home()), **profile.env_for(nodes=nodes)}
+    wanted = {
+        "HPCENV_HOME": str(paths.home()),
+        **profile.env_for(nodes=nodes),
+        **(extra_env or {}),
+    }
     for name in wanted:
         if not ENV_NAME.fullmatch(name):  # profiles are checked; this guards other callers
             raise BadInput(f"environment variable name {name!r} is not a valid name; rename it")
@@ -153,16 +159,19 @@ def venv_for(profile: Profile, given: str | None, *, must_exist: bool = True) ->
     return venv
 
 
-def secret_line(name: str, where: str = "your environment") -> str:
+def secret_line(name: str, where: str) -> str:
     """``export NAME="${NAME:?...}"``: the value from the caller's environment, or a stop."""
-    return f'export {name}="${{{name}:?set {name} in {where}; hpcenv does not print it}}"'
+    return f'export {name}="${{{name}:?set {name} in {where}}}"'
 
 
-def shell_lines(job: JobEnv, *, nounset_guard: bool = False) -> list[str]:
+def shell_lines(
+    job: JobEnv, *, nounset_guard: bool = False, secrets_from: str = "your environment"
+) -> list[str]:
     """Lines for ``eval``/``source`` (and job scripts): every value ``shlex.quote``d.
 
     ``nounset_guard``: wrap ``module load`` in ``set +u``/``set -u`` (Lmod and
     Environment Modules read unset variables; job scripts run with ``set -u``).
+    ``secrets_from`` names, in the stop message, where a secret must be set.
     """
     lines: list[str] = []
     if job.modules:
@@ -170,7 +179,7 @@ def shell_lines(job: JobEnv, *, nounset_guard: bool = False) -> list[str]:
         lines += [f"module load {shlex.quote(m)}" for m in job.modules]
         lines += ["set -u"] if nounset_guard else []
     lines += [f"export {k}={shlex.quote(v)}" for k, v in job.values.items()]
-    lines += [secret_line(k) for k in job.secrets]
+    lines += [secret_line(k, secrets_from) for k in job.secrets]
     if job.bin_dir is not None:
         lines.append(f'export PATH={shlex.quote(str(job.bin_dir))}:"$PATH"')
         lines += [f"unset {name}" for name in UNSET]

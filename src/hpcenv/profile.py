@@ -16,8 +16,8 @@ Sections and keys (``hpcenv show --schema`` prints this table from the code)::
     [fixes]      sitecustomize
     [modules]    load
     [env]        always (table), multi_node (table)
-    [slurm]      partition, gpu_request, gres_type, time, account
-    [job]        scratch, scratch_min_gib, log_dir, gpu_memory_gib
+    [slurm]      partition, gpu_request, gres_type, time, build_time, account
+    [job]        scratch, scratch_min_gib, log_dir, gpu_memory_gib, nccl
     [probes]     run, timeout_s, nccl_min_bytes, nccl_max_bytes
 """
 
@@ -241,6 +241,11 @@ class SlurmSection:
         default="00:20:00",
         check=walltime.problem,
     )
+    build_time: str = key(
+        "walltime of build jobs: room for a flash-attn source build (~50 min or more on GH200)",
+        default="02:00:00",
+        check=walltime.problem,
+    )
     account: str = key("account to charge (empty: the user's default)", default="")
 
 
@@ -253,6 +258,13 @@ class JobSection:
     log_dir: str = key("directory for job logs", default="logs")
     gpu_memory_gib: float = key(
         "GPU memory the job needs on each GPU", default=0.0, check=_non_negative
+    )
+    nccl: str = key(
+        "libnccl.so.2 torch must load: 'venv' (the venv's, loaded before torch: for a system "
+        "NCCL older than torch's), 'system' (first on LD_LIBRARY_PATH), 'auto' (the loader's "
+        "choice, not older than the venv's)",
+        default="auto",
+        choices=("auto", "venv", "system"),
     )
 
 

@@ -1,8 +1,16 @@
-"""Render the sbatch script that runs a probe (or all of them, or a build) on the
-profile's cluster: its partition, GPU request syntax, modules, environment and
-scratch. Prints the script; --submit writes it next to the job logs (creating the
-log directory first) and submits it; --wait then waits for the job and prints
-the report it wrote (with --json, stdout holds that JSON report and nothing else)."""
+"""Render the sbatch script that runs a probe (or all of them, or a build), or your own
+command after '--', on the profile's cluster: its partition, GPU request syntax,
+modules, environment and scratch. Prints the script; --submit writes it next to the
+job logs (creating the log directory first) and submits it; --wait then waits for the
+job and prints the report it wrote (with --json, stdout holds that JSON report and
+nothing else).
+
+With '-- CMD...' the job runs CMD (its words kept as given) after a gate (hpcenv
+preflight on every node, then the --gate probes): once per node through srun, per task
+(--per-task), or on the head node of a Ray cluster over the allocation (--ray); TMPDIR
+on node-local scratch with --copy-back directories; --chain N resubmits it (up to N
+links) until CMD exits 0. --wait then waits for the first link and exits with CMD's
+code."""
 
 from __future__ import annotations
 
@@ -13,17 +21,30 @@ from pathlib import Path
 
 from hpcenv import fsio, profile
 from hpcenv.commands import print_json, print_text
+from hpcenv.errors import BadInput, JobFailed
 from hpcenv.slurm import sbatch, walltime
 
 NAME = "sbatch"
-HELP = "render (and --submit) the sbatch script running a probe or build on a cluster"
+HELP = "render (and --submit) a job script: a probe, a build, or your command after --"
 ORDER = 60
+TAKES_COMMAND = True
+
+#: Options only a job running your command (``-- CMD``) takes.
+COMMAND_OPTIONS = (
+    "per_task", "ray", "gate", "no_gate", "copy_back", "chain", "chain_dependency",
+    "checkpoint_lead", "cpus_per_task", "job_name",
+)  # fmt: skip
+#: Options only a TARGET takes.
+TARGET_OPTIONS = ("pairs", "output_dir")
 
 
-def configure(parser: argparse.ArgumentParser) -> None:
+def configure(parser: argparse.ArgumentParser, *, with_command: bool = False) -> None:
     parser.add_argument("profile", help="profile name (envs/<name>.toml) or path")
     parser.add_argument(
-        "target", help=f"what the job runs: {', '.join(sbatch.TARGETS)} ('probe': all)"
+        "target",
+        nargs="?" if with_command else None,
+        help=f"what the job runs: {', '.join(sbatch.TARGETS)} ('probe': all); or give your "
+        "command after '--' instead",
     )
     parser.add_argument("--nodes", type=int, default=1, help="nodes to ask for (default 1)")
     parser.add_argument(
@@ -31,6 +52,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=None,
         help="tasks per node (default: one per GPU, or 1 on CPU profiles)",
+    )
+    parser.add_argument(
+        "--time",
+        default=None,
+        help="walltime (SLURM's forms, e.g. 1-00:00:00); default: [slurm] time, or "
+        "[slurm] build_time for a build",
     )
     parser.add_argument(
         "--output-dir",
@@ -41,7 +68,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--env",
         default=None,
-        help="environment the probes run in (default: the profile's built venv)",
+        help="environment the job uses (default: the profile's built venv)",
     )
     parser.add_argument(
         "--pairs",
@@ -49,12 +76,58 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="with target nccl and --nodes 2+: the bad-node finder (hpcenv probe nccl --pairs); "
         "the report lists the nodes to exclude",
     )
+    own = parser.add_argument_group("your command (after --)")
+    how = own.add_mutually_exclusive_group()
+    how.add_argument("--per-task", action="store_true", help="run CMD once per task (srun)")
+    how.add_argument(
+        "--ray",
+        action="store_true",
+        help="start Ray over the allocation (every node's IP pinned, --num-cpus what the job "
+        "asked for) and run CMD on the head node with RAY_ADDRESS set",
+    )
+    gate = own.add_mutually_exclusive_group()
+    gate.add_argument(
+        "--gate",
+        default="",
+        metavar="PROBE,...",
+        help="probes to pass before CMD starts, after hpcenv preflight (e.g. nccl,torch)",
+    )
+    gate.add_argument("--no-gate", action="store_true", help="start CMD without any check")
+    own.add_argument(
+        "--copy-back",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="copy $TMPDIR/DIR to DIR in the working directory at the end (repeatable)",
+    )
+    own.add_argument(
+        "--chain",
+        type=int,
+        default=1,
+        metavar="N",
+        help="resubmit the job until CMD exits 0, at most N links (HPCENV_CHAIN_LINK)",
+    )
+    own.add_argument(
+        "--chain-dependency",
+        choices=("afterany", "singleton"),
+        default="afterany",
+        help="how the next link waits for this one (default afterany:<job id>)",
+    )
+    own.add_argument(
+        "--checkpoint-lead",
+        type=int,
+        default=None,
+        metavar="S",
+        help="send CMD SIGUSR1 S seconds before the walltime (default 300 with --chain)",
+    )
+    own.add_argument("--cpus-per-task", type=int, default=None, metavar="N")
+    own.add_argument("--job-name", default=None, metavar="NAME")
     parser.add_argument("--submit", action="store_true", help="submit with sbatch")
     parser.add_argument(
         "--wait",
         action="store_true",
         help="submit, wait for the job and print its report (time queued is not bounded; "
-        "time running is, by [slurm] time + 10 min)",
+        "time running is, by the walltime + 10 min)",
     )
     parser.add_argument(
         "--json",
@@ -63,9 +136,42 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def run(args: argparse.Namespace) -> int:
-    prof = profile.load(args.profile)
-    job = sbatch.render(
+def _render(args: argparse.Namespace, prof: profile.Profile) -> sbatch.Job:
+    argv = args.command_argv
+    defaults = configure_defaults()
+    if argv is not None:
+        if args.target is not None:
+            raise BadInput(f"give a TARGET ({args.target!r}) or a command after '--', not both")
+        given = [o for o in TARGET_OPTIONS if getattr(args, o) != defaults[o]]
+        if given:
+            names = ", ".join("--" + o.replace("_", "-") for o in given)
+            raise BadInput(f"{names}: only for a TARGET, not your own command")
+        from hpcenv.slurm import job
+
+        spec = job.CommandJob(
+            argv=tuple(argv),
+            nodes=args.nodes,
+            launch="ray" if args.ray else "task" if args.per_task else "node",
+            gate=tuple(p for p in args.gate.split(",") if p),
+            preflight=not args.no_gate,
+            copy_back=tuple(args.copy_back),
+            chain=args.chain,
+            dependency=args.chain_dependency,
+            lead_s=args.checkpoint_lead,
+            time=args.time,
+            ntasks_per_node=args.ntasks_per_node,
+            cpus_per_task=args.cpus_per_task,
+            job_name=args.job_name,
+            venv=args.env,
+        )
+        return job.render(prof, spec)
+    given = [o for o in COMMAND_OPTIONS if getattr(args, o) != defaults[o]]
+    if given:
+        names = ", ".join("--" + o.replace("_", "-") for o in given)
+        raise BadInput(f"{names}: only for your own command (after '--'), not a TARGET")
+    if args.time is not None and (problem := walltime.problem(args.time)):
+        raise BadInput(f"--time {args.time!r} {problem}")
+    return sbatch.render(
         prof,
         args.target,
         nodes=args.nodes,
@@ -73,7 +179,21 @@ def run(args: argparse.Namespace) -> int:
         output_dir=args.output_dir,
         venv=args.env,
         pairs=args.pairs,
+        time_limit=args.time,
     )
+
+
+def configure_defaults() -> dict[str, object]:
+    """Every option's default (to tell which ones were given)."""
+    parser = argparse.ArgumentParser()
+    configure(parser)
+    return vars(parser.parse_args(["profile", "target"]))
+
+
+def run(args: argparse.Namespace) -> int:
+    prof = profile.load(args.profile)
+    job = _render(args, prof)
+    own = args.command_argv is not None
     if not (args.submit or args.wait):  # --wait implies --submit
         print_text(job.script)
         return 0
@@ -88,13 +208,16 @@ def run(args: argparse.Namespace) -> int:
         return 0
     # The bound is the job's own time limit (plus slack), counted only while it runs:
     # a busy queue may hold it PENDING for hours, which is not a reason to give up.
-    state = sbatch.wait(job_id, timeout=walltime.seconds(prof.slurm.time or "24:00:00") + 600)
-    report = sbatch.read_report(job, job_id)
+    limit = args.time or (prof.slurm.build_time if args.target == "build" else prof.slurm.time)
+    state = sbatch.wait(job_id, timeout=walltime.seconds(limit or "24:00:00") + 600)
     out, err = job.log_paths(job_id)
     print_text(
         f"job {job_id} ended {state} after {time.monotonic() - started:.1f} s; logs: {out}\n",
         err=True,
     )
+    if own:
+        return _own_outcome(job_id, state, err)
+    report = sbatch.read_report(job, job_id)
     if isinstance(report, dict):
         print_json(report)
         excluded = report.get("exclude")
@@ -103,9 +226,25 @@ def run(args: argparse.Namespace) -> int:
     elif report:
         print_text(report)
     else:
-        tail = fsio.read_tail(err, 64 << 10).splitlines()[-20:]
-        print_text("\n".join(tail) + "\n", err=True)
+        print_text("\n".join(_tail(err)) + "\n", err=True)
     failed = sbatch.outcome(job_id, args.target, state, report, log=err)
     if failed is not None:
         raise failed
     return 0
+
+
+def _tail(path: Path, lines: int = 20) -> list[str]:
+    return fsio.read_tail(path, 64 << 10).splitlines()[-lines:]
+
+
+def _own_outcome(job_id: str, state: str, err: Path) -> int:
+    """Your command's job: 0 when it completed, its exit code when it failed (that of
+    the first link of a chain), exit 8 when SLURM ended it (timeout, cancel, node)."""
+    if state.startswith("COMPLETED"):
+        return 0
+    print_text("\n".join(_tail(err)) + "\n", err=True)
+    code = sbatch.exit_code(job_id) if state.startswith("FAILED") else None
+    if code:
+        print_text(f"hpcenv: job {job_id} failed with exit code {code}; see {err}\n", err=True)
+        return code
+    raise JobFailed(f"job {job_id} ended {state}; see {err}")

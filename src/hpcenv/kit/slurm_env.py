@@ -38,6 +38,8 @@ class SlurmEnv:
     localid: int | None = None
     gpus_on_node: int | None = None
     cpus_on_node: int | None = None
+    #: only an explicit --cpus-per-task (SLURM_CPUS_PER_TASK)
+    cpus_per_task: int | None = None
     #: SLURM_GPUS_PER_NODE / SLURM_GPUS / SLURM_JOB_GPUS as given ("gpu:4", "0,1")
     gpus: str | None = None
     step_gpus: str | None = None
@@ -67,6 +69,7 @@ def read(env: Mapping[str, str]) -> SlurmEnv:
         localid=num("SLURM_LOCALID"),
         gpus_on_node=num("SLURM_GPUS_ON_NODE"),
         cpus_on_node=num("SLURM_CPUS_ON_NODE"),
+        cpus_per_task=num("SLURM_CPUS_PER_TASK"),
         gpus=text("SLURM_GPUS_PER_NODE", "SLURM_GPUS", "SLURM_JOB_GPUS"),
         step_gpus=text("SLURM_STEP_GPUS"),
         job_gpus=text("SLURM_JOB_GPUS"),

@@ -2,7 +2,11 @@
 
 The recipe of Ray's SLURM guide: the head on the first host of the node list
 (``ray start --head --block`` in a one-node ``srun`` step pinned with ``-w``),
-one worker per other host (``srun --exclude=<head>``), wait until ``ray.nodes()``
+one worker per other host (a one-node step each), every node's
+``--node-ip-address`` pinned to the address its host name resolves to (a worker left
+to choose picks any interface of a multi-NIC node, e.g. the high-speed one the head
+does not listen on), ``--num-cpus`` the CPUs the job asked for (``job_cpus``: not
+``SLURM_CPUS_ON_NODE``, all 288 of an exclusive GH200 node), wait until ``ray.nodes()``
 shows every node alive (bounded: a node that never joins is named, not waited
 for), run the probe with ``RAY_ADDRESS`` set, and tear the cluster down in a
 ``finally``: the srun steps we started are stopped by PID, which ends their
@@ -10,8 +14,10 @@ for), run the probe with ``RAY_ADDRESS`` set, and tear the cluster down in a
 never used: it kills every Ray process of the user on the node, including other
 jobs' clusters.
 
-Run as ``python -m hpcenv.slurm.ray_cluster [options] -- PROBE_ARGV`` by ``SrunLauncher``
-for the ray probe, so the runner sees one process that ends when the probe ends.
+Run as ``python -m hpcenv.slurm.ray_cluster [options] -- ARGV`` by ``SrunLauncher``
+for the ray probe, so the runner sees one process that ends when the probe ends, and
+by the job scripts of ``hpcenv sbatch --ray -- CMD`` (``--inherit-output``: CMD writes
+to the job's log; SIGUSR1 and SIGHUP are passed on to CMD's process group).
 ``ray symmetric-run`` (Ray >= 2.49) does the same in one srun step;
 ``has_symmetric_run`` says whether the target's Ray has it (written to
 ``ray-plan.json`` next to the rank files), but the explicit steps are used
@@ -31,7 +37,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
@@ -59,6 +65,8 @@ class RayPlan:
     hosts: tuple[str, ...]
     head_ip: str
     port: int
+    #: the address of each worker host, in the order of ``workers``
+    worker_ips: tuple[str, ...] = ()
     num_cpus: int | None = None
     num_gpus: int | None = None
 
@@ -75,6 +83,25 @@ class RayPlan:
         return f"{self.head_ip}:{self.port}"
 
 
+def job_cpus(s: slurm_env.SlurmEnv) -> int | None:
+    """The CPUs the job asked for on each node: ``--cpus-per-task`` (1 when not given,
+    SLURM's default) times its tasks per node, never more than the node gave
+    (``SLURM_CPUS_ON_NODE``: an exclusive GH200 node gives all 288, which Ray would
+    overcommit); None outside SLURM."""
+    tasks = s.ntasks_per_node or s.tasks_per_node
+    if s.cpus_per_task is None and tasks is None and s.cpus_on_node is None:
+        return None
+    asked = (s.cpus_per_task or 1) * (tasks or 1)
+    return min(asked, s.cpus_on_node) if s.cpus_on_node else asked
+
+
+def _address(host: str) -> str:
+    try:
+        return socket.gethostbyname(host)
+    except OSError as exc:
+        raise ProbeFailed(f"Ray on SLURM: host {host} does not resolve ({exc})") from exc
+
+
 def plan(
     hosts: Sequence[str],
     *,
@@ -82,15 +109,17 @@ def plan(
     head_ip: str | None = None,
     env: Mapping[str, str] | None = None,
 ) -> RayPlan:
-    """Head on the first host; its IP as the other nodes resolve it."""
+    """Head on the first host; every node's IP as its host name resolves here (the
+    address SLURM and the other nodes use)."""
     if not hosts:
         raise ProbeFailed("Ray on SLURM: the allocation has no hosts")
     s = slurm_env.read(os.environ if env is None else env)
     return RayPlan(
         hosts=tuple(hosts),
-        head_ip=head_ip or socket.gethostbyname(hosts[0]),
+        head_ip=head_ip or _address(hosts[0]),
+        worker_ips=tuple(_address(h) for h in hosts[1:]),
         port=port or free_port(),
-        num_cpus=s.cpus_on_node,
+        num_cpus=job_cpus(s),
         num_gpus=s.gpus_on_node,
     )
 
@@ -114,16 +143,16 @@ def head_argv(p: RayPlan, ray: str, temp_dir: str, srun: str = "srun") -> list[s
     ]  # fmt: skip
 
 
-def worker_argv(p: RayPlan, ray: str, srun: str = "srun") -> list[str] | None:
-    """One worker per non-head host; None on a one-node allocation."""
-    if not p.workers:
-        return None
-    n = len(p.workers)
+def worker_argvs(p: RayPlan, ray: str, srun: str = "srun") -> list[list[str]]:
+    """One one-node srun step per non-head host, its address pinned; [] on one node."""
     return [
-        srun, f"--nodes={n}", f"--ntasks={n}", "--ntasks-per-node=1",
-        f"--exclude={p.head}", "--overlap", "--kill-on-bad-exit=1",
-        ray, "start", "--block", f"--address={p.address}", "--disable-usage-stats",
-        *_resources(p),
+        [
+            srun, "--nodes=1", "--ntasks=1", f"--nodelist={host}", "--overlap",
+            "--kill-on-bad-exit=1",
+            ray, "start", "--block", f"--address={p.address}", f"--node-ip-address={ip}",
+            "--disable-usage-stats", *_resources(p),
+        ]
+        for host, ip in zip(p.workers, p.worker_ips, strict=True)
     ]  # fmt: skip
 
 
@@ -182,23 +211,17 @@ def cluster(
     # Short: Ray's UNIX socket paths live under it (the limit is ~107 characters).
     temp_dir = tempfile.mkdtemp(prefix="hpcray-", dir="/tmp")
     procs: list[subprocess.Popen[Any]] = []
+    steps = [("head", head_argv(p, ray, temp_dir, srun))]
+    steps += [
+        (f"worker {host}", argv)
+        for host, argv in zip(p.workers, worker_argvs(p, ray, srun), strict=True)
+    ]
     try:
-        procs.append(
-            command.spawn(
-                head_argv(p, ray, temp_dir, srun),
-                env=env,
-                stdout=log_dir / "ray-head.log",
-                stderr=log_dir / "ray-head.err",
-            )
-        )
-        workers = worker_argv(p, ray, srun)
-        if workers is not None:
+        for which, argv in steps:
+            log = f"ray-{which.replace(' ', '-')}"  # a host name may hold dots: no with_suffix
             procs.append(
                 command.spawn(
-                    workers,
-                    env=env,
-                    stdout=log_dir / "ray-workers.log",
-                    stderr=log_dir / "ray-workers.err",
+                    argv, env=env, stdout=log_dir / f"{log}.log", stderr=log_dir / f"{log}.err"
                 )
             )
         want = sorted({_short(h) for h in p.hosts})
@@ -207,8 +230,8 @@ def cluster(
         while True:
             dead = [k for k, q in enumerate(procs) if q.poll() is not None]
             if dead:
-                which = ("head", "workers")[dead[0]]
-                err = log_dir / f"ray-{which}.err"
+                which = steps[dead[0]][0]
+                err = log_dir / f"ray-{which.replace(' ', '-')}.err"
                 raise ProbeFailed(
                     f"Ray on SLURM: the {which} step ('ray start' via srun) exited with "
                     f"{procs[dead[0]].returncode} before the cluster formed: {_last_line(err)} "
@@ -249,14 +272,31 @@ def _raise_on_term(signum: int, frame: FrameType | None) -> None:
     raise SystemExit(128 + signum)
 
 
+#: Signals passed on to the command's process group (a checkpoint request before the
+#: walltime, ``sbatch --signal=B:USR1@T``); SIGTERM and SIGINT end the run instead.
+FORWARDED = (signal.SIGUSR1, signal.SIGHUP)
+
+
+def _forward_to(proc: subprocess.Popen[Any]) -> None:
+    def forward(signum: int, frame: FrameType | None) -> None:
+        with suppress(ProcessLookupError):
+            os.killpg(proc.pid, signum)
+
+    for sig in FORWARDED:
+        signal.signal(sig, forward)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Start Ray over the allocation, run PROBE_ARGV against it, tear Ray down."""
+    """Start Ray over the allocation, run ARGV against it, tear Ray down."""
     parser = argparse.ArgumentParser(prog="python -m hpcenv.slurm.ray_cluster")
     parser.add_argument("--hosts", required=True, help="comma-separated hosts, head first")
     parser.add_argument("--python", required=True, help="the target environment's python")
     parser.add_argument("--log-dir", required=True, type=Path)
     parser.add_argument("--stdout", type=Path)
     parser.add_argument("--stderr", type=Path)
+    parser.add_argument(
+        "--inherit-output", action="store_true", help="ARGV writes to our stdout and stderr"
+    )
     parser.add_argument("--head-ip", default=None)
     parser.add_argument("--join-timeout", type=float, default=JOIN_TIMEOUT_S)
     parser.add_argument("probe", nargs=argparse.REMAINDER)
@@ -265,16 +305,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _raise_on_term)  # the runner's stop runs our finally
     env = with_auth_token(os.environ)
     ray = str(Path(args.python).parent / "ray")
-    p = plan(args.hosts.split(","), head_ip=args.head_ip, env=env)
+    try:
+        p = plan(args.hosts.split(","), head_ip=args.head_ip, env=env)
+    except ProbeFailed as exc:
+        print_text(f"{exc}\n", err=True)
+        return 5
     fsio.write_json(
         args.log_dir / "ray-plan.json",
         {
             "head": p.head,
             "workers": list(p.workers),
             "address": p.address,
+            "worker_ips": list(p.worker_ips),
+            "num_cpus": p.num_cpus,
             "symmetric_run_available": has_symmetric_run(ray),
             "head_argv": head_argv(p, ray, "<temp>"),
-            "worker_argv": worker_argv(p, ray),
+            "worker_argvs": worker_argvs(p, ray),
         },
     )
     try:
@@ -283,7 +329,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             join_timeout_s=args.join_timeout,
         ) as address:  # fmt: skip
             probe_env = {**env, "RAY_ADDRESS": address}
-            proc = command.spawn(probe, env=probe_env, stdout=args.stdout, stderr=args.stderr)
+            proc = command.spawn(
+                probe,
+                env=probe_env,
+                stdout=args.stdout,
+                stderr=args.stderr,
+                inherit_output=args.inherit_output,
+            )
+            _forward_to(proc)
             try:
                 return proc.wait()
             finally:

@@ -37,7 +37,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from hpcenv import command, fsio, paths, redact
+from hpcenv import command, fsio, jobenv, redact
 from hpcenv.errors import (
     BadInput,
     BuildFailed,
@@ -162,14 +162,83 @@ def hpcenv_argv(
     With ``venv`` (``--env``) the probes still take their settings (sizes, timeouts,
     modules) from the profile: ``--profile`` names it. ``pairs``: the bad-node finder.
     """
-    base = [sys.executable, "-m", "hpcenv"]
     ref = profile_ref(profile)
     if target == "build":
-        return [*base, "build", ref]
-    names = [] if target == "probe" else [target]
+        return [sys.executable, "-m", "hpcenv", "build", ref]
+    return probe_argv_for(ref, [] if target == "probe" else [target], venv, pairs=pairs)
+
+
+def probe_argv_for(
+    ref: str, names: Sequence[str], venv: str | None, *, json: bool = True, pairs: bool = False
+) -> list[str]:
+    """``hpcenv probe NAMES --env ...`` for the profile ``ref`` (``profile_ref``), in
+    ``venv`` when given (the profile still gives the settings: ``--profile``); ``pairs``:
+    the bad-node finder."""
     settings = ["--profile", ref] if venv else []
     finder = ["--pairs"] if pairs else []
-    return [*base, "probe", *names, "--env", venv or ref, *settings, *finder, "--json"]
+    out = [sys.executable, "-m", "hpcenv", "probe", *names, "--env", venv or ref, *settings]
+    return [*out, *finder, "--json"] if json else [*out, *finder]
+
+
+def logs_dir(profile: Profile, cwd: Path) -> Path:
+    """``[job] log_dir``, relative to the job's working directory."""
+    log_dir = Path(profile.job.log_dir)
+    return (log_dir if log_dir.is_absolute() else cwd / log_dir).absolute()
+
+
+def directives(
+    profile: Profile,
+    *,
+    name: str,
+    nodes: int,
+    ntasks_per_node: int,
+    time: str | None,
+    log_dir: Path,
+    cwd: Path,
+    extra: Sequence[tuple[str, str | int, str]] = (),
+) -> list[str]:
+    """The ``#SBATCH`` lines: name, nodes, tasks, the profile's partition, account and
+    walltime (``time`` replaces it), its GPU syntax, ``extra`` (option, value, what), logs
+    and working directory."""
+    s = profile.slurm
+    where = profile.path or profile.name
+    lines = [
+        _directive("job-name", name, "job name"),
+        _directive("nodes", nodes, "--nodes"),
+        _directive("ntasks-per-node", ntasks_per_node, "ntasks"),
+    ]
+    if s.partition:
+        lines.append(_directive("partition", s.partition, f"{where}: [slurm] partition"))
+    if s.account:
+        lines.append(_directive("account", s.account, f"{where}: [slurm] account"))
+    if time:
+        lines.append(_directive("time", time, "--time"))
+    elif s.time:
+        lines.append(_directive("time", s.time, f"{where}: [slurm] time"))
+    lines += gpu_directives(profile, nodes)
+    lines += [_directive(option, value, what) for option, value, what in extra]
+    return [
+        *lines,
+        _path_directive("output", log_dir / f"{name}-%j.out", f"{where}: [job] log_dir"),
+        _path_directive("error", log_dir / f"{name}-%j.err", f"{where}: [job] log_dir"),
+        _path_directive("chdir", cwd, "working directory"),
+    ]
+
+
+def environment_lines(env: jobenv.JobEnv) -> list[str]:
+    """The job's environment (``jobenv.shell_lines``), secrets read from the environment
+    sbatch copies from the submitting shell."""
+    lines = []
+    if env.secrets:
+        lines += [
+            f"# Secrets ({' '.join(env.secrets)}) are not written here: the job reads them",
+            "# from the environment sbatch copies from the submitting shell (--export=ALL,",
+            "# the default). Export them before 'sbatch'; 'hpcenv sbatch --submit' passes the",
+            "# profile's values that way.",
+        ]
+    return lines + jobenv.shell_lines(
+        env, nounset_guard=True, secrets_from="the submitting environment"
+    )
 
 
 def render(
@@ -184,12 +253,14 @@ def render(
     run: Sequence[str] | None = None,
     extra_env: Mapping[str, str] | None = None,
     pairs: bool = False,
+    time_limit: str | None = None,
 ) -> Job:
     """The sbatch script for ``target`` on ``profile``'s cluster.
 
     ``run`` replaces the hpcenv command (tests use a trivial one); its output
     still goes to ``report.json`` in the job's output directory. ``pairs``: the job
-    runs the bad-node finder (``hpcenv probe nccl --pairs``).
+    runs the bad-node finder (``hpcenv probe nccl --pairs``). ``time_limit`` (``--time``)
+    replaces the profile's walltime; a build job gets ``[slurm] build_time``.
     """
     if target not in TARGETS:
         raise BadInput(f"unknown sbatch target {target!r}; use one of: {', '.join(TARGETS)}")
@@ -201,55 +272,26 @@ def render(
             f"or more (got {target!r}, --nodes {nodes})"
         )
     cwd = (workdir or Path.cwd()).absolute()
-    log_dir = Path(profile.job.log_dir)
-    log_dir = (log_dir if log_dir.is_absolute() else cwd / log_dir).absolute()
+    log_dir = logs_dir(profile, cwd)
     out_dir = (output_dir or log_dir).absolute()
     name = f"hpcenv-{profile.name}-{target}"
-    s = profile.slurm
-    where = profile.path or profile.name
     lines = [
         "#!/bin/bash",
         f"# Rendered by 'hpcenv sbatch {shlex.quote(profile.name)} {shlex.quote(target)}'.",
-        _directive("job-name", name, "profile name"),
-        _directive("nodes", nodes, "--nodes"),
-        _directive("ntasks-per-node", tasks_per_node(profile, ntasks_per_node, target), "ntasks"),
-    ]
-    if s.partition:
-        lines.append(_directive("partition", s.partition, f"{where}: [slurm] partition"))
-    if s.account:
-        lines.append(_directive("account", s.account, f"{where}: [slurm] account"))
-    if s.time:
-        lines.append(_directive("time", s.time, f"{where}: [slurm] time"))
-    lines += gpu_directives(profile, nodes)
-    lines += [
-        _path_directive("output", log_dir / f"{name}-%j.out", f"{where}: [job] log_dir"),
-        _path_directive("error", log_dir / f"{name}-%j.err", f"{where}: [job] log_dir"),
-        _path_directive("chdir", cwd, "working directory"),
+        *directives(
+            profile,
+            name=name,
+            nodes=nodes,
+            ntasks_per_node=tasks_per_node(profile, ntasks_per_node, target),
+            time=time_limit or (profile.slurm.build_time if target == "build" else None),
+            log_dir=log_dir,
+            cwd=cwd,
+        ),
         "",
         "set -euo pipefail",
     ]
-    if profile.modules.load:
-        # Lmod and Environment Modules read unset variables: not under 'set -u'.
-        lines.append("set +u")
-        lines += [f"module load {shlex.quote(m)}" for m in profile.modules.load]
-        lines.append("set -u")
-    env = {**profile.env_for(nodes=nodes), **(extra_env or {})}
-    env.setdefault("HPCENV_HOME", str(paths.home()))
-    secrets = [k for k, v in env.items() if redact.holds_secret(k, v)]
-    if secrets:
-        lines += [
-            f"# Secrets ({' '.join(secrets)}) are not written here: the job reads them from",
-            "# the environment sbatch copies from the submitting shell (--export=ALL, the",
-            "# default). Export them before 'sbatch'; 'hpcenv sbatch --submit' passes the",
-            "# profile's values that way.",
-        ]
-    for key, value in env.items():
-        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
-            raise BadInput(f"environment variable name {key!r} is not a valid name; rename it")
-        if key in secrets:
-            lines.append(f'export {key}="${{{key}:?set {key} in the submitting environment}}"')
-        else:
-            lines.append(f"export {key}={shlex.quote(value)}")
+    env = jobenv.for_profile(profile, nodes=nodes, venv=None, tmpdir=False, extra_env=extra_env)
+    lines += environment_lines(env)
     if profile.job.scratch:
         lines += [
             f'export TMPDIR={shlex.quote(profile.job.scratch)}/"$SLURM_JOB_ID"',
@@ -321,6 +363,17 @@ def job_state(job_id: str, *, env: Mapping[str, str] | None = None) -> str | Non
     )
     state = done.stdout.strip().split()[:1]
     return state[0] if done.returncode == 0 and state else None
+
+
+def exit_code(job_id: str, *, env: Mapping[str, str] | None = None) -> int | None:
+    """The job's exit code (``ExitCode=3:0``: the batch script's), while SLURM still
+    knows the job; None when it does not say."""
+    done = command.run(["scontrol", "show", "job", job_id], env=env, timeout=30, check=False)
+    m = re.search(r"\bExitCode=(\d+):(\d+)", done.stdout)
+    if not m:
+        return None
+    code, signal = int(m.group(1)), int(m.group(2))
+    return code if code or not signal else 128 + signal
 
 
 FINAL = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED")

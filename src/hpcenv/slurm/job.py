@@ -1,0 +1,368 @@
+"""The job script for a researcher's own command: ``hpcenv sbatch PROFILE -- CMD...``.
+
+What the migrations wrote by hand, rendered from the profile: the cluster's
+``#SBATCH`` lines (``sbatch.directives``), the environment ``hpcenv env`` prints
+(modules, the profile's variables, the venv), then, in this order:
+
+1. **rendezvous**: ``MASTER_ADDR`` (the first node), ``MASTER_PORT`` (from the job
+   id), and torchrun's ``PET_*`` rendezvous variables (c10d on the first node, the
+   job's node count), so ``torchrun --nproc-per-node 4 train.py`` needs no
+   per-job flags (its own options still win);
+2. **scratch**: ``TMPDIR=<[job] scratch>/<job id>`` made on every node; at exit each
+   ``--copy-back DIR`` (``$TMPDIR/DIR``) is copied into the same path under the job's
+   working directory, from every node, and TMPDIR is removed;
+3. **chain** (``--chain N``): link ``HPCENV_CHAIN_LINK`` of ``HPCENV_CHAIN_MAX``; the
+   next link is submitted at once (this script, ``--dependency=afterany:<this job>``,
+   or ``singleton``) so it waits in the queue while this one runs, and is cancelled
+   when CMD exits 0, when the gate fails, or not made at link N;
+   ``--signal=B:USR1@<lead>`` asks CMD to checkpoint before the walltime;
+4. **gate**: the venv exists, ``hpcenv preflight`` on every node, the ``--gate``
+   probes across the allocation; the first failure ends the job, naming it, before
+   CMD costs an hour;
+5. **the command**: once per node (``srun`` one task per node; torchrun's shape),
+   per task (``--per-task``: ``srun`` over every task), or on the head node of a Ray
+   cluster over the allocation (``--ray``: ``hpcenv.slurm.ray_cluster``), in its own
+   process group: SIGUSR1, SIGTERM, SIGINT and SIGHUP sent to the batch shell are
+   passed on to that group, and the job's exit code is CMD's.
+
+Every value from the profile or the command line is ``shlex.quote``d; CMD is one bash
+array of its words (``shlex.join``), never re-split; ``#SBATCH`` values go through
+``sbatch``'s checks. The script uses no other hpcenv at run time than the one that
+rendered it (``sys.executable -m hpcenv``).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from hpcenv import jobenv
+from hpcenv.errors import BadInput
+from hpcenv.kit import registry
+from hpcenv.profile import Profile
+from hpcenv.slurm import sbatch, walltime
+
+LAUNCHES = ("node", "task", "ray")
+DEPENDENCIES = ("afterany", "singleton")
+#: Seconds before the walltime at which a chained job's CMD gets SIGUSR1 (checkpoint).
+DEFAULT_LEAD_S = 300
+
+
+@dataclass(frozen=True, kw_only=True)
+class CommandJob:
+    """What ``hpcenv sbatch PROFILE [options] -- CMD`` asked for."""
+
+    argv: tuple[str, ...]
+    nodes: int = 1
+    launch: str = "node"  # node | task | ray
+    gate: tuple[str, ...] = ()  # probes run before CMD (after preflight)
+    preflight: bool = True  # False: no gate at all (--no-gate)
+    copy_back: tuple[str, ...] = ()
+    chain: int = 1  # links; 1: no chain
+    dependency: str = "afterany"
+    lead_s: int | None = None  # --signal=B:USR1@lead; default DEFAULT_LEAD_S with a chain
+    time: str | None = None
+    ntasks_per_node: int | None = None
+    cpus_per_task: int | None = None
+    job_name: str | None = None
+    venv: str | None = None  # --env: a venv directory instead of the profile's build
+
+
+def _check(spec: CommandJob, profile: Profile) -> None:
+    """Every option's value, each error naming the option and the fix."""
+    if not spec.argv:
+        raise BadInput("hpcenv sbatch: give the command after '--' (or a TARGET)")
+    if spec.nodes < 1:
+        raise BadInput(f"--nodes {spec.nodes}: must be at least 1")
+    if spec.launch not in LAUNCHES:
+        raise BadInput(f"launch {spec.launch!r}: use one of {', '.join(LAUNCHES)}")
+    bad = [p for p in spec.gate if p not in registry.NAMES]
+    if bad:
+        raise BadInput(f"--gate {','.join(bad)}: unknown probe; known: {', '.join(registry.NAMES)}")
+    if spec.gate and not spec.preflight:
+        raise BadInput("--gate and --no-gate: give one of them")
+    if spec.chain < 1:
+        raise BadInput(f"--chain {spec.chain}: must be at least 1")
+    if spec.dependency not in DEPENDENCIES:
+        raise BadInput(f"--chain-dependency {spec.dependency!r}: use afterany or singleton")
+    if spec.time is not None and (problem := walltime.problem(spec.time)):
+        raise BadInput(f"--time {spec.time!r} {problem}")
+    if spec.cpus_per_task is not None and spec.cpus_per_task < 1:
+        raise BadInput(f"--cpus-per-task {spec.cpus_per_task}: must be at least 1")
+    if spec.lead_s is not None and spec.lead_s < 1:
+        raise BadInput(f"--checkpoint-lead {spec.lead_s}: must be at least 1 second")
+    if spec.copy_back and not profile.job.scratch:
+        raise BadInput(
+            f"--copy-back needs node-local scratch: set [job] scratch in "
+            f"{profile.path or profile.name} (TMPDIR of the job)"
+        )
+    for d in spec.copy_back:
+        p = PurePosixPath(d)
+        if not d or p.is_absolute() or ".." in p.parts or re.search(r"[\x00-\x1f\x7f]", d):
+            raise BadInput(
+                f"--copy-back {d!r}: give a relative directory under $TMPDIR without '..' "
+                "(it is copied to the same path under the job's working directory)"
+            )
+
+
+def _lead(spec: CommandJob, time_limit: str) -> int | None:
+    lead = spec.lead_s if spec.lead_s is not None else (DEFAULT_LEAD_S if spec.chain > 1 else None)
+    if lead is None:
+        return None
+    limit = walltime.parse(time_limit) if time_limit else float("inf")
+    if lead >= limit:
+        raise BadInput(
+            f"--checkpoint-lead {lead} s is not shorter than the walltime {time_limit}; "
+            "give a shorter lead or a longer --time"
+        )
+    return lead
+
+
+def job_name(profile: Profile, spec: CommandJob) -> str:
+    """``hpcenv-<profile>-<program>`` (or ``--job-name``): letters, digits, '.', '_', '-'."""
+    if spec.job_name:
+        return spec.job_name
+    program = re.sub(r"[^A-Za-z0-9_.-]", "_", PurePosixPath(spec.argv[0]).name)[:40]
+    return f"hpcenv-{profile.name}-{program or 'cmd'}"
+
+
+def _describe(spec: CommandJob) -> str:
+    how = {
+        "node": "once per node (srun)",
+        "task": "once per task (srun)",
+        "ray": "on the head node of a Ray cluster over the allocation",
+    }[spec.launch]
+    gate = (
+        "no gate"
+        if not spec.preflight
+        else "gate: preflight" + "".join(f", {p}" for p in spec.gate)
+    )
+    chain = f"; chained, up to {spec.chain} links" if spec.chain > 1 else ""
+    return f"{how}; {gate}{chain}"
+
+
+def _tasks_per_node(profile: Profile, spec: CommandJob) -> int:
+    """One task per GPU (two on a CPU node when a multi-rank probe gates the job)."""
+    multi = next((p for p in spec.gate if p in registry.MULTI_RANK), "")
+    return sbatch.tasks_per_node(profile, spec.ntasks_per_node, multi)
+
+
+def _launch_lines(spec: CommandJob, log_dir: Path) -> list[str]:
+    if spec.launch == "task":
+        return ['srun --kill-on-bad-exit=1 -- "${cmd[@]}" &']
+    if spec.launch == "node":
+        return [
+            'srun --nodes="$nodes" --ntasks="$nodes" --ntasks-per-node=1 --kill-on-bad-exit=1 '
+            '-- "${cmd[@]}" &'
+        ]
+    ray_logs = shlex.quote(str(log_dir))
+    return [
+        'ray_hosts=$(IFS=,; echo "${hosts[*]}")',
+        f'{shlex.quote(sys.executable)} -I -m hpcenv.slurm.ray_cluster --hosts "$ray_hosts" '
+        f'--python "$VIRTUAL_ENV/bin/python" --log-dir {ray_logs}/"ray-$SLURM_JOB_ID" '
+        '--inherit-output -- "${cmd[@]}" &',
+    ]
+
+
+def render(
+    profile: Profile,
+    spec: CommandJob,
+    *,
+    workdir: Path | None = None,
+) -> sbatch.Job:
+    """The job script running ``spec.argv`` on ``profile``'s cluster."""
+    _check(spec, profile)
+    cwd = (workdir or Path.cwd()).absolute()
+    log_dir = sbatch.logs_dir(profile, cwd)
+    name = job_name(profile, spec)
+    time_limit = spec.time or profile.slurm.time
+    lead = _lead(spec, time_limit)
+    extra: list[tuple[str, str | int, str]] = []
+    if spec.cpus_per_task:
+        extra.append(("cpus-per-task", spec.cpus_per_task, "--cpus-per-task"))
+    if lead:
+        extra.append(("signal", f"B:USR1@{lead}", "--checkpoint-lead"))
+    venv = jobenv.venv_for(profile, spec.venv, must_exist=False)
+    env = jobenv.for_profile(profile, nodes=spec.nodes, venv=venv, tmpdir=False)
+    ref = sbatch.profile_ref(profile)
+    hpcenv = [sys.executable, "-m", "hpcenv"]
+    lines = [
+        "#!/bin/bash",
+        f"# Rendered by 'hpcenv sbatch' for profile {profile.name}: the command at the end,",
+        f"# {_describe(spec)}.",
+        *sbatch.directives(
+            profile,
+            name=name,
+            nodes=spec.nodes,
+            ntasks_per_node=_tasks_per_node(profile, spec),
+            time=spec.time,
+            log_dir=log_dir,
+            cwd=cwd,
+            extra=extra,
+        ),
+        "",
+        "set -euo pipefail",
+        f"# --- the environment: what 'hpcenv env {profile.name} --nodes {spec.nodes}' prints",
+        *sbatch.environment_lines(env),
+    ]
+    if spec.cpus_per_task:  # srun (Slurm >= 22.05) no longer inherits --cpus-per-task
+        lines.append('export SRUN_CPUS_PER_TASK="$SLURM_CPUS_PER_TASK"')
+    lines += [
+        "workdir=$PWD nodes=${SLURM_JOB_NUM_NODES:-1}",
+        'mapfile -t hosts < <(scontrol show hostnames "$SLURM_JOB_NODELIST")',
+        '[ "${#hosts[@]}" -gt 0 ] || { echo "hpcenv: scontrol gave no host" >&2; exit 1; }',
+        "on_nodes() {  # one task per node through srun; here alone on a one-node job",
+        '  if [ "$nodes" -gt 1 ]; then',
+        '    srun --nodes="$nodes" --ntasks="$nodes" --ntasks-per-node=1 --overlap '
+        '--kill-on-bad-exit=1 -- "$@"',
+        "  else",
+        '    "$@"',
+        "  fi",
+        "}",
+        "",
+        "# --- rendezvous on the first node; torchrun reads PET_* (its own options win)",
+        'export MASTER_ADDR="${hosts[0]}" MASTER_PORT=$((20000 + SLURM_JOB_ID % 20000))',
+        'export PET_NNODES="$nodes" PET_RDZV_BACKEND=c10d PET_RDZV_ID="$SLURM_JOB_ID"',
+        'export PET_RDZV_ENDPOINT="$MASTER_ADDR:$MASTER_PORT"',
+    ]
+    if profile.job.scratch:
+        copy = (
+            'for d; do if [ -d "$TMPDIR/$d" ]; then mkdir -p -- "$0/$d" && '
+            'cp -a -- "$TMPDIR/$d/." "$0/$d/"; fi; done'
+        )
+        dirs = " ".join(shlex.quote(d) for d in spec.copy_back)
+        lines += [
+            "",
+            "# --- scratch: TMPDIR on each node's local disk; at exit the --copy-back",
+            "# directories under it go to the same path in the working directory, from",
+            "# one node after the other (a scratch that is shared after all cannot race),",
+            "# then it is removed",
+            f'tmp={shlex.quote(profile.job.scratch)}/"$SLURM_JOB_ID"',
+            'on_nodes mkdir -p -- "$tmp"',
+            "export TMPDIR=$tmp  # after mkdir: slurmstepd falls back to /tmp without it",
+            "scratch_end() {",
+        ]
+        if spec.copy_back:
+            lines += [
+                '  for host in "${hosts[@]}"; do',
+                '    if [ "$nodes" -gt 1 ]; then on=(srun --nodes=1 --ntasks=1 --overlap '
+                '--nodelist="$host" --); else on=(); fi',
+                f'    "${{on[@]}}" bash -c {shlex.quote(copy)} "$workdir" {dirs} ||',
+                '      echo "hpcenv: warning: copying back from $TMPDIR on $host failed" >&2',
+                "  done",
+            ]
+        lines += [
+            '  on_nodes rm -rf -- "$TMPDIR" || echo "hpcenv: warning: $TMPDIR not removed" >&2',
+            "}",
+            "trap scratch_end EXIT",
+        ]
+    lines += _chain_lines(spec)
+    lines += _gate_lines(spec, hpcenv, ref)
+    lines += [
+        "",
+        f"# --- the command, {_describe(spec).split(';')[0]}, in its own process group:",
+        "# SIGUSR1/SIGTERM/SIGINT/SIGHUP sent to this script are passed on to it",
+        f"cmd=({shlex.join(spec.argv)})",
+        "cmd_pid=",
+        "forward() {",
+        "  trapped=1",
+        '  [ -z "$cmd_pid" ] || kill -s "$1" -- "-$cmd_pid" 2>/dev/null || true',
+        "}",
+        'for sig in USR1 TERM INT HUP; do trap "forward $sig" "$sig"; done',
+        'echo "hpcenv: the command starts (link $link of $HPCENV_CHAIN_MAX)"',
+        "set -m  # job control: the command leads a process group of its own",
+        *_launch_lines(spec, log_dir),
+        "cmd_pid=$!",
+        "set +m",
+        "while :; do  # wait returns early when a signal was passed on; wait again",
+        "  trapped=0 status=0",
+        '  wait "$cmd_pid" || status=$?',
+        '  [ "$trapped" = 1 ] || break',
+        "done",
+        'echo "hpcenv: the command exited with $status"',
+        '[ "$status" -ne 0 ] || end_chain "the command succeeded"',
+        'exit "$status"',
+        "",
+    ]
+    return sbatch.Job(
+        name=name, script="\n".join(lines), log_dir=log_dir, output_dir=log_dir, nodes=spec.nodes
+    )
+
+
+def _chain_lines(spec: CommandJob) -> list[str]:
+    n = spec.chain
+    lines = [
+        "",
+        f"# --- chain: link $HPCENV_CHAIN_LINK of at most {n}",
+        "link=${HPCENV_CHAIN_LINK:-1}",
+        'case $link in ""|*[!0-9]*) echo "hpcenv: HPCENV_CHAIN_LINK=$link is not a link '
+        'number" >&2; exit 2 ;; esac',
+        f"export HPCENV_CHAIN_LINK=$link HPCENV_CHAIN_MAX={n}",
+        "next=",
+        "end_chain() {  # cancel the queued next link, saying why",
+        '  if [ -n "$next" ]; then',
+        '    scancel "$next" || true',
+        '    echo "hpcenv: $1: link $((link + 1)) (job $next) cancelled; the chain ends here"',
+        "    next=",
+        "  fi",
+        "}",
+    ]
+    if n == 1:
+        return lines
+    dependency = "singleton" if spec.dependency == "singleton" else 'afterany:"$this_job"'
+    return [
+        *lines,
+        "# the next link is queued now and starts when this job ends, however it ends; it",
+        "# gets this job's environment without its SLURM_* variables",
+        f'if [ "$link" -lt {n} ]; then',
+        "  this_job=$SLURM_JOB_ID",
+        "  if next=$(",
+        '    for v in $(compgen -e); do case $v in SLURM_CONF) ;; SLURM_*) unset "$v" ;; esac; '
+        "done",
+        f'    HPCENV_CHAIN_LINK=$((link + 1)) sbatch --parsable --dependency={dependency} "$0"',
+        "  ); then",
+        "    next=${next%%;*}",
+        f'    echo "hpcenv: chain link $link of {n}; link $((link + 1)) queued as job $next"',
+        "  else",
+        '    echo "hpcenv: warning: could not queue link $((link + 1)); the chain ends with '
+        'this link" >&2',
+        "    next=",
+        "  fi",
+        "else",
+        f'  echo "hpcenv: chain link $link of {n}: the last"',
+        "fi",
+    ]
+
+
+def _gate_lines(spec: CommandJob, hpcenv: Sequence[str], ref: str) -> list[str]:
+    if not spec.preflight:
+        return ["", "# --- no gate (--no-gate)", 'echo "hpcenv: no gate"']
+    lines = [
+        "",
+        "# --- gate: the venv, every node, the network, before the command; the first",
+        "# failure ends the job here (and the chain), naming it",
+        "gate() {",
+        "  local what=$1 rc=0",
+        "  shift",
+        '  echo "hpcenv gate: $what"',
+        '  "$@" || rc=$?',
+        '  if [ "$rc" -ne 0 ]; then',
+        '    echo "hpcenv: gate failed: $what (exit $rc); the command was not started" >&2',
+        '    end_chain "the gate failed"',
+        '    exit "$rc"',
+        "  fi",
+        "}",
+        'gate "venv $VIRTUAL_ENV (built? hpcenv build)" test -x "$VIRTUAL_ENV/bin/python"',
+        f'gate "preflight on $nodes node(s)" on_nodes {shlex.join([*hpcenv, "preflight", ref])}',
+    ]
+    if spec.gate:
+        probe = sbatch.probe_argv_for(ref, spec.gate, spec.venv, json=False)
+        lines.append(f"gate {shlex.quote('probes ' + ','.join(spec.gate))} {shlex.join(probe)}")
+    return lines
+
+
+__all__ = ["DEPENDENCIES", "LAUNCHES", "CommandJob", "job_name", "render"]
