@@ -1,5 +1,6 @@
 """torch works on this node: version and CUDA build, GPU archs compiled in, a kernel
-runs, matmul agrees with the CPU, bf16 support.
+runs, matmul agrees with the CPU, bf16 support, and which libnccl.so.2 it loaded
+(against the profile's ``[job] nccl``).
 
 The symptom of a wrong wheel variant (cu130 on a V100: no cu13 build carries sm_70) is
 "no kernel image is available for execution on the device" at the first kernel,
@@ -10,10 +11,12 @@ still run, so the probe passes.
 
 from __future__ import annotations
 
+import os
 import sys
+import sysconfig
 from typing import Any
 
-from hpcenv.kit import coverage, probe
+from hpcenv.kit import coverage, nccl, probe
 from hpcenv.kit.status import Status
 
 
@@ -202,13 +205,57 @@ def check_gpus(ctx: probe.Context, torch: Any) -> None:
         )
 
 
+def check_nccl_library(ctx: probe.Context, torch: Any) -> None:
+    """Which libnccl.so.2 torch really uses (the one torch's CUDA library binds to; this
+    process's memory maps list every copy) against the one the profile's ``[job] nccl``
+    means, with the versions; no GPU is needed: importing a CUDA torch loads its NCCL."""
+    if torch.version.cuda is None:
+        ctx.check(
+            "nccl-library",
+            Status.SKIP,
+            "a CPU build of torch loads no NCCL",
+            remedy="run with the CUDA build of torch to check which NCCL it loads",
+        )
+        return
+    try:
+        with open("/proc/self/maps") as f:
+            loaded = nccl.loaded_libraries(f.read())
+    except OSError as exc:
+        ctx.check(
+            "nccl-library",
+            Status.SKIP,
+            f"cannot read /proc/self/maps ({exc.strerror})",
+            remedy="run on Linux to see which libnccl.so.2 torch loaded",
+        )
+        return
+    venv_lib = nccl.venv_library(sysconfig.get_paths()["purelib"])
+    system_lib = nccl.system_library(os.environ)
+    paths = [p for p in dict.fromkeys([*loaded, venv_lib, system_lib]) if p]
+    cuda_lib = os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cuda.so")
+    verdict = nccl.check_library(
+        str(ctx.config.get("nccl") or "auto"),
+        used=nccl.bound_library(cuda_lib),
+        loaded=loaded,
+        venv_lib=venv_lib,
+        system_lib=system_lib,
+        preload=nccl.preloaded(os.environ),
+        versions={p: nccl.file_version(p) for p in paths},
+    )
+    ctx.details["nccl_library"] = {
+        **verdict.details,
+        "torch_reports": nccl.torch_nccl_version(torch),
+    }
+    ctx.check("nccl-library", verdict.status, verdict.summary, remedy=verdict.remedy)
+
+
 def body(ctx: probe.Context) -> None:
-    """Version, CUDA build, arch list, a kernel, matmul vs CPU, bf16."""
+    """Version, CUDA build, arch list, a kernel, matmul vs CPU, bf16, which NCCL."""
     torch = probe.import_torch(ctx)
     if torch is None:
         return
     check_build(ctx, torch)
     check_cpu(ctx, torch)
+    check_nccl_library(ctx, torch)
     check_gpus(ctx, torch)
     skipped = ctx.details.get("cuda_skipped")
     if skipped and all(c["status"] != Status.FAIL for c in ctx.checks):

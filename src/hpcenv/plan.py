@@ -153,16 +153,23 @@ def vllm_warning(packages: tuple[str, ...], facts: Facts) -> str | None:
 
 
 SM90A = "sm90a"
+VENV_NCCL = "venv_nccl"
 
 
 def _fixes(p: Profile, facts: Facts, arch: str) -> tuple[tuple[str, ...], dict[str, str]]:
     """The sitecustomize fixes and their settings: sm90a when the profile asks for it or
-    the node is aarch64 with a 9.0 GPU, with TORCH_CUDA_ARCH_LIST from the node's GPUs."""
+    the node is aarch64 with a 9.0 GPU, with TORCH_CUDA_ARCH_LIST from the node's GPUs;
+    venv_nccl when ``[job] nccl = 'venv'`` (or the profile lists it)."""
+    fixes: list[str] = []
+    settings: dict[str, str] = {}
     hopper_arm = arch == "aarch64" and "9.0" in facts.compute_capabilities
-    if SM90A not in p.fixes.sitecustomize and not hopper_arm:
-        return (), {}
-    arch_list = ";".join(facts.compute_capabilities)
-    return (SM90A,), ({"TORCH_CUDA_ARCH_LIST": arch_list} if arch_list else {})
+    if SM90A in p.fixes.sitecustomize or hopper_arm:
+        fixes.append(SM90A)
+        arch_list = ";".join(facts.compute_capabilities)
+        settings.update({"TORCH_CUDA_ARCH_LIST": arch_list} if arch_list else {})
+    if p.job.nccl == "venv" or VENV_NCCL in p.fixes.sitecustomize:
+        fixes.append(VENV_NCCL)
+    return tuple(fixes), settings
 
 
 def make_plan(p: Profile, facts: Facts, *, environ: Mapping[str, str] | None = None) -> Plan:
@@ -281,6 +288,17 @@ def describe(
     steps.append(Step(kind="flash-attn", what=what, why=fa.reason))
     if SM90A in plan.fixes:
         steps.append(_sm90a_step(p, facts, plan))
+    if VENV_NCCL in plan.fixes:
+        steps.append(
+            Step(
+                kind="fix",
+                what="sitecustomize fix venv_nccl: the venv's libnccl.so.2 loads first in its "
+                "Pythons",
+                why="[job] nccl = 'venv': a system NCCL older than torch's must not be the one "
+                "torch binds to; LD_PRELOAD would reach every process of the job (srun, Ray's "
+                "daemons, other environments), this only the venv's Pythons",
+            )
+        )
     steps += [
         Step(kind="module", what=f"module load {m}", why="[modules] load") for m in plan.modules
     ]

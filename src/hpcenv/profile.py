@@ -44,7 +44,7 @@ from hpcenv.slurm import walltime
 
 #: Probes hpcenv ships (``hpcenv.kit.registry``); profiles may only name these.
 KNOWN_PROBES = registry.NAMES
-KNOWN_FIXES = ("sm90a",)
+KNOWN_FIXES = ("sm90a", "venv_nccl")
 ARCHES = ("x86_64", "aarch64", "any")
 BACKEND = re.compile(r"^(auto|cpu|cu\d{3})$")
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

@@ -233,6 +233,7 @@ def config_for(profile: Profile | None) -> dict[str, Any]:
         "nccl_min_bytes": p.probes.nccl_min_bytes,
         "nccl_max_bytes": p.probes.nccl_max_bytes,
         "gpu_memory_gib": p.job.gpu_memory_gib,
+        "nccl": p.job.nccl,
         **tables,
     }
 

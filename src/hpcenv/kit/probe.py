@@ -23,6 +23,7 @@ import json
 import os
 import socket
 import sys
+import sysconfig
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -222,6 +223,22 @@ def import_torch(ctx: Context) -> Any:
     try:
         import torch
     except ImportError as exc:
+        try:
+            with open("/proc/self/maps") as f:
+                maps = f.read()
+        except OSError:
+            maps = ""
+        purelib = sysconfig.get_paths()["purelib"]
+        why = nccl.import_failure(str(exc), maps, os.environ, purelib)
+        if why:
+            ctx.check(
+                "torch",
+                Status.FAIL,
+                f"torch does not import in {sys.prefix}: {why}",
+                remedy="unset LD_PRELOAD of another NCCL, or set [job] nccl = 'venv' in the "
+                "profile and rebuild (the venv's NCCL then loads first in its Pythons)",
+            )
+            return None
         ctx.check(
             "torch",
             Status.FAIL,
