@@ -160,12 +160,18 @@ def _extract(whl: Path, dest: Path, keep: Callable[[str], bool]) -> None:
 def library(key: str) -> Path:
     """A real CUDA library extracted from its wheel (the wheel is kept: tests read it too)."""
     lib = BY_KEY[key]
-    whl = wheel(lib.project, lib.version, lib.tag)
-    root = CACHE / "libs" / f"{lib.project}-{lib.version}"
-    with locked(f"lib-{key}"):
-        if not (root / lib.member).exists():
-            _extract(whl, root, lambda n: n == lib.member)
-    return root / lib.member
+    return wheel_member(lib.project, lib.version, lib.member, lib.tag)
+
+
+def wheel_member(project: str, version: str, member: str, tag: str = "x86_64") -> Path:
+    """One file of a PyPI wheel (``project==version``, the wheel named with ``tag``),
+    extracted once under ``libs/<project>-<version>/<member>``."""
+    whl = wheel(project, version, tag)
+    root = CACHE / "libs" / f"{project}-{version}"
+    with locked(f"lib-{project}-{version}"):
+        if not (root / member).exists():
+            _extract(whl, root, lambda n: n == member)
+    return root / member
 
 
 def cuda_toolkit() -> Path:
@@ -249,9 +255,11 @@ def libtorch_cuda() -> Path:
     return dest
 
 
-def torch_cuda_venv() -> Path:
-    """A venv with torch 2.13.0 and its CUDA wheels from PyPI (x86_64; for the bench)."""
-    venv = CACHE / f"venv-torch-{TORCH_VERSION}-cuda"
+def torch_cuda_venv(suffix: str = "") -> Path:
+    """A venv with torch 2.13.0 and its CUDA wheels from PyPI (x86_64; for the bench, and
+    with a ``suffix`` a copy of its own for tests that add to it: uv hard-links from its
+    cache, so a second one costs seconds, not gigabytes)."""
+    venv = CACHE / f"venv-torch-{TORCH_VERSION}-cuda{suffix}"
     uv = shutil.which("uv")
     if uv is None:
         raise Unavailable("uv is not on PATH")

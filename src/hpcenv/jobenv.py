@@ -257,6 +257,18 @@ def exec_command(job: JobEnv, argv: Sequence[str], environ: Mapping[str, str]) -
         raise CannotRun(f"{full[0]}: cannot run it ({exc.strerror})", exit_code=code) from exc
 
 
+def caller_environ() -> dict[str, str]:
+    """The environment hpcenv was started with: ``/proc/self/environ`` where there is one
+    (Python itself adds ``LC_CTYPE=C.UTF-8`` to ``os.environ`` in a C locale, PEP 538,
+    which the command must not inherit from us), else ``os.environ``."""
+    try:
+        raw = Path("/proc/self/environ").read_bytes()
+    except OSError:
+        return dict(os.environ)
+    pairs = (item.split(b"=", 1) for item in raw.split(b"\0") if b"=" in item)
+    return {os.fsdecode(k): os.fsdecode(v) for k, v in pairs}
+
+
 def make_tmpdir(job: JobEnv) -> None:
     """Create TMPDIR (and its parents); refuse a symlink hpcenv did not make."""
     if not job.tmpdir:
@@ -275,6 +287,7 @@ def make_tmpdir(job: JobEnv) -> None:
 __all__ = [
     "JobEnv",
     "apply",
+    "caller_environ",
     "caller_with_secrets",
     "default_nodes",
     "exec_command",

@@ -32,4 +32,4 @@ def run(args: argparse.Namespace) -> int:
     venv = jobenv.venv_for(prof, args.env)
     job = jobenv.for_profile(prof, nodes=nodes, venv=venv)
     jobenv.make_tmpdir(job)
-    jobenv.exec_command(job, args.command_argv, os.environ)
+    jobenv.exec_command(job, args.command_argv, jobenv.caller_environ())

@@ -74,7 +74,7 @@ class CommandJob:
 
 def _check(spec: CommandJob, profile: Profile) -> None:
     """Every option's value, each error naming the option and the fix."""
-    if not spec.argv:
+    if not spec.argv or not spec.argv[0]:
         raise BadInput("hpcenv sbatch: give the command after '--' (or a TARGET)")
     if spec.nodes < 1:
         raise BadInput(f"--nodes {spec.nodes}: must be at least 1")
@@ -206,6 +206,7 @@ def render(
         ),
         "",
         "set -euo pipefail",
+        "export HPCENV_JOB_START=${EPOCHREALTIME:-$(date +%s.%N)}  # for 'the command starts'",
         f"# --- the environment: what 'hpcenv env {profile.name} --nodes {spec.nodes}' prints",
         *sbatch.environment_lines(env),
     ]
@@ -273,7 +274,10 @@ def render(
         '  [ -z "$cmd_pid" ] || kill -s "$1" -- "-$cmd_pid" 2>/dev/null || true',
         "}",
         'for sig in USR1 TERM INT HUP; do trap "forward $sig" "$sig"; done',
-        'echo "hpcenv: the command starts (link $link of $HPCENV_CHAIN_MAX)"',
+        "now=${EPOCHREALTIME:-$(date +%s.%N)}",
+        'after=$(awk -v a="$HPCENV_JOB_START" -v b="$now" \'BEGIN { printf "%.1f", b - a }\')',
+        'echo "hpcenv: the command starts (link $link of $HPCENV_CHAIN_MAX), $after s after the '
+        'job started"',
         "set -m  # job control: the command leads a process group of its own",
         *_launch_lines(spec, log_dir),
         "cmd_pid=$!",
