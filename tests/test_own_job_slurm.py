@@ -185,10 +185,10 @@ def test_success_or_a_failed_gate_ends_the_chain(
         env={**cluster.env, "HPCENV_HOME": str(tmp_path / "home")},
         capture_output=True, text=True, cwd=tmp_path, timeout=600, check=False,
     )  # fmt: skip
-    assert done.returncode == 7, done.stdout + done.stderr  # preflight's exit code
+    assert done.returncode == 8, done.stdout + done.stderr  # preflight's exit code
     job_id = _job_id(done)
     err = _log(tmp_path, job_id, "err")
-    assert "hpcenv: gate failed: preflight on 1 node(s) (exit 7)" in err
+    assert "hpcenv: gate failed: preflight on 1 node(s) (exit 8)" in err
     assert "the gate failed: link 2" in _log(tmp_path, job_id)
     assert not marker.exists()
 

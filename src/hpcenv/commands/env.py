@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from hpcenv.commands import add_json_option, print_json
+from hpcenv.commands import add_json_option, print_json, print_text
 
 NAME = "env"
 HELP = "print the job environment of a profile (export lines for eval, or --json)"
@@ -52,6 +52,6 @@ def run(args: argparse.Namespace) -> int:
         return 0
     # the profile's name is letters, digits, '.', '_' and '-': safe on a comment line
     fixes = ", ".join(job.fixes) or "none"
-    print(f"# hpcenv env: {prof.name} on {nodes} node(s); fixes in the venv: {fixes}")
-    print("\n".join(jobenv.shell_lines(job)))
+    head = f"# hpcenv env: {prof.name} on {nodes} node(s); fixes in the venv: {fixes}"
+    print_text("\n".join([head, *jobenv.shell_lines(job)]) + "\n")
     return 0

@@ -239,7 +239,7 @@ def _tail(path: Path, lines: int = 20) -> list[str]:
 
 def _own_outcome(job_id: str, state: str, err: Path) -> int:
     """Your command's job: 0 when it completed, its exit code when it failed (that of
-    the first link of a chain), exit 8 when SLURM ended it (timeout, cancel, node)."""
+    the first link of a chain), exit 9 when SLURM ended it (timeout, cancel, node)."""
     if state.startswith("COMPLETED"):
         return 0
     print_text("\n".join(_tail(err)) + "\n", err=True)
