@@ -8,8 +8,9 @@ the local probe suite and the doctor,
 the GPU-code reader against cuobjdump and the audit of a CUDA torch venv
 (``bench_archs.py``; a 4.5 GB venv and a 470 MB library fetched once into
 ``~/.cache/hpcenv-tests``), with ``--slurm`` the probe-nccl job on a private local SLURM
-(about 1.5 min), and with ``--pairs`` the bad-node finder on a private 3-node SLURM (root;
-about 1 min a run).
+(about 1.5 min), with ``--pairs`` the bad-node finder on a private 3-node SLURM (root;
+about 1 min a run), and with ``--gate`` the gate of ``hpcenv sbatch -- CMD`` jobs (seconds
+from job start to CMD start, with and without it; ``bench_gate.py``, a few minutes).
 """
 
 from __future__ import annotations
@@ -54,6 +55,9 @@ def main() -> int:
     ap.add_argument("--slurm", action="store_true", help="also time probe-nccl on local SLURM")
     ap.add_argument(
         "--pairs", action="store_true", help="also time the bad-node finder on 3 nodes (root)"
+    )
+    ap.add_argument(
+        "--gate", action="store_true", help="also time the gate of 'sbatch -- CMD' jobs (SLURM)"
     )
     ap.add_argument(
         "--render",
@@ -116,6 +120,9 @@ def main() -> int:
             [py, str(BENCH / "bench_pairs.py"), "--python", venv_py, "--runs", str(args.runs)],
             env,
         )
+    if args.gate:
+        gate = [py, str(BENCH / "bench_gate.py"), "--runs", str(args.runs)]
+        results["gate"] = run_json(gate, env)
     (BENCH / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     (BENCH / "RESULTS.md").write_text(render(results))
     update_readme(render(results))
@@ -265,6 +272,22 @@ def render(r: dict[str, Any]) -> str:
                 None,
             )
         )
+    if "gate" in r and "variants" in r["gate"]:
+        g = r["gate"]
+        base = g["variants"]["no gate"]
+        for name, v in g["variants"].items():
+            if name == "no gate":
+                continue
+            lines.append(
+                row(
+                    f"`sbatch -- CMD`, job start to CMD start, {name}",
+                    f"{v['median_s']:.1f} s (min {v['min_s']:.1f}, max {v['max_s']:.1f})",
+                    f"no gate {base['median_s']:.2f} s "
+                    f"(+{g['overhead_over_no_gate_median_s'][name]:.1f} s)",
+                    "-",
+                    None,
+                )
+            )
     if "pairs" in r and "finder" in r["pairs"]:
         pr = r["pairs"]
         runs = len(pr["excluded"])
