@@ -9,7 +9,9 @@ import argparse
 import datetime
 import math
 import re
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from hpcenv import fsio, junit, paths, report, runner
 from hpcenv.commands import add_json_option, print_json, seconds
@@ -151,6 +153,25 @@ def _done(r: ProbeResult) -> None:
     )
 
 
+def report_json(
+    target: runner.Target,
+    status: Status,
+    result_dir: Path,
+    results: Sequence[ProbeResult],
+    **extra: Any,
+) -> dict[str, Any]:
+    """The ``--json`` report (``--pairs`` adds its ``pairs`` and top-level ``exclude``)."""
+    return {
+        "schema": 1,
+        "env": target.name,
+        "python": str(target.python),
+        "status": status.value,
+        "results_dir": str(result_dir),
+        "results": [r.serialize() for r in results],
+        **extra,
+    }
+
+
 def run_pairs(args: argparse.Namespace, target: runner.Target) -> int:
     """``--pairs``: the bad-node finder over this allocation (``hpcenv.slurm.pairs``)."""
     if tuple(args.names) not in ((), ("nccl",)):
@@ -179,18 +200,8 @@ def run_pairs(args: argparse.Namespace, target: runner.Target) -> int:
     if args.junit:
         junit.write(Path(args.junit), results, suite_name=f"hpcenv nccl pairs {target.name}")
     if args.json:
-        print_json(
-            {
-                "schema": 1,
-                "env": target.name,
-                "python": str(target.python),
-                "status": found.status.value,
-                "results_dir": str(result_dir),
-                "results": [r.serialize() for r in results],
-                "pairs": found.serialize(),
-                "exclude": found.exclude,
-            }
-        )
+        extra = {"pairs": found.serialize(), "exclude": found.exclude}
+        print_json(report_json(target, found.status, result_dir, results, **extra))
     else:
         report.print_probe_results(results, title=f"nccl pairs in {target.name}")
         report.print_pairs(found.serialize())
@@ -230,16 +241,7 @@ def run(args: argparse.Namespace) -> int:
     if args.junit:
         junit.write(Path(args.junit), results, suite_name=f"hpcenv probes {target.name}")
     if args.json:
-        print_json(
-            {
-                "schema": 1,
-                "env": target.name,
-                "python": str(target.python),
-                "status": status.value,
-                "results_dir": str(result_dir),
-                "results": [r.serialize() for r in results],
-            }
-        )
+        print_json(report_json(target, status, result_dir, results))
     else:
         report.print_probe_results(results, title=f"probes in {target.name} ({target.python})")
     bad = [r.name for r in results if r.status in (Status.FAIL, Status.ERROR)]

@@ -12,7 +12,8 @@ of its slowest link); bisecting by hand takes hours. ``hpcenv probe nccl --pairs
    timeout. ``DEFAULT_ROUNDS`` rounds of the circle method (round-robin tournaments) give
    every node two or three different partners (with an odd count one node sits out
    each round), so the rounds stay few however many nodes there are;
-3. each pair's bus bandwidth at one size, the largest (``--largest-only``: no sweep);
+3. each pair's bus bandwidth at one size, the largest (``--largest-only``: no sweep),
+   the first allreduce checked element by element, three timed;
 4. the verdict (``verdicts``), the documented rule: a node's score is the busbw of its
    best pair (a pair that failed, hung or returned wrong values counts 0). A node is
    excluded when its own check fails, or when its score is under ``SLOW_FRACTION``
@@ -47,6 +48,9 @@ DEFAULT_ROUNDS = 3
 SLOW_FRACTION = 0.5
 #: Sizes of the per-node check: small, it checks the stack, not the bandwidth.
 CHECK_SIZES = "1K:1M"
+#: A pair times one size: the checked warmup allreduce, then these timed ones (a slow
+#: node's pairs are the finder's longest steps; 3 timings of a large message suffice).
+PAIR_ITERS = ("--warmup", "1", "--iters", "3")
 
 RULE = (
     f"a node is excluded when its own check fails, or when the busbw of its best pair "
@@ -268,7 +272,7 @@ def find(
         for h in hosts
     ]
     checks = dict(zip(hosts, _parallel(check_jobs, on_done), strict=True))
-    pair_args = ["--largest-only", *(["--sizes", sizes] if sizes else [])]
+    pair_args = ["--largest-only", *PAIR_ITERS, *(["--sizes", sizes] if sizes else [])]
     runs: list[PairRun] = []
     for number, pairs in enumerate(plan, start=1):
         jobs = [
