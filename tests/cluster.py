@@ -28,7 +28,13 @@ every daemon by the PID it recorded (checked against the process start time, so 
 reused PID is never signalled), ends what still runs in the namespaces (``ip netns
 pids``: only processes inside our namespaces), and removes the links, bridges,
 namespaces, hosts files and the root. Nothing else on the machine is touched and
-nothing is stopped by name. It needs root, iproute2 (``ip``, ``tc``), util-linux
+nothing is stopped by name.
+
+A cluster the pytest fixture starts is owned by that pytest: its daemons die with it
+(PR_SET_PDEATHSIG), and its state is also kept in ``/run/hpcenv-test-clusters``, so a
+session killed before its cleanup (SIGKILL, a closed pipe) leaves only kernel objects,
+which the next ``up`` removes (``reap``). A cluster of the command line has no owner: it
+runs until ``down``. It needs root, iproute2 (``ip``, ``tc``), util-linux
 ``unshare``, and Debian's slurmctld, slurmd, slurm-client and munge.
 
     python tests/cluster.py up [--nodes 3] [--slow node3] [--rate 100mbit] [--root DIR]
@@ -56,12 +62,17 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from hpcenv.kit.children import die_with
+
 DAEMONS = ("slurmctld", "slurmd", "munged", "mungekey")
 CLIENTS = ("sinfo", "sbatch", "srun", "squeue", "scontrol", "scancel", "salloc", "munge")
 TOOLS = ("ip", "tc", "unshare", "nsenter")
 DEFAULT_ROOT = Path(".hpcenv") / "cluster"
 DEFAULT_NODES = 3
 DEFAULT_RATE = "100mbit"
+#: Every cluster's state is also kept here (outside its root, which pytest may delete):
+#: ``up`` reaps the clusters whose owner (the pytest that made them) has died.
+REGISTRY = Path("/run/hpcenv-test-clusters")
 START_TIMEOUT_S = 60.0
 #: ``sh -c`` script run in a node's new mount and UTS namespaces: set the hostname, put
 #: the cluster's hosts file over /etc/hosts (a private mount), exec argv. The node name,
@@ -148,16 +159,25 @@ class State:
     rate: str = DEFAULT_RATE
     controller: str = ""
     subnets: list[str] = field(default_factory=list)
+    #: [pid, start time] of the process the cluster dies with (a pytest session); None
+    #: for one started by the command line, which lives until 'down'
+    owner: list[int] | None = None
 
     def save(self) -> None:
-        path = Path(self.root) / "state.json"
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(asdict(self), indent=1))
-        os.replace(tmp, path)
+        text = json.dumps(asdict(self), indent=1)
+        REGISTRY.mkdir(mode=0o700, exist_ok=True)
+        for path in (Path(self.root) / "state.json", REGISTRY / f"{self.prefix}.json"):
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(text)
+            os.replace(tmp, path)
 
     @classmethod
     def load(cls, root: Path) -> State:
-        data = json.loads((root / "state.json").read_text())
+        return cls.load_file(root / "state.json")
+
+    @classmethod
+    def load_file(cls, path: Path) -> State:
+        data = json.loads(path.read_text())
         data["nodes"] = [Node(**{**n, "veths": tuple(n["veths"])}) for n in data.get("nodes", [])]
         data["daemons"] = [Daemon(**d) for d in data.get("daemons", [])]
         return cls(**data)
@@ -444,6 +464,8 @@ def _spawn(
         stdout=log.open("ab"),
         stderr=subprocess.STDOUT,
         start_new_session=detach,
+        # not detached: the daemons die with this process, however it ends
+        preexec_fn=None if detach else die_with(os.getpid()),  # noqa: PLW1509 - prctl only
     )
     cluster.procs[name] = proc
     state.daemons.append(Daemon(name=name, pid=proc.pid, started=_start_time(proc.pid),
@@ -558,6 +580,7 @@ def up(
     if nodes < 1 or nodes > 250:
         raise ClusterError(f"--nodes {nodes}: must be between 1 and 250")
     _tbf(rate)  # check it before anything is made
+    reap()
     root = root.absolute()
     if (root / "state.json").exists():
         raise ClusterError(f"{root} holds a cluster already; run 'down' first")
@@ -569,6 +592,9 @@ def up(
     prolog.write_text(TASK_PROLOG.format(nodeenv=shlex.quote(str(root / "nodeenv"))))
     prolog.chmod(0o755)
     state = State(prefix=f"hc{secrets.token_hex(2)}", root=str(root), rate=rate)
+    if not detach:
+        me = os.getpid()
+        state.owner = [me, _start_time(me) or 0]
     state.conf = str(root / "slurm.conf")
     state.save()
     cluster = Cluster(state=state, env=client_env(Path(state.conf)))
@@ -643,10 +669,32 @@ def down(root: Path, *, cluster: Cluster | None = None) -> list[str]:
         state = cluster.state if cluster is not None else State.load(root)
     except (OSError, ValueError) as exc:
         raise ClusterError(f"no cluster recorded in {root}/state.json ({exc})") from exc
-    procs = cluster.procs if cluster is not None else {}
+    return _remove(state, cluster.procs if cluster is not None else {})
+
+
+def reap() -> list[str]:
+    """Remove the clusters whose owner has died (a pytest session killed before its
+    cleanup): their daemons died with it, their namespaces and links did not. Clusters
+    of the command line (no owner) and of live sessions are left alone."""
+    reaped = []
+    for path in sorted(REGISTRY.glob("hc*.json")) if REGISTRY.is_dir() else []:
+        try:
+            state = State.load_file(path)
+        except (OSError, ValueError, TypeError):
+            continue
+        if state.owner is None or _start_time(state.owner[0]) == state.owner[1]:
+            continue
+        _remove(state, {})
+        reaped.append(state.prefix)
+    return reaped
+
+
+def _cancel_jobs(state: State, procs: dict[str, subprocess.Popen[bytes]]) -> None:
     env = client_env(Path(state.conf))
     ctld = next((d for d in state.daemons if d.name == "slurmctld"), None)
-    if ctld is not None and _alive(ctld, procs.get("slurmctld")):
+    if ctld is None or not _alive(ctld, procs.get("slurmctld")):
+        return
+    try:
         subprocess.run(["scancel", "--full", "-u", "root"], env=env, capture_output=True,
                        timeout=15, check=False)  # fmt: skip
         deadline = time.monotonic() + 15
@@ -656,6 +704,13 @@ def down(root: Path, *, cluster: Cluster | None = None) -> list[str]:
             if q.returncode != 0 or not q.stdout.strip():
                 break
             time.sleep(0.5)
+    except (subprocess.SubprocessError, OSError):
+        pass  # a controller that does not answer is stopped below all the same
+
+
+def _remove(state: State, procs: dict[str, subprocess.Popen[bytes]]) -> list[str]:
+    """Stop the daemons and remove everything ``state`` records; what is left."""
+    _cancel_jobs(state, procs)
     order = {"slurmctld": 1, "munged": 2}
     for d in sorted(state.daemons, key=lambda d: order.get(d.name, 0)):
         _stop(d, procs.get(d.name))
@@ -682,7 +737,8 @@ def down(root: Path, *, cluster: Cluster | None = None) -> list[str]:
     netns = _run(["ip", "netns", "list"], check=False).split()
     left += [n.netns for n in state.nodes if n.netns in netns]
     if not left:
-        shutil.rmtree(root, ignore_errors=True)
+        shutil.rmtree(state.root, ignore_errors=True)
+        (REGISTRY / f"{state.prefix}.json").unlink(missing_ok=True)
     return left
 
 

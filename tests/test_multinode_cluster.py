@@ -9,6 +9,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -92,3 +93,41 @@ def test_without_root_it_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     with pytest.raises(machinery.ClusterError, match=r"^the test cluster needs root \("):
         machinery.up(tmp_path / "u")
     assert not (tmp_path / "u").exists()
+
+
+OWNER = """\
+import sys, time
+sys.path.insert(0, sys.argv[2])
+import cluster
+c = cluster.up(__import__("pathlib").Path(sys.argv[1]), nodes=1)
+print(c.state.prefix, flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_killed_session_s_cluster_dies_with_it_and_is_reaped(tmp_path: Path) -> None:
+    """A pytest killed before its cleanup (SIGKILL, a broken pipe): its daemons die with
+    it (PDEATHSIG), and the next 'up' (here: reap) removes its namespaces and links."""
+    require("netns", not machinery.missing(), "; ".join(machinery.missing()))
+    owner = subprocess.Popen(
+        [sys.executable, "-c", OWNER, str(tmp_path / "c"), str(REPO / "tests")],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert owner.stdout is not None
+        prefix = owner.stdout.readline().strip()
+    finally:
+        owner.kill()
+        owner.wait()
+    assert prefix.startswith("hc"), prefix
+    state = machinery.State.load_file(machinery.REGISTRY / f"{prefix}.json")
+    daemons = state.daemons
+    deadline = time.monotonic() + 20
+    while any(machinery.running(d) for d in daemons) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any(machinery.running(d) for d in daemons), "daemons outlived their owner"
+    assert prefix in _links()  # what the kernel keeps until someone removes it
+    assert prefix in machinery.reap()
+    netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert prefix not in _links() and prefix not in netns
+    assert not (machinery.REGISTRY / f"{prefix}.json").exists()
