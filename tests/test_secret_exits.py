@@ -245,24 +245,31 @@ EXITS = {
 }
 
 
-def _bypass(node: ast.AST) -> list[str]:
-    """What ``node`` does that only an exit may do."""
-    if isinstance(node, ast.Call):
-        f = node.func
-        if isinstance(f, ast.Name) and f.id == "print":
-            return ["print()"]
-        via_fsio = (
-            isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "fsio"
-        )
-        if isinstance(f, ast.Attribute) and f.attr in {"write_text", "write_bytes"}:
-            return [] if via_fsio else [f"{f.attr}()"]
-    if (
+def _is_std_stream(node: ast.AST) -> bool:
+    return (
         isinstance(node, ast.Attribute)
         and isinstance(node.value, ast.Name)
         and (node.value.id, node.attr) in {("sys", "stdout"), ("sys", "stderr")}
-    ):
-        return [f"sys.{node.attr}"]
-    return []
+    )
+
+
+def _bypass(node: ast.AST) -> list[str]:
+    """What ``node`` does that only an exit may do: print(), a file write not through
+    fsio, a write to sys.stdout/sys.stderr or passing them to a call (``file=``,
+    ``json.dump``). Flushing them (before an exec) is not output."""
+    if not isinstance(node, ast.Call):
+        return []
+    f = node.func
+    if isinstance(f, ast.Name) and f.id == "print":
+        return ["print()"]
+    if isinstance(f, ast.Attribute):
+        via_fsio = isinstance(f.value, ast.Name) and f.value.id == "fsio"
+        if f.attr in {"write_text", "write_bytes"} and not via_fsio:
+            return [f"{f.attr}()"]
+        if f.attr in {"write", "writelines"} and _is_std_stream(f.value):
+            return [f"{ast.unparse(f)}()"]
+    passed = [*node.args, *(k.value for k in node.keywords)]
+    return [f"{ast.unparse(a)} passed to {ast.unparse(f)}()" for a in passed if _is_std_stream(a)]
 
 
 def test_only_the_exits_print_or_write() -> None:
