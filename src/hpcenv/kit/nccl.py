@@ -192,52 +192,40 @@ def check_library(
         if preload
         else ""
     )
-    if mode == "venv":
-        if venv_lib is None:
+    meant = {  # mode: (the library it means, whose, when it is missing: why, fix; else fix)
+        "venv": (
+            venv_lib, "the venv's", "the venv has no nvidia/nccl/lib/libnccl.so.2",
+            "install the nvidia-nccl wheel of torch's CUDA in the venv (rebuild)",
+            "rebuild the environment (hpcenv build): the venv_nccl fix is missing, or "
+            "something loads another libnccl.so.2 first",
+        ),
+        "system": (
+            system_lib, "the system's", "no libnccl.so.2 is on LD_LIBRARY_PATH",
+            "load the site's NCCL module ([modules] load)",
+            "a torch wheel finds its own NCCL through its RPATH: use [job] nccl = 'venv', "
+            "or 'auto'",
+        ),
+    }  # fmt: skip
+    if mode in meant:
+        lib, whose, missing, missing_fix, wrong_fix = meant[mode]
+        if lib is None:
             return LibraryCheck(
                 status="fail",
-                summary=f"[job] nccl = 'venv' but the venv has no nvidia/nccl/lib/libnccl.so.2; "
-                f"torch uses {name(used)}",
-                remedy="install the nvidia-nccl wheel of torch's CUDA in the venv (rebuild)",
+                summary=f"[job] nccl = '{mode}' but {missing}; torch uses {name(used)}",
+                remedy=missing_fix,
                 details=details,
             )
-        if _same(used, venv_lib):
+        if _same(used, lib):
             return LibraryCheck(
                 status="pass",
-                summary=f"torch uses the venv's {name(used)}, as [job] nccl = 'venv' asks",
+                summary=f"torch uses {whose} {name(used)}, as [job] nccl = '{mode}' asks",
                 details=details,
             )
         return LibraryCheck(
             status="fail",
-            summary=f"torch uses {name(used)}, not the venv's {name(venv_lib)} that "
-            f"[job] nccl = 'venv' means{why_preload}",
-            remedy=unpreload
-            or "rebuild the environment (hpcenv build): the venv_nccl fix is "
-            "missing, or something loads another libnccl.so.2 first",
-            details=details,
-        )
-    if mode == "system":
-        if system_lib is None:
-            return LibraryCheck(
-                status="fail",
-                summary=f"[job] nccl = 'system' but no libnccl.so.2 is on LD_LIBRARY_PATH; "
-                f"torch uses {name(used)}",
-                remedy="load the site's NCCL module ([modules] load)",
-                details=details,
-            )
-        if _same(used, system_lib):
-            return LibraryCheck(
-                status="pass",
-                summary=f"torch uses the system's {name(used)}, as [job] nccl = 'system' asks",
-                details=details,
-            )
-        return LibraryCheck(
-            status="fail",
-            summary=f"torch uses {name(used)}, not the system's {name(system_lib)} that "
-            f"[job] nccl = 'system' means{why_preload}",
-            remedy=unpreload
-            or "a torch wheel finds its own NCCL through its RPATH: use "
-            "[job] nccl = 'venv', or 'auto'",
+            summary=f"torch uses {name(used)}, not {whose} {name(lib)} that "
+            f"[job] nccl = '{mode}' means{why_preload}",
+            remedy=unpreload or wrong_fix,
             details=details,
         )
     have, want = versions.get(used), versions.get(venv_lib or "")
