@@ -19,7 +19,6 @@ import os
 import shlex
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -316,9 +315,8 @@ class _Capture:
 def become(executable: str, argv: Sequence[str], env: Mapping[str, str]) -> NoReturn:
     """Replace this process by ``argv`` (``os.execve``; ``hpcenv run``): its exit code
     and every signal sent to this PID are then the program's own. Raises ``OSError``
-    when it cannot be started."""
-    for stream in (sys.stdout, sys.stderr):
-        stream.flush()
+    when it cannot be started. Nothing buffered is lost: hpcenv's output goes through
+    the exits (``commands.print_text``...), which flush what they write."""
     os.execve(executable, list(argv), dict(env))
 
 

@@ -16,6 +16,7 @@ TAKES_COMMAND = True
 
 
 def configure(parser: argparse.ArgumentParser, *, with_command: bool = False) -> None:
+    parser.usage = "%(prog)s PROFILE [--nodes N] [--env VENV] -- CMD..."
     add_job_env_options(parser)
 
 

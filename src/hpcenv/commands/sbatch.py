@@ -39,6 +39,10 @@ TARGET_OPTIONS = ("pairs", "output_dir")
 
 
 def configure(parser: argparse.ArgumentParser, *, with_command: bool = False) -> None:
+    parser.usage = (
+        "%(prog)s PROFILE TARGET [--nodes N] [options]\n"
+        "       %(prog)s PROFILE [--nodes N] [options] -- CMD..."
+    )
     parser.add_argument("profile", help="profile name (envs/<name>.toml) or path")
     parser.add_argument(
         "target",
