@@ -1,9 +1,11 @@
 """Real CUDA artifacts from PyPI for the fatbin tests and benchmarks, downloaded once.
 
-Standard library only (the benchmarks import it too; ``python tests/cuda_artifacts.py``
-fetches everything ahead of time). Everything lands under ``$HPCENV_TEST_CACHE`` (default
-``~/.cache/hpcenv-tests``), each download checked against the sha256 PyPI's JSON API
-lists and guarded by a file lock, so concurrent sessions share one copy. A failure
+Standard library only at import (the benchmarks import it too; ``python
+tests/cuda_artifacts.py`` fetches everything ahead of time); ``libtorch_cuda`` reads its
+member with hpcenv's own range reader (``hpcenv.knowledge.remote``). Everything lands
+under ``$HPCENV_TEST_CACHE`` (default ``~/.cache/hpcenv-tests``), each download checked
+against the sha256 PyPI's JSON API lists and guarded by a file lock, so concurrent
+sessions share one copy. A failure
 (PyPI unreachable) raises ``Unavailable`` with the reason; tests turn it into
 ``conftest.require(...)``, which skips locally and fails in CI.
 
@@ -29,7 +31,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
-import io
 import json
 import os
 import platform
@@ -195,43 +196,6 @@ def nvcc() -> Path:
     return cuda_toolkit() / "bin" / "nvcc"
 
 
-class HttpRange(io.RawIOBase):
-    """A remote file read with HTTP range requests (for one member of a large wheel)."""
-
-    def __init__(self, url: str) -> None:
-        self.url = url
-        self.pos = 0
-        req = urllib.request.Request(url, method="HEAD")
-        with urllib.request.urlopen(req, timeout=60) as resp:
-            self.length = int(resp.headers["Content-Length"])
-
-    def seekable(self) -> bool:
-        return True
-
-    def readable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self.pos
-
-    def seek(self, offset: int, whence: int = 0) -> int:
-        base = {0: 0, 1: self.pos, 2: self.length}[whence]
-        self.pos = base + offset
-        return self.pos
-
-    def readinto(self, buf: bytearray | memoryview) -> int:  # type: ignore[override]
-        n = min(len(buf), self.length - self.pos)
-        if n <= 0:
-            return 0
-        rng = f"bytes={self.pos}-{self.pos + n - 1}"
-        req = urllib.request.Request(self.url, headers={"Range": rng})
-        with urllib.request.urlopen(req, timeout=120) as resp:
-            data = resp.read()
-        buf[: len(data)] = data
-        self.pos += len(data)
-        return len(data)
-
-
 def libtorch_cuda() -> Path:
     """``torch/lib/libtorch_cuda.so`` of torch 2.13.0's x86_64 cp311 PyPI wheel."""
     dest = CACHE / "libs" / f"torch-{TORCH_VERSION}-x86_64" / "libtorch_cuda.so"
@@ -241,16 +205,15 @@ def libtorch_cuda() -> Path:
         url, _sha, _name = release_file("torch", TORCH_VERSION, "cp311-cp311-manylinux_2_28_x86_64")
         dest.parent.mkdir(parents=True, exist_ok=True)
         tmp = dest.with_suffix(".part")
+        from hpcenv.errors import BadInput  # hpcenv's own range reader (no copy here)
+        from hpcenv.knowledge import remote
+
         try:
-            remote = io.BufferedReader(HttpRange(url), buffer_size=32 << 20)
-            with (
-                zipfile.ZipFile(remote) as zf,
-                zf.open("torch/lib/libtorch_cuda.so") as src,
-                open(tmp, "wb") as out,
-            ):
-                shutil.copyfileobj(src, out, 8 << 20)
+            with remote.open_wheel(url) as whl, open(tmp, "wb") as out:
+                if not remote.copy_member(whl, "torch/lib/libtorch_cuda.so", out):
+                    raise Unavailable(f"{url} holds no torch/lib/libtorch_cuda.so")
             os.replace(tmp, dest)  # the member's CRC was checked by zipfile while reading
-        except (urllib.error.URLError, OSError, zipfile.BadZipFile) as exc:
+        except (BadInput, OSError, zipfile.BadZipFile) as exc:
             raise Unavailable(f"cannot read libtorch_cuda.so from {url}: {exc}") from exc
     return dest
 

@@ -57,9 +57,15 @@ def cuobjdump_rows(lib: Path) -> tuple[list[Row], int, str]:
     return rows, done.returncode, done.stderr
 
 
+def seen_by_cuobjdump(code: fatbin.CudaCode) -> fatbin.CudaCode:
+    """The part of ``code`` cuobjdump lists: the fatbin sections (or a raw fatbin), not the
+    containers embedded in other data sections."""
+    return code.only((*fatbin.SECTIONS, fatbin.RAW))
+
+
 def our_rows(code: fatbin.CudaCode) -> list[Row]:
     out = []
-    for e in code.entries:
+    for e in seen_by_cuobjdump(code).entries:
         major, minor, suffix = parse_arch(e.arch)
         cv = "[" + e.version.replace(".", ",") + "]"
         out.append((e.kind, f"sm_{major}{minor}{suffix}", cv, e.compression is not None))

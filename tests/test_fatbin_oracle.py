@@ -6,6 +6,7 @@ the archs with ``cuobjdump -all --list-elf`` / ``--list-ptx``. Artifacts come fr
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 from collections import Counter
@@ -13,8 +14,19 @@ from pathlib import Path
 
 import pytest
 
-from conftest import require
-from cuobjdump_oracle import as_listed, cuobjdump_lists, cuobjdump_rows, our_rows, real, tool
+import cuda_artifacts
+from conftest import FACTS, require
+from cuobjdump_oracle import (
+    as_listed,
+    cuobjdump_lists,
+    cuobjdump_rows,
+    our_rows,
+    real,
+    seen_by_cuobjdump,
+    tool,
+)
+from hpcenv import archs
+from hpcenv.facts_model import from_json
 from hpcenv.kit import fatbin
 
 KERNELS = """
@@ -112,8 +124,8 @@ def test_real_library_equals_cuobjdump(key: str) -> None:
     assert rows, "cuobjdump listed nothing: the comparison would prove nothing"
     assert Counter(our_rows(code)) == Counter(rows)
     elf, ptx = cuobjdump_lists(lib)
-    assert as_listed(code.sass, "sass") == elf
-    assert as_listed(code.ptx, "ptx") == ptx
+    assert as_listed(seen_by_cuobjdump(code).sass, "sass") == elf
+    assert as_listed(seen_by_cuobjdump(code).ptx, "ptx") == ptx
 
 
 def test_ptx_only_in_relocatable_fatbin_is_found() -> None:
@@ -149,3 +161,89 @@ def test_library_cuobjdump_rejects_is_read_past_its_stop() -> None:
     assert code.containers == 19
     assert code.sass == {"6.0": 19, "7.0": 19, "7.5": 19, "8.0": 19, "9.0a": 19}
     assert code.ptx == {"6.0": 19, "8.0": 19}
+
+
+# --- code outside the fatbin sections, and stub cubins ----------------------------------
+
+EMBED = """
+    .section .ldata,"aw"
+    .balign 64
+    .quad 0x1122334455667788
+    .long 0xBA55ED50          /* a stray magic number in data: not a container */
+    .short 1, 16
+    .quad 0xFFFFFFFF
+    .balign 8
+    .incbin "{fatbin}"
+    .balign 8
+    .quad 0
+"""
+
+
+def test_fatbins_embedded_in_data_sections_are_read(built: dict[str, Path], tmp_path: Path) -> None:
+    """cuFFT's layout, made here: a real fatbin (nvcc -fatbin: SASS and PTX 7.5) placed
+    in a library's ``.ldata`` beside a stray magic number. cuobjdump lists nothing;
+    hpcenv finds the one container, in its section, and not the stray magic."""
+    asm = tmp_path / "embed.s"
+    asm.write_text(EMBED.format(fatbin=built["raw.fatbin"]))
+    lib = tmp_path / "libembed.so"
+    done = subprocess.run(
+        ["gcc", "-shared", "-o", str(lib), str(asm)], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    code = fatbin.scan(lib)
+    assert code.sections == (".ldata",) and code.containers == 1
+    assert code.sass == {"7.5": 1} and code.ptx == {"7.5": 1}
+    assert code.full_sass == ["7.5"]
+    rows, _rc, _err = cuobjdump_rows(lib)
+    assert rows == [] and our_rows(code) == []  # cuobjdump sees none of it, nor do we there
+
+
+def test_a_cubin_without_kernels_is_not_code(built: dict[str, Path], tmp_path: Path) -> None:
+    """A translation unit with a ``__device__`` variable and no kernel: nvcc still writes an
+    sm_75 cubin, without a ``.text`` section (what cuFFT's and cuFFTW's ``.nv_fatbin`` hold).
+    It cannot fail with "no kernel image"; a stored cubin with kernels is still code."""
+    src = tmp_path / "var.cu"
+    src.write_text("__device__ int counter;\n")
+    lib = tmp_path / "libvar.so"
+    done = subprocess.run(
+        [str(tool("nvcc")), "-shared", "-Xcompiler", "-fPIC", "--no-compress",
+         "-gencode", "arch=compute_75,code=sm_75", "-o", str(lib), str(src)],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    stub = fatbin.scan(lib)
+    rows, rc, err = cuobjdump_rows(lib)
+    assert rc == 0, err
+    assert Counter(our_rows(stub)) == Counter(rows)  # the entries are as cuobjdump lists them
+    assert {r[:2] for r in rows} == {("sass", "sm_75")}
+    assert {e.kernels for e in stub.entries} == {False}
+    assert not stub.launchable and stub.full_sass == []
+    kernels = fatbin.scan(built["stored.o"])  # --no-compress, kernels add and mul
+    assert {e.kernels for e in kernels.entries if e.kind == "sass"} == {True}
+    assert kernels.launchable and kernels.full_sass == ["8.6"]
+
+
+def test_cufft_keeps_its_kernels_in_ldata() -> None:
+    """The real case: ``nvidia-cufft`` 12.0.0.61 (torch 2.13.0's CUDA 13 wheels from PyPI).
+    Its ``.nv_fatbin`` is one compressed sm_75 cubin (kernel-less, by ``cuobjdump -xelf``
+    and readelf), which is all cuobjdump lists; its kernels (SASS 7.5 to 12.0) are 23,983
+    containers in ``.ldata``. Judged by the fatbin
+    section alone, ``audit`` said it "has no code for sm_90" on an H100."""
+    try:
+        venv = cuda_artifacts.torch_cuda_venv()
+    except cuda_artifacts.Unavailable as exc:
+        require("torch-cuda-wheel", False, str(exc))
+        raise
+    libdir = next(venv.glob("lib/python3*/site-packages/nvidia/cu13/lib"))
+    cufft = fatbin.scan(libdir / "libcufft.so.12")
+    assert ".ldata" in cufft.sections and cufft.containers > 20_000
+    assert {"8.0", "9.0", "10.0", "12.0"} <= set(cufft.full_sass)
+    rows, rc, err = cuobjdump_rows(libdir / "libcufft.so.12")
+    assert rc == 0, err
+    assert Counter(our_rows(cufft)) == Counter(rows) == Counter([("sass", "sm_75", "[1,8]", True)])
+    # cuFFTW (the FFTW interface over cuFFT) carries only a stored kernel-less stub
+    assert not fatbin.scan(libdir / "libcufftw.so.12").launchable
+    h100 = json.loads((FACTS / "h100-standin.json").read_text())
+    h100["nvidia"].update(driver_version="590.44.01", cuda_driver_version="13.1")
+    check = archs.check_venv(venv, from_json(h100))
+    assert check.problems == (), check.problems

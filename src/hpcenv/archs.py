@@ -10,7 +10,7 @@ full vs partial archs of a library).
   streamed to a temporary file and scanned there (never the whole wheel unpacked).
 - A venv or site-packages directory: every shared library under site-packages, grouped by
   the distribution whose ``*.dist-info/RECORD`` lists it (``None`` when none does).
-- A PTX entry carries its PTX ISA version; ``ptx_isa.toml`` maps it to the CUDA release
+- A PTX entry carries its PTX ISA version; ``knowledge/ptx_isa.toml`` maps it to the CUDA release
   that introduced it, and the driver can JIT it when it supports that release (the facts'
   ``cuda_driver_version``, else the newest toolkit ``hpcenv.knowledge`` says the driver
   runs outright).
@@ -37,7 +37,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from hpcenv import fsio, knowledge
+from hpcenv import fsio, knowledge, paths
 from hpcenv.errors import BadInput
 from hpcenv.facts_model import Facts
 from hpcenv.kit import coverage
@@ -187,10 +187,7 @@ def site_packages(path: Path) -> list[Path]:
     """The site-packages directories of a venv, or ``path`` itself when it is one."""
     if any(path.glob("*.dist-info")):
         return [path]
-    found = sorted(path.glob("lib/python*/site-packages")) + sorted(
-        path.glob("lib64/python*/site-packages")
-    )
-    found = [p for p in dict.fromkeys(p.resolve() for p in found) if p.is_dir()]
+    found = [p.resolve() for p in paths.site_packages(path)]
     if not found:
         raise BadInput(
             f"{path}: no lib/python*/site-packages and no *.dist-info here; give a venv, "
@@ -271,7 +268,7 @@ def scan_paths(paths: Iterable[str | Path]) -> Scan:
 
 @cache
 def _ptx_table() -> dict[str, str]:
-    text = resources.files("hpcenv").joinpath("ptx_isa.toml").read_text(encoding="utf-8")
+    text = resources.files(knowledge).joinpath("ptx_isa.toml").read_text(encoding="utf-8")
     return {row["isa"]: row["cuda"] for row in tomllib.loads(text)["ptx"]}
 
 
@@ -385,7 +382,8 @@ def check_venv(venv: Path, facts: Facts, *, torch_cuda: str | None = None) -> Ke
     warnings: set[str] = set()
     by_dist: dict[str, list[FileCode]] = {}
     for f in found.files:
-        by_dist.setdefault(str(f.dist) if f.dist else "(no distribution)", []).append(f)
+        if f.code.launchable:  # a library of kernel-less stub cubins cannot miss a GPU
+            by_dist.setdefault(str(f.dist) if f.dist else "(no distribution)", []).append(f)
     for dist, files in sorted(by_dist.items()):
         judged, notes = _alternatives(files, torch_cuda)
         any_of = bool(notes)

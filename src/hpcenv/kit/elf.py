@@ -237,10 +237,6 @@ class ElfFile:
         self._need(sec.offset, sec.size, f"section {sec.name or '?'}")
         return sec.offset, sec.offset + sec.size
 
-    def section_bytes(self, sec: Section) -> bytes:
-        start, end = self.section_range(sec)
-        return bytes(self.data[start:end])
-
     # --- program headers and .dynamic -------------------------------------------------
 
     def segments(self) -> list[Segment]:

@@ -12,6 +12,16 @@ lists both sections (without ``-all`` it shows only the executable one); so does
 and ``CudaCode.by_section`` tells them apart. A file that *is* a fatbin (``nvcc -fatbin``)
 is read too. A library with no fatbin section gives an empty ``CudaCode``.
 
+Some libraries keep most of their GPU code as fatbins embedded in ordinary data sections
+and load it themselves through the driver API: cuFFT 12.0 (``nvidia-cufft`` for CUDA 13)
+has a 0x2a0-byte ``.nv_fatbin`` holding sm_75 only, and 23,983 containers in its 278 MB
+``.ldata`` with SASS for 7.5 to 12.0 [M]. ``cuobjdump`` lists only the fatbin sections, so
+judged by them alone the library "has no code for sm_90". ``scan`` therefore also reads
+containers embedded in the other allocated, non-executable sections, accepting a
+container only when its header and every entry header parse and the entries fill it
+exactly (a stray magic number in data does not); ``CudaCode.only(SECTIONS)`` is the part
+cuobjdump sees.
+
 Layout (little-endian). Sources: [E] n-eiling/cuda-fatbin-decompression
 ``fatbin-decompress.h`` (reverse-engineered ``fat_elf_header``/``fat_text_header``),
 [J] jiegec/fatbinary ``src/lib.rs`` (same, plus flag names), [M] measured here on fixtures
@@ -72,6 +82,7 @@ from hpcenv.kit.elf import Buffer, ElfError, ElfFile
 FATBIN_MAGIC = 0xBA55ED50
 MAGIC_BYTES = struct.pack("<I", FATBIN_MAGIC)
 SECTIONS = (".nv_fatbin", "__nv_relfatbin")
+SHF_ALLOC, SHF_EXECINSTR, SHT_PROGBITS = 0x2, 0x4, 1
 RAW = "<fatbin>"  # the "section" of a file that is itself a fatbin
 
 KIND_PTX, KIND_ELF, KIND_NVVM, KIND_CONCAT = 1, 2, 8, 0x100
@@ -82,6 +93,7 @@ FLAG_ARCH_SPECIFIC, FLAG_FAMILY = 0x100000, 0x200000
 _CONTAINER = struct.Struct("<IHHQ")
 _ENTRY = struct.Struct("<HHIQIIHHIIIQQQ")  # 64 bytes
 _CONCAT = struct.Struct("<II")
+_ENTRY_HEAD = struct.Struct("<HHIQ")  # kind, 0x0101, header size, payload size
 
 
 class FatbinError(ValueError):
@@ -99,6 +111,9 @@ class Entry:
     section: str  # ".nv_fatbin" | "__nv_relfatbin" | "<fatbin>"
     offset: int  # file offset of the entry header
     unit: int  # index of its fatbin container (one translation unit) in the file
+    #: False for a stored (uncompressed) cubin with no ``.text.*`` section: nothing to
+    #: launch, so it cannot fail with "no kernel image"; None where not read (compressed)
+    kernels: bool | None = None
 
 
 def _tally(entries: tuple[Entry, ...], kind: str) -> dict[str, int]:
@@ -147,7 +162,7 @@ class CudaCode:
         """(full, partial) archs of ``kind`` ("sass" or "ptx"): ``coverage.library_archs``."""
         units: dict[int, list[str]] = {}
         for e in self.entries:
-            if e.kind == kind:
+            if e.kind == kind and e.kernels is not False:
                 units.setdefault(e.unit, []).append(e.arch)
         return library_archs(units.values())
 
@@ -170,9 +185,24 @@ class CudaCode:
         return self.split("ptx")[1]
 
     @property
+    def launchable(self) -> bool:
+        """Whether any entry may hold a kernel. cuFFTW 12.0's ``.nv_fatbin`` holds one stored
+        sm_75 cubin without a ``.text`` section [M]: no code a GPU could miss."""
+        return any(e.kernels is not False for e in self.entries)
+
+    @property
     def max_ptx_isa(self) -> str | None:
         """The newest PTX ISA version of any PTX entry: what a driver must JIT."""
         return max(self.ptx_isa.values(), key=_version_key, default=None)
+
+    def only(self, sections: tuple[str, ...]) -> CudaCode:
+        """The part of this code that lies in ``sections`` (``SECTIONS``: what cuobjdump lists)."""
+        mine = [e for e in self.entries if e.section in sections]
+        return CudaCode.of(
+            mine,
+            containers=len({e.unit for e in mine}),
+            sections=tuple(s for s in self.sections if s in sections),
+        )
 
     def by_section(self) -> dict[str, dict[str, dict[str, int]]]:
         """section -> {"sass": counts, "ptx": counts, "lto": counts}."""
@@ -198,6 +228,33 @@ class CudaCode:
             "containers": self.containers,
             "sections": self.by_section(),
         }
+
+
+_SHDR_NAME_OFF = struct.Struct("<I")
+_SHDR_RANGE = struct.Struct("<QQ")  # sh_offset, sh_size (at 0x18 of a section header)
+
+
+def _has_text(data: Buffer, start: int, size: int) -> bool | None:
+    """Whether the stored cubin at ``start`` has a ``.text.*`` section (a kernel), read
+    from its section headers only; None when it is not a readable 64-bit ELF image."""
+    if size < 64 or data[start : start + 5] != b"\x7fELF\x02":
+        return None
+    shoff = struct.unpack_from("<Q", data, start + 0x28)[0]
+    entsize, shnum, shstrndx = struct.unpack_from("<HHH", data, start + 0x3A)
+    if entsize < 64 or not 0 < shnum <= 0xFFFF or shstrndx >= shnum:
+        return None
+    if shoff + shnum * entsize > size:
+        return None
+    table = start + shoff
+    str_off, str_size = _SHDR_RANGE.unpack_from(data, table + shstrndx * entsize + 0x18)
+    if str_off + str_size > size:
+        return None
+    names = bytes(data[start + str_off : start + str_off + str_size])
+    for i in range(shnum):
+        (name,) = _SHDR_NAME_OFF.unpack_from(data, table + i * entsize)
+        if names.startswith(b".text.", name):
+            return True
+    return False
 
 
 def _version_key(version: str) -> tuple[int, ...]:
@@ -270,6 +327,7 @@ class _Reader:
             if kind == KIND_CONCAT:
                 yield from self._concatenated(section, pos, hsize=hsize, opts=opts, unit=unit)
             else:
+                stored = _compression(flags) is None and not _csize
                 yield Entry(
                     kind=KINDS.get(kind, f"kind-{kind}"),
                     arch=arch_name(sm, flags),
@@ -278,8 +336,48 @@ class _Reader:
                     section=section,
                     offset=pos,
                     unit=unit,
+                    kernels=_has_text(self.data, pos + hsize, size)
+                    if kind == KIND_ELF and stored
+                    else None,
                 )
             pos += hsize + size
+
+    def embedded(self, section: str, start: int, end: int, unit: int) -> list[list[Entry]]:
+        """The fatbin containers embedded in a data section, each as its entries: only
+        those whose container and entry headers parse and whose entries fill the
+        container exactly; anything else with the magic number is data."""
+        found: list[list[Entry]] = []
+        pos = self.data.find(MAGIC_BYTES, start, end)
+        while pos >= 0:
+            stop = self._strict(pos, end)
+            if stop:
+                try:
+                    found.append(list(self.entries(section, pos + 16, stop, unit + len(found))))
+                    pos = stop - 4  # the next container starts at ``stop`` or later
+                except FatbinError:
+                    pass
+            pos = self.data.find(MAGIC_BYTES, pos + 4, end)
+        return found
+
+    def _strict(self, pos: int, end: int) -> int:
+        """The end of the container at ``pos`` if it is one, else 0."""
+        if end - pos < _CONTAINER.size + _ENTRY.size:
+            return 0
+        _magic, version, hsize, size = _CONTAINER.unpack_from(self.data, pos)
+        stop: int = pos + hsize + size
+        if version != 1 or hsize != _CONTAINER.size or size < _ENTRY.size or stop > end:
+            return 0
+        at = pos + hsize
+        while at < stop:  # every entry header sane, the last one ending at ``stop``
+            kind, _u, ehsize, esize = _ENTRY_HEAD.unpack_from(self.data, at)
+            if (
+                (kind not in KINDS and kind != KIND_CONCAT)
+                or ehsize < _ENTRY.size
+                or at + ehsize + esize > stop
+            ):
+                return 0
+            at += ehsize + esize
+        return stop
 
     def _concatenated(
         self, section: str, pos: int, *, hsize: int, opts: int, unit: int
@@ -321,13 +419,31 @@ def _scan_ranges(data: Buffer, name: str, ranges: list[tuple[str, int, int]]) ->
 
 
 def scan_elf(elf: ElfFile) -> CudaCode:
-    """The GPU code in ``elf``'s fatbin sections (empty when it has none)."""
-    ranges = []
+    """The GPU code in ``elf``'s fatbin sections and the fatbins embedded in its other
+    data sections (empty when it has none)."""
+    ranges, data = [], []
     for sec in elf.sections():
         if sec.name in SECTIONS:
-            start, end = elf.section_range(sec)
-            ranges.append((sec.name, start, end))
-    return _scan_ranges(elf.data, elf.name, ranges)
+            ranges.append((sec.name, *elf.section_range(sec)))
+        elif (
+            sec.type == SHT_PROGBITS
+            and sec.flags & SHF_ALLOC
+            and not sec.flags & SHF_EXECINSTR
+            and sec.size >= _CONTAINER.size + _ENTRY.size
+        ):
+            data.append((sec.name, *elf.section_range(sec)))
+    code = _scan_ranges(elf.data, elf.name, ranges)
+    reader = _Reader(elf.data, elf.name)
+    entries, containers, sections = list(code.entries), code.containers, list(code.sections)
+    for name, start, end in data:
+        found = reader.embedded(name, start, end, containers)
+        if found:
+            sections.append(name)
+            containers += len(found)
+            entries.extend(e for unit in found for e in unit)
+    if containers == code.containers:
+        return code
+    return CudaCode.of(entries, containers=containers, sections=tuple(sections))
 
 
 def scan_bytes(data: Buffer, name: str = "<bytes>") -> CudaCode:
