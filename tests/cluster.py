@@ -263,21 +263,6 @@ class Cluster:
             parts.append(f"----- {d.name} log ({d.log}) -----\n{text[-tail:]}")
         return "\n".join(parts)
 
-    def wait_job(self, job_id: str, timeout: float = 180.0) -> str:
-        """Wait until the job has left the queue; return its final state."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            q = self.run("squeue", "-h", "-j", job_id, "-o", "%T", check=False)
-            if q.returncode == 0 and not q.stdout.strip():
-                break
-            time.sleep(0.5)
-        else:
-            self.run("scancel", job_id, check=False)
-            raise AssertionError(f"job {job_id} still queued after {timeout} s\n{self.log_text()}")
-        show = self.run("scontrol", "show", "job", job_id, check=False)
-        m = re.search(r"JobState=(\S+)", show.stdout)
-        return m.group(1) if m else "UNKNOWN"
-
 
 def as_node(node: Node, hosts: Path, argv: Sequence[str]) -> list[str]:
     """``argv`` run as on ``node``: in its network namespace, in a UTS namespace named

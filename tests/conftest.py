@@ -9,7 +9,6 @@ does, so CI cannot pass by skipping.
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import pytest
@@ -40,8 +39,3 @@ def hpcenv_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     home = tmp_path / "hpcenv-home"
     monkeypatch.setenv("HPCENV_HOME", str(home))
     return home
-
-
-@pytest.fixture
-def python_exe() -> str:
-    return sys.executable

@@ -10,6 +10,10 @@ once per test session, by the first test that asks, and stopped at the session's
 exactly what it made (see ``cluster.py``); startup failures carry the daemon logs.
 Without root, iproute2 or the SLURM binaries the tests skip (fail under
 ``HPCENV_REQUIRE_ALL=1``: components "slurm" and "netns").
+
+With ``cluster``: import ``daemon_logs_fixture`` too to have the daemons' logs printed
+after each test; ``local_profile`` writes the ``local`` profile with its logs under the
+test's directory.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from typing import Any
 import pytest
 
 import cluster as machinery
-from conftest import require
+from conftest import REPO, require
 
 SlurmCluster = machinery.Cluster
 
@@ -80,3 +84,22 @@ def multinode_cluster_fixture(
 ) -> Iterator[SlurmCluster]:
     """Three nodes, node3's links throttled to 100 Mbit/s both ways."""
     yield from _session_cluster("cluster", request, tmp_path_factory, nodes=3, slow=("node3",))
+
+
+@pytest.fixture(autouse=True, name="_daemon_logs_when_failing")
+def daemon_logs_fixture(cluster: SlurmCluster) -> Iterator[None]:
+    """The daemons' logs, printed after each test: pytest shows them when it failed."""
+    yield
+    print(cluster.log_text())
+
+
+def local_profile(tmp_path: Path, extra: str = "", *, scratch: bool = False) -> Path:
+    """envs/local.toml with its logs (and with ``scratch``, its scratch) under tmp_path,
+    plus ``extra`` TOML."""
+    where = f'log_dir = "{tmp_path / "logs"}"'
+    if scratch:
+        where += f'\nscratch = "{tmp_path / "scratch"}"'
+    text = (REPO / "envs" / "local.toml").read_text().replace('log_dir = "logs"', where)
+    path = tmp_path / "local.toml"
+    path.write_text(text + extra)
+    return path

@@ -15,15 +15,19 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from conftest import REPO, require
+from conftest import require
 from probe_env import has_ray
-from slurm_cluster import SlurmCluster, multinode_cluster_fixture  # noqa: F401 - fixture
+from slurm_cluster import (  # noqa: F401 - fixtures
+    SlurmCluster,
+    daemon_logs_fixture,
+    local_profile,
+    multinode_cluster_fixture,
+)
 from torch_venv import torch_venv_fixture  # noqa: F401 - fixture
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
@@ -40,22 +44,6 @@ print(json.dumps({
     "interfaces": {a["ifname"]: a["addr_info"][0]["local"] for a in addrs if a["addr_info"]},
 }))
 """
-
-
-@pytest.fixture(autouse=True)
-def _daemon_logs_when_failing(cluster: SlurmCluster) -> Iterator[None]:
-    """The daemons' logs, printed after each test: pytest shows them when it failed."""
-    yield
-    print(cluster.log_text())
-
-
-def _profile(tmp_path: Path, extra: str = "") -> Path:
-    """envs/local.toml with its logs under tmp_path, plus ``extra`` TOML."""
-    text = (REPO / "envs" / "local.toml").read_text()
-    text = text.replace('log_dir = "logs"', f'log_dir = "{tmp_path / "logs"}"')
-    path = tmp_path / "local.toml"
-    path.write_text(text + extra)
-    return path
 
 
 def _hpcenv(
@@ -108,7 +96,7 @@ def test_sbatch_nccl_on_two_nodes_checks_every_element_over_the_profiles_interfa
     """The user's command across two hosts; the profile sends gloo over hsn0 (a second
     network, not the one the host names resolve to), and the links' byte counters show
     the allreduce went there."""
-    prof = _profile(tmp_path, '\n[env.multi_node]\nGLOO_SOCKET_IFNAME = "hsn0"\n')
+    prof = local_profile(tmp_path, '\n[env.multi_node]\nGLOO_SOCKET_IFNAME = "hsn0"\n')
     before = cluster.link_bytes()
     code, report, err = _sbatch_wait(
         cluster, tmp_path, prof, "nccl", torch_python.parent.parent, "--nodes", "2"
@@ -139,7 +127,13 @@ def test_ray_probe_on_two_nodes_workers_on_the_node_network(
     uses), never loopback or the second network; nothing of Ray is left afterwards."""
     require("ray", has_ray(torch_python), "ray could not be installed from PyPI")
     code, report, err = _sbatch_wait(
-        cluster, tmp_path, _profile(tmp_path), "ray", torch_python.parent.parent, "--nodes", "2"
+        cluster,
+        tmp_path,
+        local_profile(tmp_path),
+        "ray",
+        torch_python.parent.parent,
+        "--nodes",
+        "2",
     )
     assert code == 0, f"{err}\n{json.dumps(report)[:3000]}"
     (ray,) = report["results"]
@@ -182,7 +176,7 @@ def test_a_rank_killed_mid_probe_is_named_with_its_host(
     proc = subprocess.Popen(
         ["salloc", "-N2", "--ntasks-per-node=1", "-w", "node1,node3", "--",
          sys.executable, "-m", "hpcenv", "probe", "nccl", "--env", str(torch_python),
-         "--profile", str(_profile(tmp_path)), "--nccl-sizes", "32M:32M", "--timeout", "240",
+         "--profile", str(local_profile(tmp_path)), "--nccl-sizes", "32M:32M", "--timeout", "240",
          "--results-dir", str(results), "--json"],
         env={**cluster.env, "HPCENV_HOME": str(tmp_path / "home")},
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
@@ -225,7 +219,7 @@ def test_a_node_with_other_modules_is_named_in_the_odd_node_report(
         cluster.set_node_env(node, {"LOADEDMODULES": odd if node == "node3" else common})
     try:
         prof = (
-            _profile(tmp_path)
+            local_profile(tmp_path)
             .read_text()
             .replace("nccl_max_bytes = 67108864", "nccl_max_bytes = 65536")
         )
@@ -250,7 +244,7 @@ def test_a_node_with_other_modules_is_named_in_the_odd_node_report(
 
 def _small_profile(tmp_path: Path, max_bytes: int, extra: str = "") -> Path:
     """The test profile with another nccl_max_bytes (the size a pair times)."""
-    text = _profile(tmp_path, extra).read_text()
+    text = local_profile(tmp_path, extra).read_text()
     path = tmp_path / f"max{max_bytes}.toml"
     path.write_text(text.replace("nccl_max_bytes = 67108864", f"nccl_max_bytes = {max_bytes}"))
     return path

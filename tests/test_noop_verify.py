@@ -19,7 +19,7 @@ import pytest
 
 from buildkit import hpcenv, require_local_build
 from conftest import REPO
-from hpcenv import venv_check
+from hpcenv import paths
 
 pytestmark = pytest.mark.slow
 
@@ -44,7 +44,7 @@ def _build(env: dict[str, str]) -> dict[str, object]:
 
 
 def _site(env: dict[str, str]) -> Path:
-    return venv_check.site_packages(Path(env["HPCENV_HOME"]) / "venvs" / "local")[0]
+    return paths.site_packages(Path(env["HPCENV_HOME"]) / "venvs" / "local")[0]
 
 
 def _imports_torch(env: dict[str, str]) -> bool:

@@ -15,14 +15,18 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from conftest import REPO, require
+from conftest import require
 from probe_env import has_ray
-from slurm_cluster import SlurmCluster, multinode_cluster_fixture  # noqa: F401 - fixture
+from slurm_cluster import (  # noqa: F401 - fixtures
+    SlurmCluster,
+    daemon_logs_fixture,
+    local_profile,
+    multinode_cluster_fixture,
+)
 from torch_venv import torch_venv_fixture  # noqa: F401 - fixture
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
@@ -31,20 +35,8 @@ pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 COUNT = 'n=$(cat count 2>/dev/null || echo 0); n=$((n + 1)); echo "$n" > count; [ "$n" -ge 3 ]'
 
 
-@pytest.fixture(autouse=True)
-def _daemon_logs_when_failing(cluster: SlurmCluster) -> Iterator[None]:
-    yield
-    print(cluster.log_text())
-
-
 def _profile(tmp_path: Path, extra: str = "") -> Path:
-    text = (REPO / "envs" / "local.toml").read_text()
-    text = text.replace(
-        'log_dir = "logs"', f'log_dir = "{tmp_path / "logs"}"\nscratch = "{tmp_path / "scratch"}"'
-    )
-    path = tmp_path / "local.toml"
-    path.write_text(text + extra)
-    return path
+    return local_profile(tmp_path, extra, scratch=True)
 
 
 def _submit(

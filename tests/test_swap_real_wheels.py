@@ -3,7 +3,7 @@ exact NVIDIA wheels it resolves to (``uv pip compile``, linux x86_64, CPython 3.
 
 What is real: torch's ``libc10_cuda.so`` and ``libcaffe2_nvrtc.so`` (their DT_NEEDED and
 DT_RUNPATH), and every NVIDIA wheel's ``RECORD`` (which distribution installs which file
-where), all read from PyPI by HTTP range requests (``cuda_artifacts.HttpRange``) and
+where), all read from PyPI by HTTP range requests (``hpcenv.knowledge.remote``) and
 cached once under ``~/.cache/hpcenv-tests/swap-real``. The libraries' own bytes are not
 needed for the check, so the site-packages is laid out from the RECORDs with empty
 files. This found that an unsuffixed CUDA 13 wheel's version is its library's, not
@@ -14,12 +14,10 @@ RECORDs show the shared path of issue 12.
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import shutil
 import subprocess
-import zipfile
 from pathlib import Path
 
 import pytest
@@ -28,6 +26,7 @@ import cuda_artifacts
 from buildkit import require_uv
 from conftest import require
 from hpcenv import cudalibs, uv
+from hpcenv.knowledge import remote
 from standin_cuda import compile_so
 
 TORCH = "2.13.0"
@@ -45,9 +44,8 @@ def _members(project: str, version: str, tags: tuple[str, ...], want: object) ->
         except cuda_artifacts.Unavailable as exc:
             last = exc
             continue
-        remote = io.BufferedReader(cuda_artifacts.HttpRange(url), buffer_size=1 << 20)
-        with zipfile.ZipFile(remote) as zf:
-            return {n: zf.read(n) for n in zf.namelist() if want(n)}  # type: ignore[operator]
+        with remote.open_wheel(url) as whl:
+            return {n: whl.zip.read(n) for n in whl.zip.namelist() if want(n)}  # type: ignore[operator]
     raise cuda_artifacts.Unavailable(f"{project} {version}: {last}")
 
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import hashlib
 import html
-import io
 import json
 import os
 import random
@@ -290,8 +289,3 @@ class StandIn:
             self._server.shutdown()
             self._server.server_close()
             self._server = None
-
-
-def wheel_bytes(path: Path, member: str) -> bytes:
-    with zipfile.ZipFile(io.BytesIO(path.read_bytes())) as zf:
-        return zf.read(member)

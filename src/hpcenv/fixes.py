@@ -36,7 +36,8 @@ def digest(names: Sequence[str]) -> str:
 
 
 def site_packages(venv: Path) -> Path:
-    found = sorted((venv / "lib").glob("python3*/site-packages"))
+    """The venv's (first) site-packages, where the fixes go; ``BuildFailed`` without one."""
+    found = paths.site_packages(venv)
     if not found:
         raise BuildFailed(f"{venv}: no lib/python3*/site-packages (not a venv?)")
     return found[0]

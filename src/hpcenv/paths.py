@@ -51,6 +51,17 @@ def venv_python(venv: Path) -> Path:
     return venv / "bin" / "python"
 
 
+def site_packages(venv: Path) -> list[Path]:
+    """The site-packages directories of ``venv`` (``lib/python3*``, then ``lib64/python3*``
+    where that is another directory, not a link to the first); empty when it has none."""
+    found: dict[Path, Path] = {}
+    for lib in ("lib", "lib64"):
+        for site in sorted(venv.glob(f"{lib}/python3*/site-packages")):
+            if site.is_dir():
+                found.setdefault(site.resolve(), site)
+    return list(found.values())
+
+
 def cache_dir(env: Mapping[str, str] | None = None) -> Path:
     env = os.environ if env is None else env
     return Path(env.get("HPCENV_CACHE") or home(env) / "cache").absolute()
@@ -96,7 +107,8 @@ def kit_path() -> Path:
         digest.update(rel.encode() + b"\0" + src.read_bytes() + b"\0")
     base = home() / "kit"
     root = base / digest.hexdigest()[:16]
-    if root.is_dir():
+    # another user's symlink planted there would have the probes import its code
+    if fsio.check_dir(root).is_dir():
         return root
     fsio.ensure_dir(base)  # umask modes (a group can share it), no foreign symlinks
     tmp = base / f"{fsio.TMP_MARK}{os.getpid()}-{secrets.token_hex(4)}"

@@ -19,7 +19,7 @@ Tests compare its answer with ``uv export --frozen`` for real projects' locks.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -68,11 +68,6 @@ class LockPackage:
     def local(self) -> bool:
         """The project itself or a workspace member (built from a path, not downloaded)."""
         return self.source.split("=", 1)[0] in ("editable", "virtual", "directory", "path")
-
-    @property
-    def source_url(self) -> str | None:
-        kind, _, value = self.source.partition("=")
-        return value if kind in ("registry", "url", "git") else None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -397,6 +392,19 @@ def _visits(target: LockPackage, dep: LockDep) -> list[tuple[LockPackage, str | 
     return [(target, None)] + [(target, canonicalize_name(e)) for e in dep.extras]
 
 
+def _walk(todo: list[tuple[LockPackage, str | None]]) -> Iterator[tuple[LockPackage, LockDep]]:
+    """Each dependency edge of each (package, extra) popped from ``todo``, once per pair;
+    the caller pushes onto ``todo`` (``_visits``) what it follows."""
+    seen: set[tuple[PackageId, str | None]] = set()
+    while todo:
+        pkg, extra = todo.pop()
+        if (pkg.id, extra) in seen:
+            continue
+        seen.add((pkg.id, extra))
+        for dep in pkg.optional.get(extra, ()) if extra else pkg.deps:
+            yield pkg, dep
+
+
 def _selected_groups(root: LockPackage, project: Project, sel: Selection) -> tuple[list[str], str]:
     known = set(root.groups)
     for g in sel.groups:
@@ -514,26 +522,19 @@ def _resolve(lock: Lock, project: Project, ev: markers.Evaluator, sel: Selection
     ev1 = ev.with_active(i.encoded for i in active)
     group_deps = [(r, d) for r, g in groups_all for d in r.groups.get(g, ())]
     activated = {i.encoded for i in active}
-    seen: set[tuple[PackageId, str | None]] = set()
     roots_group_deps = [(r, d) for r, d in group_deps if ev1(d.marker)]  # uv: root-level only
     todo = list(queue)
     for _, dep in roots_group_deps:
         if (target := _find(lock, dep)) is not None:
             todo += _visits(target, dep)
-    while todo:
-        pkg, extra = todo.pop()
-        if (pkg.id, extra) in seen:
+    for _, dep in _walk(todo):
+        more = {markers.encode_extra(dep.name, e) for e in dep.extras} - activated
+        if not ev1.with_active(activated | more)(dep.marker):
             continue
-        seen.add((pkg.id, extra))
-        deps = pkg.optional.get(extra, ()) if extra else pkg.deps
-        for dep in deps:
-            more = {markers.encode_extra(dep.name, e) for e in dep.extras} - activated
-            if not ev1.with_active(activated | more)(dep.marker):
-                continue
-            activated |= more
-            target = _find(lock, dep)
-            if target is not None:
-                todo += _visits(target, dep)
+        activated |= more
+        target = _find(lock, dep)
+        if target is not None:
+            todo += _visits(target, dep)
     _check_conflicts(
         lock,
         [
@@ -549,32 +550,26 @@ def _resolve(lock: Lock, project: Project, ev: markers.Evaluator, sel: Selection
     ev2 = ev.with_active(activated)
     installed: dict[PackageId, LockPackage] = {r.id: r for r in roots}
     edges: dict[PackageId, list[PackageId]] = {}
-    seen = set()
     todo = list(queue)
     for r, dep in roots_group_deps:
         if (target := _find(lock, dep)) is not None:
             installed[target.id] = target
             edges.setdefault(r.id, []).append(target.id)
             todo += _visits(target, dep)
-    while todo:
-        pkg, extra = todo.pop()
-        if (pkg.id, extra) in seen:
+    for pkg, dep in _walk(todo):
+        if not ev2(dep.marker):
             continue
-        seen.add((pkg.id, extra))
-        for dep in pkg.optional.get(extra, ()) if extra else pkg.deps:
-            if not ev2(dep.marker):
-                continue
-            target = _find(lock, dep)
-            if target is None:
-                held = len(lock.by_name(dep.name))
-                raise BadInput(
-                    f"{lock.path}: package {pkg.name} depends on {dep.name}, of which the lock "
-                    f"holds {held or 'no'} matching package"
-                    f"{'s' if held != 1 else ''}; regenerate it with 'uv lock'"
-                )
-            installed[target.id] = target
-            edges.setdefault(pkg.id, []).append(target.id)
-            todo += _visits(target, dep)
+        target = _find(lock, dep)
+        if target is None:
+            held = len(lock.by_name(dep.name))
+            raise BadInput(
+                f"{lock.path}: package {pkg.name} depends on {dep.name}, of which the lock "
+                f"holds {held or 'no'} matching package"
+                f"{'s' if held != 1 else ''}; regenerate it with 'uv lock'"
+            )
+        installed[target.id] = target
+        edges.setdefault(pkg.id, []).append(target.id)
+        todo += _visits(target, dep)
     by_name: dict[str, LockPackage] = {}
     for pkg in installed.values():
         other = by_name.get(pkg.name)

@@ -18,12 +18,10 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
+from hpcenv import paths
+
 #: Files at least this big have their size compared with RECORD's.
 SIZE_CHECK_BYTES = 64 << 10
-
-
-def site_packages(venv: Path) -> list[Path]:
-    return sorted((venv / "lib").glob("python3*/site-packages"))
 
 
 def _dist_infos(site: Path) -> dict[str, tuple[str, Path]]:
@@ -84,7 +82,7 @@ def _record_problem(site: Path, dist: str, info: Path, listings: dict[str, set[s
 
 def damage(venv: Path, installed: Mapping[str, str]) -> str | None:
     """What is wrong with ``venv`` against ``installed`` (name -> version); None: whole."""
-    sites = site_packages(venv)
+    sites = paths.site_packages(venv)
     if not sites or not (venv / "bin" / "python").exists():
         return f"{venv} has no bin/python or site-packages"
     found: dict[str, tuple[str, Path]] = {}

@@ -146,10 +146,7 @@ def _render(args: argparse.Namespace, prof: profile.Profile) -> sbatch.Job:
     if argv is not None:
         if args.target is not None:
             raise BadInput(f"give a TARGET ({args.target!r}) or a command after '--', not both")
-        given = [o for o in TARGET_OPTIONS if getattr(args, o) != defaults[o]]
-        if given:
-            names = ", ".join("--" + o.replace("_", "-") for o in given)
-            raise BadInput(f"{names}: only for a TARGET, not your own command")
+        _refuse_given(args, defaults, TARGET_OPTIONS, "only for a TARGET, not your own command")
         from hpcenv.slurm import job
 
         spec = job.CommandJob(
@@ -169,10 +166,9 @@ def _render(args: argparse.Namespace, prof: profile.Profile) -> sbatch.Job:
             venv=args.env,
         )
         return job.render(prof, spec)
-    given = [o for o in COMMAND_OPTIONS if getattr(args, o) != defaults[o]]
-    if given:
-        names = ", ".join("--" + o.replace("_", "-") for o in given)
-        raise BadInput(f"{names}: only for your own command (after '--'), not a TARGET")
+    _refuse_given(
+        args, defaults, COMMAND_OPTIONS, "only for your own command (after '--'), not a TARGET"
+    )
     if args.time is not None and (problem := walltime.problem(args.time)):
         raise BadInput(f"--time {args.time!r} {problem}")
     return sbatch.render(
@@ -185,6 +181,15 @@ def _render(args: argparse.Namespace, prof: profile.Profile) -> sbatch.Job:
         pairs=args.pairs,
         time_limit=args.time,
     )
+
+
+def _refuse_given(
+    args: argparse.Namespace, defaults: dict[str, object], options: tuple[str, ...], why: str
+) -> None:
+    """``BadInput`` naming those of ``options`` given (not at their default): ``why``."""
+    given = [o for o in options if getattr(args, o) != defaults[o]]
+    if given:
+        raise BadInput(f"{', '.join('--' + o.replace('_', '-') for o in given)}: {why}")
 
 
 def configure_defaults() -> dict[str, object]:

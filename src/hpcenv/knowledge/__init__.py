@@ -104,10 +104,6 @@ class FlashAttnWheels:
     source: str
     confirmed: bool
 
-    @property
-    def cuda_majors(self) -> tuple[int, ...]:
-        return tuple(self.cuda_tags)
-
     def excluded(self, *, torch: str, python: str, cuda_major: int) -> bool:
         have = {"torch": torch, "python": python, "cuda": str(cuda_major)}
         return any(all(have.get(k) == v for k, v in ex.items()) for ex in self.exclude)
