@@ -75,6 +75,15 @@ def test_deep_toml_profile_is_bad_input_and_does_not_break_the_listing(tmp_path:
     assert rows["local"]["ok"]  # the shipped profiles still list
 
 
+def test_a_facts_arch_that_is_not_a_name_is_bad_input(tmp_path: Path) -> None:
+    """Was: "torch 2.9.1 has no wheels for CPU arch '5'", naming neither the file nor the key."""
+    facts = json.loads((FACTS / "v100-supercloud.json").read_text())
+    facts["arch"] = 5
+    (tmp_path / "f.json").write_text(json.dumps(facts))
+    out = _cli("resolve", "--facts", str(tmp_path / "f.json"), "--torch", "==2.9.1")
+    _one_line(out, 2, str(tmp_path / "f.json"), "'arch'", "x86_64")
+
+
 def test_deep_json_facts_is_bad_input(tmp_path: Path) -> None:
     facts = tmp_path / "f.json"
     facts.write_text("[" * 100000 + "]" * 100000)

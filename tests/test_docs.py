@@ -41,3 +41,27 @@ def test_no_reference_to_documents_outside_the_repository() -> None:
         if OUTSIDE.search(line)
     ]
     assert not cited, cited
+
+
+def test_the_readme_exit_code_table_names_each_command_that_documents_its_exit() -> None:
+    """A subcommand whose docstring says "exit N when ..." is named in README's row for
+    N, so a newcomer who meets that code finds it (``lock --check`` exits 4)."""
+    import importlib
+    import pkgutil
+
+    import hpcenv.commands
+
+    text = (REPO / "README.md").read_text()
+    rows = {
+        m.group(1): m.group(2)
+        for m in re.finditer(r"^\| (\d+) \| (.*) \|$", text.split("### Exit codes", 1)[1], re.M)
+    }
+    promised = []
+    for info in pkgutil.iter_modules(hpcenv.commands.__path__):
+        mod = importlib.import_module(f"hpcenv.commands.{info.name}")
+        for code in re.findall(r"exit (\d+) when", " ".join((mod.__doc__ or "").split())):
+            promised.append((mod.NAME, code))
+            assert f"hpcenv {mod.NAME}" in rows.get(code, ""), (
+                f"README's exit code {code} does not name 'hpcenv {mod.NAME}'"
+            )
+    assert ("lock", "4") in promised

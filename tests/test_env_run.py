@@ -169,6 +169,24 @@ def test_with_modules_the_same_and_the_venv_first_on_path(tmp_path: Path, venv: 
     ]
 
 
+def test_modules_where_there_is_no_module_command_is_one_line(tmp_path: Path, venv: Path) -> None:
+    """``hpcenv run isambard`` on a machine without Lmod/Environment Modules: one line
+    naming the profile and the fix, exit 2 (bad input for this machine), not bash's
+    "module: command not found" and 127 (which means CMD was not found)."""
+    require("bash", shutil.which("bash") is not None, "bash not on PATH")
+    prof = _profile(tmp_path, modules=("cuda/12.6",))
+    env = _base_env(tmp_path, HF_TOKEN="x1", PIP_INDEX_URL="u")
+    done = subprocess.run(
+        [*HPCENV, "run", str(prof), "--env", str(venv), "--", "true"],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and "command not found" not in done.stderr
+    assert done.stderr.startswith("hpcenv: error: profile p loads modules (cuda/12.6)")
+
+
 def test_secrets_are_never_printed(tmp_path: Path, venv: Path) -> None:
     prof = _profile(tmp_path)
     env = _base_env(tmp_path)

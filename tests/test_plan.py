@@ -49,6 +49,8 @@ def test_isambard_with_x86_facts_is_refused() -> None:
     with pytest.raises(BadInput, match="is for aarch64 nodes") as info:
         plan_for("isambard", str(V100_FILE), environ={})[0]
     assert "v100-supercloud.json" in str(info.value)
+    assert "describe an arch" not in str(info.value)  # was: "this host describe an arch"
+    assert "not for x86_64 nodes" in str(info.value)
 
 
 def test_declared_plan_for_a_cluster_from_anywhere() -> None:

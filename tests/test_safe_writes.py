@@ -197,3 +197,27 @@ def test_env_lock_another_user_made_read_only_is_still_usable(
         timeout=60,
     )
     assert done.stdout.strip() == "locked", done.stderr
+
+
+def test_a_kit_copy_planted_as_another_users_symlink_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``$HPCENV_HOME/kit/<hash> -> ~mallory/kit`` planted by another user: the probes
+    would import its ``hpcenv/kit`` (code of theirs run as you); hpcenv refuses it,
+    naming the link and its owner, and never returns the planted directory."""
+    if os.getuid() != 0:
+        pytest.skip("needs root to give the planted symlink another owner (lchown)")
+    from hpcenv import paths
+
+    monkeypatch.setenv("HPCENV_HOME", str(tmp_path / "seed"))
+    name = paths.kit_path().name
+    planted = tmp_path / "mallory-kit"
+    shutil.copytree(tmp_path / "seed" / "kit" / name, planted)
+    home = tmp_path / "home"
+    (home / "kit").mkdir(parents=True)
+    link = home / "kit" / name
+    link.symlink_to(planted, target_is_directory=True)
+    os.lchown(link, 4242, 4242)
+    monkeypatch.setenv("HPCENV_HOME", str(home))
+    with pytest.raises(BadInput, match=r"kit/[0-9a-f]+ is a symlink owned by uid 4242"):
+        paths.kit_path()

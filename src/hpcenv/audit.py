@@ -349,7 +349,8 @@ def examine(
         raise BadInput(f"{pkgs.source}: {exc}; regenerate it with uv") from exc
     torches = versions.get("torch", ())
     if not torches:
-        raise BadInput(f"{pkgs.source}: no torch in this {pkgs.kind}; nothing to audit")
+        what = "requirements file" if pkgs.kind == "requirements" else pkgs.kind
+        raise BadInput(f"{pkgs.source}: no torch in this {what}; nothing to audit")
     if len(torches) > 1:
         on = f" on {arch}" if arch else ""
         raise BadInput(

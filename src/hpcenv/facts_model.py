@@ -162,6 +162,13 @@ class _Reader:
             return str(v)  # "glibc": 2.35 is a common hand-edit
         raise self._bad(key, "a string")
 
+    def machine(self, key: str) -> str | None:
+        """A CPU arch as ``platform.machine()`` names it (a number is a typo, not an arch)."""
+        v = self.data.get(key)
+        if v is None or (isinstance(v, str) and re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", v)):
+            return v
+        raise self._bad(key, "a CPU arch name such as x86_64 or aarch64")
+
     def integer(self, key: str) -> int | None:
         v = self.data.get(key)
         if v is None:
@@ -271,7 +278,7 @@ def from_json(data: Any, where: str = "facts") -> Facts:
     return Facts(
         schema=schema,
         hostname=r.text("hostname"),
-        arch=r.text("arch"),
+        arch=r.machine("arch"),
         glibc=r.text("glibc"),
         python=r.text("python"),
         cpus=r.integer("cpus"),

@@ -234,7 +234,15 @@ def exec_command(job: JobEnv, argv: Sequence[str], environ: Mapping[str, str]) -
                 f"profile {job.profile} loads modules, which needs bash; bash is not on PATH",
                 exit_code=127,
             )
-        script = "\n".join(["set -e", *shell_lines(job), 'exec "$@"'])
+        missing = (
+            f"hpcenv: error: profile {job.profile} loads modules ({', '.join(job.modules)}) "
+            "but 'module' is not a command here (no Lmod or Environment Modules); run on a "
+            "node of the cluster, or use a profile without [modules] load"
+        )
+        no_module = (
+            f"command -v module >/dev/null || {{ echo {shlex.quote(missing)} >&2; exit 2; }}"
+        )
+        script = "\n".join(["set -e", no_module, *shell_lines(job), 'exec "$@"'])
         exe, full, env = (
             bash,
             [bash, "-c", script, "hpcenv-run", *argv],

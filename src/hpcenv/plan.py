@@ -92,8 +92,8 @@ def _check_platform(p: Profile, facts: Facts) -> tuple[str, list[str]]:
     where = facts.source or "the facts"
     if declared != "any" and facts.arch and facts.arch != declared:
         raise BadInput(
-            f"profile {p.name} is for {declared} nodes but {where} describe an arch "
-            f"{facts.arch} node; use facts recorded on one of its {declared} nodes, "
+            f"profile {p.name} is for {declared} nodes, not for {facts.arch} nodes "
+            f"({where}); use facts recorded on one of its {declared} nodes, "
             "or plan with --declared"
         )
     arch = facts.arch or (declared if declared != "any" else None)
