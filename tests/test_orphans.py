@@ -11,6 +11,8 @@ and shutdown stops every process of that session by PID until none is left
 Every process of a run is found by a marker variable in its environment (Ray's
 processes inherit it); real Ray from the tests' probe venv (``tests/probe_env.py``),
 in a loopback-only network namespace where the machine allows it (see test_probe_ray).
+A test double holds Ray's ``shutdown`` (``HOLD_MODULE``), so the signal always lands while
+Ray is up: the probe's whole Ray session is ~4 s, and a CI run once missed it.
 """
 
 from __future__ import annotations
@@ -84,6 +86,41 @@ def ray_is_up(tag: str) -> bool:
     )
 
 
+HOLD = "HPCENV_TEST_HOLD_RAY"
+HOLD_MODULE = f"""
+\"\"\"Test double for a long Ray job, written by tests/test_orphans.py and inert unless
+{HOLD} is set: Ray's ``shutdown`` waits, so that Ray's processes are certainly up when the
+test signals hpcenv. Without it the probe's whole Ray session (~4 s) could pass between
+two looks at /proc, and the test waited for nothing.\"\"\"
+import time
+
+import ray
+
+_shutdown = ray.shutdown
+
+
+def _held_shutdown(*args, **kwargs):
+    time.sleep(600)  # hpcenv's shutdown sweep stops this process long before
+    _shutdown(*args, **kwargs)
+
+
+ray.shutdown = _held_shutdown
+"""
+
+
+def hold_ray_in(python: Path) -> None:
+    """Install the hold (see HOLD_MODULE) into the venv of ``python``."""
+    purelib = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    site = Path(purelib)
+    (site / "hpcenv_test_hold_ray.py").write_text(HOLD_MODULE)
+    (site / "hpcenv_test_hold_ray.pth").write_text(
+        f"import os; os.environ.get({HOLD!r}) and __import__('hpcenv_test_hold_ray')\n"
+    )
+
+
 def _in_loopback(argv: list[str]) -> list[str]:
     return (
         ["unshare", "--net", "--", "sh", "-c", LOOPBACK_ONLY, *argv] if can_unshare_net() else argv
@@ -102,7 +139,10 @@ def _start_until_ray_is_up(argv: list[str], env: dict[str, str], tag: str) -> su
         text=True,
     )
     try:
-        wait_for("Ray's raylet and a worker", lambda: ray_is_up(tag))
+        wait_for("Ray's raylet and a worker", lambda: ray_is_up(tag) or proc.poll() is not None)
+        if proc.poll() is not None:  # it ended before Ray was up: say how, not "timed out"
+            _out, err = proc.communicate()
+            pytest.fail(f"{argv[-3:]} exited {proc.returncode} before Ray was up: {err[-3000:]}")
     except BaseException:
         proc.kill()
         kill_marked(tag)
@@ -130,8 +170,10 @@ def test_signal_of_probe_ray_leaves_no_process(
     sig: signal.Signals,
 ) -> None:
     require("ray", has_ray(probe_python), "ray could not be installed from PyPI")
+    hold_ray_in(probe_python)
     tag = uuid.uuid4().hex
-    env = {**os.environ, MARK: tag, "HPCENV_HOME": str(tmp_path), "CUDA_VISIBLE_DEVICES": ""}
+    env = {**os.environ, MARK: tag, HOLD: "1", "HPCENV_HOME": str(tmp_path)}
+    env["CUDA_VISIBLE_DEVICES"] = ""
     argv = [sys.executable, "-m", "hpcenv", "probe", "ray", "--env", str(probe_python)]
     proc = _start_until_ray_is_up(argv, env, tag)
     code, err = _stop_and_check(proc, tag, sig)
@@ -155,6 +197,7 @@ def built_local(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     text = text[:start] + 'run = ["ray"]' + text[text.index("]", start) + 1 :]
     (root / "ray-only.toml").write_text(text)
     env["PROFILE"] = str(root / "ray-only.toml")
+    hold_ray_in(root / "home" / "venvs" / "local" / "bin" / "python")
     return env
 
 
@@ -163,7 +206,7 @@ def test_signal_of_doctor_leaves_no_process(
     built_local: dict[str, str], sig: signal.Signals
 ) -> None:
     tag = uuid.uuid4().hex
-    env = {**os.environ, **built_local, MARK: tag, "CUDA_VISIBLE_DEVICES": ""}
+    env = {**os.environ, **built_local, MARK: tag, HOLD: "1", "CUDA_VISIBLE_DEVICES": ""}
     argv = [sys.executable, "-m", "hpcenv", "doctor", built_local["PROFILE"]]
     proc = _start_until_ray_is_up(argv, env, tag)
     code, err = _stop_and_check(proc, tag, sig)
