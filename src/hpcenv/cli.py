@@ -107,6 +107,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error(f"'hpcenv {args.command}' takes no command after '--'")
         args.command_argv = command_argv
         code: int = args._run(args)
+        if _received:  # its KeyboardInterrupt was swallowed (a __del__, an at-fork hook)
+            signum = _received[0]
+            _say(
+                f"stopped by {signal.Signals(signum).name}, which arrived where it could not "
+                f"interrupt; '{args.command}' finished (exit {code}) before it took effect"
+            )
+            return 128 + signum
         return code
     except (KeyboardInterrupt, Interrupted):
         signum = _received[0] if _received else signal.SIGINT

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import IO, Any, NoReturn
 
 from hpcenv.errors import CommandFailed, Interrupted
-from hpcenv.kit.children import die_with
+from hpcenv.kit.children import stop_signals_held
 
 #: Bytes of each captured stream kept (the tail; the head is dropped and counted).
 MAX_CAPTURE = 8 << 20
@@ -56,23 +56,33 @@ def _popen(
     cwd: str | os.PathLike[str] | None,
     **streams: Any,
 ) -> subprocess.Popen[Any]:
-    """The one ``Popen``: argument list, own process group, dies with hpcenv."""
+    """The one ``Popen``: argument list, own process group, dies with hpcenv, and a
+    stop signal arriving while it forks unwinds after the child is known (it is stopped)."""
+    started: list[subprocess.Popen[Any]] = []
     try:
-        return subprocess.Popen(  # noqa: S603 - argument list, never a shell
-            argv,
-            env=dict(env) if env is not None else None,
-            cwd=cwd,
-            start_new_session=True,
-            # dies with hpcenv: children lead their own process group (so a timeout can
-            # stop everything they started), so a SIGKILL of hpcenv's group would miss
-            # them, e.g. an orphaned `uv pip sync` writing into a build being cleaned
-            preexec_fn=die_with(os.getpid()),  # noqa: PLW1509 - only prctl, async-signal-safe
-            **streams,
-        )
+        with stop_signals_held() as preexec:
+            started.append(
+                subprocess.Popen(  # noqa: S603 - argument list, never a shell
+                    argv,
+                    env=dict(env) if env is not None else None,
+                    cwd=cwd,
+                    start_new_session=True,
+                    # dies with hpcenv: children lead their own process group (so a timeout
+                    # can stop everything they started), so a SIGKILL of hpcenv's group
+                    # would miss them, e.g. an orphaned `uv pip sync` writing into a build
+                    # being cleaned
+                    preexec_fn=preexec,  # noqa: PLW1509 - sigprocmask and prctl only
+                    **streams,
+                )
+            )
     except FileNotFoundError as exc:
         raise CommandFailed(
             f"{argv[0]}: command not found (is it installed and on PATH?)", returncode=127
         ) from exc
+    except BaseException:  # a stop signal held across the fork: the child goes too
+        shutdown_all(started)
+        raise
+    return started[0]
 
 
 def quote(args: Sequence[str | os.PathLike[str]]) -> str:

@@ -6,6 +6,13 @@ the probes: Linux SIGKILLs the child when the parent dies (PR_SET_PDEATHSIG), wh
 covers a parent killed on its own (not its process group, e.g. by the OOM killer).
 The fork race is handled too: a parent that died between ``fork`` and ``prctl`` has
 already orphaned the child, which then exits at once instead of running unowned.
+
+``stop_signals_held()`` is how both fork: SIGINT, SIGTERM and SIGHUP are blocked across
+``Popen``. A Python ``preexec_fn`` makes CPython run the at-fork hooks in the parent
+(logging's lock release is one); a signal handler that raises while a hook runs is
+"ignored", so hpcenv's stop (``cli._interrupt``) was lost and a SIGHUP'd build ran on to
+exit 0 (seen once in CI). Held, the signal is handled when the block ends, after ``Popen``
+returned, where the exception unwinds like anywhere else; the child unblocks them first.
 """
 
 from __future__ import annotations
@@ -16,7 +23,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO
 
@@ -28,19 +35,42 @@ except (OSError, AttributeError):  # not Linux
     _prctl = None
 
 
-def die_with(parent: int) -> Callable[[], None]:
-    """A ``preexec_fn``: the child gets SIGKILL when process ``parent`` dies.
+#: The signals that stop hpcenv (``cli._interrupt``, Ctrl-C), held across a fork.
+STOP_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
 
-    Only ``prctl`` and ``getppid`` run in the forked child (async-signal-safe).
+
+def die_with(parent: int, *, mask: Iterable[int] | None = None) -> Callable[[], None]:
+    """A ``preexec_fn``: the child gets SIGKILL when process ``parent`` dies; with
+    ``mask``, the child's signal mask is set to it first (the parent's before holding).
+
+    Only ``sigprocmask``, ``prctl`` and ``getppid`` run in the forked child
+    (async-signal-safe).
     """
+    restore = None if mask is None else set(mask)
 
     def preexec() -> None:
+        if restore is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, restore)
         if _prctl is not None:
             _prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
         if os.getppid() != parent:  # the parent died before prctl: do not run orphaned
             os._exit(1)
 
     return preexec
+
+
+@contextlib.contextmanager
+def stop_signals_held() -> Iterator[Callable[[], None]]:
+    """Block ``STOP_SIGNALS`` for the block (see the module's docstring); yields the
+    ``preexec_fn`` to start children with. One that arrived meanwhile is handled as the
+    block ends (``signal.pthread_sigmask`` runs pending handlers), so a caller keeps the
+    child it started inside the block, to stop it, before that exception reaches it."""
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, ())  # raises here: nothing held yet
+    try:
+        signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+        yield die_with(os.getpid(), mask=before)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -77,16 +107,17 @@ def run_children(
             for argv, env in commands:
                 out = stack.enter_context(tempfile.TemporaryFile())
                 files.append(out)
-                procs.append(
-                    subprocess.Popen(  # noqa: S603 - an argument list, never a shell
-                        [str(a) for a in argv],
-                        env=dict(env),
-                        stdin=subprocess.DEVNULL,
-                        stdout=out,
-                        stderr=subprocess.STDOUT,
-                        preexec_fn=die_with(os.getpid()),  # noqa: PLW1509 - prctl only
+                with stop_signals_held() as preexec:  # a stop then reaches the finally below
+                    procs.append(
+                        subprocess.Popen(  # noqa: S603 - an argument list, never a shell
+                            [str(a) for a in argv],
+                            env=dict(env),
+                            stdin=subprocess.DEVNULL,
+                            stdout=out,
+                            stderr=subprocess.STDOUT,
+                            preexec_fn=preexec,  # noqa: PLW1509 - sigprocmask and prctl only
+                        )
                     )
-                )
             while time.monotonic() < until and any(p.poll() is None for p in procs):
                 time.sleep(0.05)
         finally:
