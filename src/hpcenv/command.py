@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import IO, Any, NoReturn
 
 from hpcenv.errors import CommandFailed, Interrupted
-from hpcenv.kit.children import stop_signals_held
+from hpcenv.kit.children import STOP_SIGNALS, stop_signals_held
 
 #: Bytes of each captured stream kept (the tail; the head is dropped and counted).
 MAX_CAPTURE = 8 << 20
@@ -160,8 +160,7 @@ def shutdown_all(procs: Sequence[subprocess.Popen[Any]]) -> None:
     """
     if not procs:
         return
-    held = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     try:
         for sig, wait in SHUTDOWN_STEPS:
             if not _signal_sessions(procs, sig):
