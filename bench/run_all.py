@@ -95,6 +95,9 @@ def main() -> int:
         env,
     )
     results["build"] = run_json([py, str(BENCH / "bench_build.py"), "--runs", str(args.runs)], env)
+    results["project"] = run_json(
+        [py, str(BENCH / "bench_project.py"), "--runs", str(args.runs)], env
+    )
     results["allreduce"] = run_json(
         [
             py,
@@ -138,6 +141,32 @@ def update_readme(table: str) -> None:
     if start in text and end in text:
         head, rest = text.split(start, 1)
         readme.write_text(f"{head}{start}\n{table}{end}{rest.split(end, 1)[1]}")
+
+
+def _project_rows(r: dict[str, Any]) -> list[str]:
+    """The ``--project`` build (``bench_project.py``), when it was measured."""
+    if "project" not in r:
+        return []
+    p = r["project"]
+    spread = f"(min {p['hpcenv']['min_s']:.2f}, max {p['hpcenv']['max_s']:.2f})"
+    when = f", measured {p['measured'][:10]}" if "measured" in p else ""
+    return [
+        row(
+            f"warm-cache `build local --project` (torch, numpy, ray; uv.lock{when})",
+            f"{p['hpcenv']['median_s']:.2f} s {spread}",
+            f"`uv sync --frozen` {p['uv_sync']['median_s']:.2f} s ({p['ratio_vs_uv_sync']:.2f}x)",
+            "-",
+            None,
+        ),
+        row(
+            "... same, baseline also imports the packages (the build's check)",
+            f"{p['hpcenv']['median_s']:.2f} s",
+            f"sync + import {p['uv_sync_plus_import']['median_s']:.2f} s "
+            f"({p['ratio_vs_uv_sync_plus_import']:.2f}x)",
+            "-",
+            None,
+        ),
+    ]
 
 
 def render(r: dict[str, Any]) -> str:
@@ -206,6 +235,7 @@ def render(r: dict[str, Any]) -> str:
             ">= 5x faster",
             b["speedup_vs_venv_pip"] >= 5,
         ),
+        *_project_rows(r),
         row("no-op rebuild (whole CLI)", f"{b['noop_s']:.2f} s", "-", "< 1 s", b["noop_s"] < 1),
         row(
             "cached wheel (stand-in C extension for flash-attn)",
