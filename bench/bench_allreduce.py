@@ -23,9 +23,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from hpcenv import runner
 from hpcenv.kit.ports import free_port
 from hpcenv.kit.probe import rank_file
+from hpcenv.runner import probes as runner
 
 BARE = r"""
 import datetime, json, os, sys, time

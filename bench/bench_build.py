@@ -94,8 +94,8 @@ def venv_pip(tmp: Path) -> float:
 
 
 def wheel_cache(tmp: Path) -> dict[str, float]:
-    from hpcenv import flashattn_build
-    from hpcenv import uv as uvmod
+    from hpcenv.build import flashattn as flashattn_build
+    from hpcenv.tools import uv as uvmod
 
     os.environ["HPCENV_CACHE"] = str(tmp / "cache")
     src = tmp / "standin-ext"

@@ -23,7 +23,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
-from hpcenv import profile  # noqa: E402
+from hpcenv.profile import schema as profile  # noqa: E402
 from hpcenv.slurm import sbatch  # noqa: E402
 from slurm_cluster import missing_binaries, start_cluster, stop_cluster  # noqa: E402
 

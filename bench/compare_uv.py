@@ -27,9 +27,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-from hpcenv import command, facts_model, knowledge
-from hpcenv.facts_model import Facts, NvidiaFacts
-from hpcenv.resolve import assess, describe_gpus, try_resolve_torch
+from hpcenv import knowledge
+from hpcenv.decide.torch_variant import assess, describe_gpus, try_resolve_torch
+from hpcenv.models import facts as facts_model
+from hpcenv.models.facts import Facts, NvidiaFacts
+from hpcenv.tools import command
 
 REPO = Path(__file__).resolve().parents[1]
 FACTS = REPO / "tests" / "data" / "facts"

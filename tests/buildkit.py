@@ -35,8 +35,8 @@ import pytest
 from packaging.utils import canonicalize_name
 
 from conftest import REPO, require
-from hpcenv import uv
-from hpcenv.plan_model import FlashAttnChoice, Plan, TorchChoice
+from hpcenv.models.plan import FlashAttnChoice, Plan, TorchChoice
+from hpcenv.tools import uv
 
 WHEELHOUSE = Path("/opt/wheels")
 

@@ -205,8 +205,8 @@ def libtorch_cuda() -> Path:
         url, _sha, _name = release_file("torch", TORCH_VERSION, "cp311-cp311-manylinux_2_28_x86_64")
         dest.parent.mkdir(parents=True, exist_ok=True)
         tmp = dest.with_suffix(".part")
-        from hpcenv.errors import BadInput  # hpcenv's own range reader (no copy here)
         from hpcenv.knowledge import remote
+        from hpcenv.utils.errors import BadInput  # hpcenv's own range reader (no copy here)
 
         try:
             with remote.open_wheel(url) as whl, open(tmp, "wb") as out:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from hpcenv.facts_model import Facts, Gpu, NvidiaFacts, to_json
+from hpcenv.models.facts import Facts, Gpu, NvidiaFacts, to_json
 
 NAMES = {
     "7.0": "Tesla V100-SXM2-32GB",

@@ -35,7 +35,7 @@ import pytest
 import cuda_artifacts
 from buildkit import StandInIndex, make_wheel, require_uv
 from conftest import require
-from hpcenv import uv
+from hpcenv.tools import uv
 
 SETUPTOOLS = "80.9.0"
 

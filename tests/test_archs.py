@@ -17,7 +17,8 @@ import pytest
 import cuda_artifacts
 from conftest import require
 from cuobjdump_oracle import as_listed, cuobjdump_lists, real
-from hpcenv import archs, cli
+from hpcenv import cli
+from hpcenv.binaries import archs
 from hpcenv.kit import fatbin
 
 

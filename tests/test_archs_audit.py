@@ -27,9 +27,11 @@ import cuda_artifacts
 from conftest import FACTS, require
 from cuobjdump_oracle import real
 from fatbin_build import F_64BIT_LINUX, container, entry
-from hpcenv import archs, audit, cli
-from hpcenv.facts_model import from_json
+from hpcenv import cli
+from hpcenv.binaries import archs
 from hpcenv.kit import fatbin
+from hpcenv.models.facts import from_json
+from hpcenv.project import audit
 from test_archs import wheel_of
 
 

@@ -17,10 +17,10 @@ import pytest
 
 from conftest import FACTS, require
 from fakenodes import node
-from hpcenv import facts_model
-from hpcenv.audit import audit, identify, marker_environment, read
 from hpcenv.cli import main
-from hpcenv.errors import BadInput
+from hpcenv.models import facts as facts_model
+from hpcenv.project.audit import audit, identify, marker_environment, read
+from hpcenv.utils.errors import BadInput
 
 GH200 = facts_model.load(FACTS / "gh200-isambard.json")
 GH200_FILE = FACTS / "gh200-isambard.json"
@@ -352,7 +352,7 @@ def test_multi_platform_uv_lock_picks_the_torch_for_this_arch(tmp_path: Path) ->
 
 def test_requires_python_with_a_wildcard_is_read() -> None:
     """uv.lock's requires-python may be "==3.11.*": a valid specifier, no version."""
-    from hpcenv.audit import _lowest_python
+    from hpcenv.project.audit import _lowest_python
 
     assert _lowest_python("==3.11.*") == "3.11"
     assert _lowest_python(">=3.10,<3.13") == "3.10"

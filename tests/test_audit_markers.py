@@ -1,11 +1,17 @@
-"""``hpcenv.markers``: PEP 508 markers with several active extras, uv's conflict encoding."""
+"""``hpcenv.project.markers``: PEP 508 markers with several active extras, uv's conflict encoding."""
 
 from __future__ import annotations
 
 import pytest
 
-from hpcenv.audit import marker_environment
-from hpcenv.markers import Evaluator, MarkerError, encode_extra, encode_group, encode_project
+from hpcenv.project.audit import marker_environment
+from hpcenv.project.markers import (
+    Evaluator,
+    MarkerError,
+    encode_extra,
+    encode_group,
+    encode_project,
+)
 
 CU12 = "group-13-open-instruct-cuda12"
 CU13 = "group-13-open-instruct-cuda13"

@@ -10,7 +10,7 @@
 
 Which packages ``uv sync`` installs is checked against uv itself: ``uv export --frozen``
 resolves the conflicts and groups for a selection and leaves PEP 508 markers, which
-``packaging`` evaluates for the node; ``hpcenv.uvlock`` must name the same packages and
+``packaging`` evaluates for the node; ``hpcenv.project.uv_lock`` must name the same packages and
 versions. Verdicts use the recorded GH200 (565 driver) and V100 facts.
 """
 
@@ -27,9 +27,10 @@ from packaging.utils import canonicalize_name
 
 from buildkit import require_uv
 from conftest import DATA, FACTS
-from hpcenv import uv, uvlock
-from hpcenv.audit import marker_environment
 from hpcenv.cli import main
+from hpcenv.project import uv_lock as uvlock
+from hpcenv.project.audit import marker_environment
+from hpcenv.tools import uv
 
 PROJECTS = DATA / "projects"
 GH200 = str(FACTS / "gh200-isambard.json")
@@ -224,9 +225,9 @@ def test_lock_installing_no_torch_says_which_selection_does(tmp_path: Path) -> N
     """A project whose torch comes only with an extra: the message names the flag."""
     project = copy_project("nanochat", tmp_path)
     pyproject = project / "pyproject.toml"
-    from hpcenv.audit import audit, read
-    from hpcenv.errors import BadInput
-    from hpcenv.facts_model import load
+    from hpcenv.models.facts import load
+    from hpcenv.project.audit import audit, read
+    from hpcenv.utils.errors import BadInput
 
     assert read(project / "uv.lock").kind == "uv.lock"
     # drop torch from the root's own dependencies in the lock (the extras keep theirs)

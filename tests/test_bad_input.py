@@ -17,9 +17,11 @@ import pytest
 
 from buildkit import hpcenv as _cli
 from conftest import FACTS
-from hpcenv import build, fsio, report
+from hpcenv.build import builder as build
 from hpcenv.cli import main
-from hpcenv.results import RankResult, Status
+from hpcenv.models.results import RankResult, Status
+from hpcenv.ui import report
+from hpcenv.utils import fsio
 
 NOT_UTF8 = b'[profile]\ndescription = "caf\xe9"\n'
 

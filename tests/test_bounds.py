@@ -21,9 +21,9 @@ import pytest
 
 from buildkit import hpcenv as _cli
 from conftest import REPO
-from hpcenv import runner
-from hpcenv.errors import BadInput
-from hpcenv.slurm import hostlist
+from hpcenv.models import hostlist
+from hpcenv.runner import probes as runner
+from hpcenv.utils.errors import BadInput
 
 MiB = 1 << 20
 
@@ -54,7 +54,7 @@ def _peak_rss_mib(code: str) -> tuple[float, str]:
 def test_captured_output_keeps_a_bounded_tail() -> None:
     """A command that prints 512 MiB: hpcenv keeps the last 8 MiB and says so."""
     rss, out = _peak_rss_mib(
-        "from hpcenv import command\n"
+        "from hpcenv.tools import command\n"
         "done = command.run([__import__('sys').executable, '-c', "
         '\'import sys\\nfor _ in range(512): sys.stdout.write("x" * (1 << 20))\\n'
         'print("the end")\'])\n'
@@ -74,7 +74,7 @@ def test_a_ranks_stderr_is_read_by_its_tail(tmp_path: Path) -> None:
         fh.seek(0, os.SEEK_END)
         fh.write(b"\nRuntimeError: the last line\n")
     rss, out = _peak_rss_mib(
-        "from pathlib import Path\nfrom hpcenv import runner\n"
+        "from pathlib import Path\nfrom hpcenv.runner import probes as runner\n"
         f"print(runner.stderr_tail(Path({str(err)!r})).splitlines()[-1])"
     )
     assert out == "RuntimeError: the last line"

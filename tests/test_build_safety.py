@@ -19,7 +19,7 @@ import pytest
 
 from buildkit import hpcenv, require_local_build
 from conftest import REPO
-from hpcenv import envlock
+from hpcenv.utils import build_lock as envlock
 
 pytestmark = pytest.mark.slow
 
@@ -192,7 +192,8 @@ def test_unreachable_index_fails_clearly_and_keeps_env(home: dict[str, str]) -> 
 
 def test_build_log_is_redacted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Command output captured into a build log never carries a secret's value."""
-    from hpcenv import command, fsio
+    from hpcenv.tools import command
+    from hpcenv.utils import fsio
 
     monkeypatch.setenv("HF_TOKEN", "hf_not_a_real_token_123")
     log_path = tmp_path / "build.log"
@@ -208,9 +209,9 @@ def test_build_for_another_arch_is_refused(hpcenv_home: Path) -> None:
     import platform as platform_mod
 
     from buildkit import stand_in_plan
-    from hpcenv import build
-    from hpcenv.errors import BadInput
-    from hpcenv.facts_model import Facts
+    from hpcenv.build import builder as build
+    from hpcenv.models.facts import Facts
+    from hpcenv.utils.errors import BadInput
 
     other = "aarch64" if platform_mod.machine() == "x86_64" else "x86_64"
     with pytest.raises(BadInput, match=f"planned for {other}.*hpcenv lock standin --declared"):

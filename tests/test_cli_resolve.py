@@ -10,8 +10,8 @@ import pytest
 
 from conftest import FACTS
 from fakenodes import node, write
-from hpcenv import report
 from hpcenv.cli import main
+from hpcenv.ui import report
 
 GH200 = str(FACTS / "gh200-isambard.json")
 V100 = str(FACTS / "v100-supercloud.json")

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from hpcenv import command
-from hpcenv.errors import CommandFailed
+from hpcenv.tools import command
+from hpcenv.utils.errors import CommandFailed
 
 
 def test_run_parallel_keeps_order_and_exit_codes() -> None:

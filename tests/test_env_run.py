@@ -25,8 +25,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import REPO, require
-from hpcenv import jobenv, profile, redact
 from hpcenv.cli import main, split_command
+from hpcenv.job import env as jobenv
+from hpcenv.profile import schema as profile
+from hpcenv.utils import redact
 
 HPCENV = [sys.executable, "-m", "hpcenv"]
 TOKEN = "hf_envSECRET77"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import require
-from hpcenv import fabric
+from hpcenv.facts import fabric
 from hpcenv.kit.libfabric import parse_fi_info_list
 
 

@@ -18,12 +18,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import FACTS
-from hpcenv import facts, nvidia
 from hpcenv.cli import main
-from hpcenv.errors import BadInput
-from hpcenv.facts_model import from_json, load, to_json
+from hpcenv.facts import collect as facts
+from hpcenv.facts import nvidia
 from hpcenv.kit import nvidia_proc
+from hpcenv.models.facts import from_json, load, to_json
 from hpcenv.slurm import allocation
+from hpcenv.utils.errors import BadInput
 
 CONTRACT_KEYS = {
     "schema",

@@ -25,9 +25,9 @@ from cuobjdump_oracle import (
     seen_by_cuobjdump,
     tool,
 )
-from hpcenv import archs
-from hpcenv.facts_model import from_json
+from hpcenv.binaries import archs
 from hpcenv.kit import fatbin
+from hpcenv.models.facts import from_json
 
 KERNELS = """
 __global__ void add(float *a, const float *b, int n) {

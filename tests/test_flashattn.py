@@ -10,11 +10,11 @@ from hypothesis import strategies as st
 
 from conftest import FACTS
 from fakenodes import node
-from hpcenv import facts_model
-from hpcenv.errors import BadInput
-from hpcenv.flashattn import build_archs, build_jobs, decide
-from hpcenv.plan_model import FlashAttnChoice
-from hpcenv.resolve import resolve_torch
+from hpcenv.decide.flashattn import build_archs, build_jobs, decide
+from hpcenv.decide.torch_variant import resolve_torch
+from hpcenv.models import facts as facts_model
+from hpcenv.models.plan import FlashAttnChoice
+from hpcenv.utils.errors import BadInput
 
 GH200 = facts_model.load(FACTS / "gh200-isambard.json")
 V100 = facts_model.load(FACTS / "v100-supercloud.json")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from hpcenv.errors import BadInput
-from hpcenv.slurm import hostlist
+from hpcenv.models import hostlist
+from hpcenv.utils.errors import BadInput
 
 
 @pytest.mark.parametrize(

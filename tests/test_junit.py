@@ -6,8 +6,8 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from hpcenv import junit
-from hpcenv.results import RankResult, Status, gather
+from hpcenv.models.results import RankResult, Status, gather
+from hpcenv.ui import junit
 
 
 def rr(k: int, status: Status, summary: str = "ok", remedy: str = "") -> RankResult:

@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 from packaging.version import Version
 
-from hpcenv import knowledge, runner
+from hpcenv import knowledge
 from hpcenv.knowledge import cap_key, cuda_key, driver_key, variant_cuda
+from hpcenv.runner import probes as runner
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -16,8 +16,9 @@ import pytest
 
 from conftest import require
 from hpcenv.cli import main
-from hpcenv.errors import BadInput
-from hpcenv.knowledge import listing, remote, update, vllm, wheels
+from hpcenv.knowledge import listing, remote, vllm, wheels
+from hpcenv.knowledge.refresh import update
+from hpcenv.utils.errors import BadInput
 from torch_standin import StandIn, torch_wheel
 
 if sys.version_info >= (3, 11):

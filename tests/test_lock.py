@@ -20,9 +20,9 @@ from buildkit import (
     stand_in_plan,
 )
 from conftest import FACTS
-from hpcenv import lock
-from hpcenv.errors import BuildFailed
-from hpcenv.facts_model import Facts
+from hpcenv.build import lockfiles as lock
+from hpcenv.models.facts import Facts
+from hpcenv.utils.errors import BuildFailed
 
 
 @pytest.fixture
@@ -127,7 +127,7 @@ def test_lock_cli_check(index: StandInIndex, offline_pypi: Path, tmp_path: Path)
 
 
 def test_torch_requirement_carries_the_variant() -> None:
-    from hpcenv import uv
+    from hpcenv.tools import uv
 
     plan = stand_in_plan("https://download.pytorch.org/whl")
     assert uv.torch_requirement(plan) == "torch==2.9.1+cu126"

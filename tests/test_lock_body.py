@@ -17,7 +17,7 @@ import pytest
 from buildkit import hpcenv as _cli
 from buildkit import require_uv
 from conftest import REPO
-from hpcenv import lock
+from hpcenv.build import lockfiles as lock
 
 LOCK = REPO / "lockfiles" / f"local-{platform.machine()}.txt"
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from hpcenv.errors import BadInput
-from hpcenv.results import ProbeResult, RankResult, Status
+from hpcenv.models.results import ProbeResult, RankResult, Status
 from hpcenv.slurm import pairs
+from hpcenv.utils.errors import BadInput
 
 
 @pytest.mark.parametrize("n", range(2, 12))
@@ -180,7 +180,7 @@ def test_results_of_a_python_path_env_stay_under_hpcenv_home(
     """'--env /venv/bin/python' once wrote the results directory next to that python
     (the target's name, a path, was joined under results/ and replaced it)."""
     from hpcenv.commands import probe
-    from hpcenv.runner import Target
+    from hpcenv.runner.probes import Target
 
     monkeypatch.setenv("HPCENV_HOME", str(tmp_path / "home"))
     got = probe._result_dir(Target(name="/opt/v/bin/python", python=Path("/x")), None, None)

@@ -4,7 +4,7 @@ damaged one.
 Before: a build whose stamp matched was "up to date" even with torch's files deleted
 (the probe said "rebuild", the build said "up to date", only ``--force`` repaired it).
 Now the no-op path compares the build's marker (every distribution it installed) with
-the environment and every RECORD (``hpcenv.venv_check``). Real ``local`` builds (uv,
+the environment and every RECORD (``hpcenv.build.venv_check``). Real ``local`` builds (uv,
 CPU torch from the wheelhouse) through the real CLI.
 """
 
@@ -19,7 +19,7 @@ import pytest
 
 from buildkit import hpcenv, require_local_build
 from conftest import REPO
-from hpcenv import paths
+from hpcenv.utils import paths
 
 pytestmark = pytest.mark.slow
 

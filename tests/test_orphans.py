@@ -31,8 +31,8 @@ import pytest
 from buildkit import hpcenv as run_hpcenv
 from buildkit import require_local_build
 from conftest import REPO, require
-from hpcenv import runner
-from hpcenv.results import Status
+from hpcenv.models.results import Status
+from hpcenv.runner import probes as runner
 from probe_env import has_ray, probe_python  # noqa: F401 - fixture
 from test_probe_ray import LOOPBACK_ONLY, can_unshare_net
 

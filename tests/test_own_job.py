@@ -21,8 +21,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import REPO, require
-from hpcenv import profile
 from hpcenv.cli import main
+from hpcenv.profile import schema as profile
 from hpcenv.slurm import job as own
 
 PROFILES = sorted(p.stem for p in (REPO / "envs").glob("*.toml"))

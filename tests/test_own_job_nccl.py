@@ -19,9 +19,13 @@ import pytest
 
 import cuda_artifacts as ca
 from conftest import REPO, require
-from hpcenv import fixes, paths, plan, profile, runner
-from hpcenv.errors import BadInput
+from hpcenv.build import fixes
+from hpcenv.decide import plan
 from hpcenv.kit import nccl
+from hpcenv.profile import schema as profile
+from hpcenv.runner import probes as runner
+from hpcenv.utils import paths
+from hpcenv.utils.errors import BadInput
 
 OLD = ("nvidia-nccl-cu13", "2.27.7", "nvidia/nccl/lib/libnccl.so.2")
 #: a library that finds NCCL on the loader path before torch: a stand-in for a site

@@ -9,10 +9,11 @@ import pytest
 
 from conftest import FACTS, REPO, require
 from fakenodes import node
-from hpcenv import facts_model, profile
 from hpcenv.cli import main
-from hpcenv.errors import BadInput
-from hpcenv.plan import find_links, find_torch_wheel, make_plan, plan_for, vllm_warning
+from hpcenv.decide.plan import find_links, find_torch_wheel, make_plan, plan_for, vllm_warning
+from hpcenv.models import facts as facts_model
+from hpcenv.profile import schema as profile
+from hpcenv.utils.errors import BadInput
 
 GH200_FILE = FACTS / "gh200-isambard.json"
 V100_FILE = FACTS / "v100-supercloud.json"

@@ -12,8 +12,10 @@ from pathlib import Path
 import pytest
 
 from conftest import FACTS, REPO
-from hpcenv import facts_model, preflight, profile
-from hpcenv.facts_model import Facts
+from hpcenv.job import preflight
+from hpcenv.models import facts as facts_model
+from hpcenv.models.facts import Facts
+from hpcenv.profile import schema as profile
 from hpcenv.slurm.allocation import from_env as slurm_from_env
 
 MOUNTS = """\

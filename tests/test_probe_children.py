@@ -17,9 +17,10 @@ import sys
 import time
 from pathlib import Path
 
-from hpcenv import command, runner
 from hpcenv.kit import probe
-from hpcenv.results import Status
+from hpcenv.models.results import Status
+from hpcenv.runner import probes as runner
+from hpcenv.tools import command
 
 STANDIN = """
 import json, os, signal, sys, time

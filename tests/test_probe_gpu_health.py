@@ -6,8 +6,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from hpcenv import runner
-from hpcenv.results import Status
+from hpcenv.models.results import Status
+from hpcenv.runner import probes as runner
 from probe_env import load_probe
 
 gh = load_probe("gpu-health")

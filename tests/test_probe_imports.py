@@ -6,8 +6,8 @@ from __future__ import annotations
 import importlib.metadata as md
 from pathlib import Path
 
-from hpcenv import runner
-from hpcenv.results import Status
+from hpcenv.models.results import Status
+from hpcenv.runner import probes as runner
 from probe_env import load_probe, probe_python  # noqa: F401 - fixture
 
 imports = load_probe("imports")

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from hpcenv import runner
-from hpcenv.results import Status
+from hpcenv.models.results import Status
+from hpcenv.runner import probes as runner
 from probe_env import load_probe, probe_python  # noqa: F401 - fixture
 
 nccl = load_probe("nccl")

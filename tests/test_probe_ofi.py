@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from conftest import require
-from hpcenv import runner
-from hpcenv.results import Status
+from hpcenv.models.results import Status
+from hpcenv.runner import probes as runner
 from probe_env import load_probe
 from test_elf import compile_so
 

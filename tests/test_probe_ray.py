@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from conftest import require
-from hpcenv import runner
-from hpcenv.results import Status
+from hpcenv.models.results import Status
+from hpcenv.runner import probes as runner
 from probe_env import has_ray, load_probe, probe_python  # noqa: F401 - fixture
 
 ray_probe = load_probe("ray")

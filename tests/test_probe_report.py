@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import io
 
-from hpcenv import report
-from hpcenv.results import RankResult, Status, gather
+from hpcenv.models.results import RankResult, Status, gather
+from hpcenv.ui import report
 
 
 def test_table_shows_status_metrics_and_literal_remedy() -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hpcenv import runner
-from hpcenv.results import Status
+from hpcenv.models.results import Status
+from hpcenv.runner import probes as runner
 from probe_env import load_probe, probe_python  # noqa: F401 - fixture
 
 torch_probe = load_probe("torch")

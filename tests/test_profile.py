@@ -11,9 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import REPO
-from hpcenv import profile
 from hpcenv.cli import main
-from hpcenv.errors import BadInput
+from hpcenv.profile import schema as profile
+from hpcenv.utils.errors import BadInput
 
 SHIPPED = sorted((REPO / "envs").glob("*.toml"))
 

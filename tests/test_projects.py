@@ -15,9 +15,12 @@ import pytest
 
 from buildkit import hpcenv, require_uv
 from conftest import DATA, FACTS
-from hpcenv import facts_model, profile, swap, uvlock
-from hpcenv.errors import BadInput
-from hpcenv.plan import make_plan
+from hpcenv.build import swap
+from hpcenv.decide.plan import make_plan
+from hpcenv.models import facts as facts_model
+from hpcenv.profile import schema as profile
+from hpcenv.project import uv_lock as uvlock
+from hpcenv.utils.errors import BadInput
 
 PROJECTS = DATA / "projects"
 GH200 = facts_model.load(FACTS / "gh200-isambard.json")

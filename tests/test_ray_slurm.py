@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from conftest import require
-from hpcenv.errors import ProbeFailed
 from hpcenv.kit import slurm_env
 from hpcenv.slurm import ray_cluster
+from hpcenv.utils.errors import ProbeFailed
 from probe_env import has_ray
 from slurm_cluster import SlurmCluster, slurm_cluster_fixture  # noqa: F401 - fixture
 from torch_venv import torch_venv_fixture  # noqa: F401 - fixture

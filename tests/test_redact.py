@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from hpcenv import redact
 from hpcenv.cli import main
+from hpcenv.utils import redact
 
 SECRETS = {
     "HF_TOKEN": "hf_abcdefSECRET123",

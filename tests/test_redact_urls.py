@@ -16,9 +16,11 @@ from pathlib import Path
 import pytest
 
 from buildkit import StandInIndex, build_stand_in_index, require_uv, stand_in_plan
-from hpcenv import build, lock, redact
-from hpcenv.errors import BuildFailed
-from hpcenv.facts_model import Facts
+from hpcenv.build import builder as build
+from hpcenv.build import lockfiles as lock
+from hpcenv.models.facts import Facts
+from hpcenv.utils import redact
+from hpcenv.utils.errors import BuildFailed
 
 PASSWORD = "s3cr3t-idx-pw"
 

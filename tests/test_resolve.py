@@ -12,11 +12,8 @@ from hypothesis import strategies as st
 
 from conftest import FACTS
 from fakenodes import node
-from hpcenv import facts_model, knowledge
-from hpcenv.errors import BadInput, NoCompatibleBuild
-from hpcenv.knowledge import cap_key, cuda_key, driver_key, variant_cuda
-from hpcenv.knowledge.lookup import Lookup
-from hpcenv.resolve import (
+from hpcenv import knowledge
+from hpcenv.decide.torch_variant import (
     DEFAULT_INDEX_URL,
     assess,
     decide,
@@ -25,7 +22,11 @@ from hpcenv.resolve import (
     resolve_torch,
     try_resolve_torch,
 )
-from hpcenv.resolve_explain import explain
+from hpcenv.decide.torch_variant_words import explain
+from hpcenv.knowledge import cap_key, cuda_key, driver_key, variant_cuda
+from hpcenv.knowledge.lookup import Lookup
+from hpcenv.models import facts as facts_model
+from hpcenv.utils.errors import BadInput, NoCompatibleBuild
 from torch_standin import StandIn, torch_wheel
 
 GH200 = facts_model.load(FACTS / "gh200-isambard.json")  # aarch64, 565.57.01

@@ -19,9 +19,10 @@ from typing import Any
 
 import pytest
 
-from hpcenv import command, runner
 from hpcenv.kit import probe as common
-from hpcenv.results import RankResult, Status, gather, inconsistencies, overall
+from hpcenv.models.results import RankResult, Status, gather, inconsistencies, overall
+from hpcenv.runner import probes as runner
+from hpcenv.tools import command
 
 SCRIPT = """
 import json, os, sys, time

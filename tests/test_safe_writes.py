@@ -2,7 +2,7 @@
 
 A group member who can write a shared ``HPCENV_HOME`` (or a log directory) plants a
 symlink where hpcenv is about to write, pointing at a victim's file. Every write of
-hpcenv goes through ``hpcenv.fsio``; each test below plants the symlink at one real
+hpcenv goes through ``hpcenv.utils.fsio``; each test below plants the symlink at one real
 file hpcenv writes, through the code path that writes it, and checks that the victim
 keeps its content and its mode.
 """
@@ -21,10 +21,14 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
-from hpcenv import command, envlock, fsio, junit, profile
-from hpcenv.errors import BadInput
-from hpcenv.results import RankResult, Status, gather
+from hpcenv.models.results import RankResult, Status, gather
+from hpcenv.profile import schema as profile
 from hpcenv.slurm import sbatch
+from hpcenv.tools import command
+from hpcenv.ui import junit
+from hpcenv.utils import build_lock as envlock
+from hpcenv.utils import fsio
+from hpcenv.utils.errors import BadInput
 
 VICTIM_TEXT = "# the victim's .bashrc\nexport PS1='$ '\n"
 
@@ -184,7 +188,7 @@ def test_env_lock_another_user_made_read_only_is_still_usable(
     # root ignores modes; drop to an unprivileged uid in a child to see the real check
     code = (  # everything imported before dropping root (the interpreter lives in /root)
         "import os, fcntl, json, socket, time; from pathlib import Path;"
-        "from hpcenv import envlock, fsio;"
+        "from hpcenv.utils import build_lock as envlock, fsio;"
         "os.setgid(4243); os.setuid(4243);"
         f"cm = envlock.hold(Path({str(lock)!r}), timeout=0); cm.__enter__(); print('locked')"
     )
@@ -207,7 +211,7 @@ def test_a_kit_copy_planted_as_another_users_symlink_is_refused(
     naming the link and its owner, and never returns the planted directory."""
     if os.getuid() != 0:
         pytest.skip("needs root to give the planted symlink another owner (lchown)")
-    from hpcenv import paths
+    from hpcenv.utils import paths
 
     monkeypatch.setenv("HPCENV_HOME", str(tmp_path / "seed"))
     name = paths.kit_path().name

@@ -15,10 +15,11 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, require
-from hpcenv import profile
 from hpcenv.cli import main
-from hpcenv.errors import BadInput, CommandFailed
-from hpcenv.slurm import sbatch, walltime
+from hpcenv.models import walltime
+from hpcenv.profile import schema as profile
+from hpcenv.slurm import sbatch
+from hpcenv.utils.errors import BadInput, CommandFailed
 from slurm_cluster import SlurmCluster, slurm_cluster_fixture  # noqa: F401 - fixture
 
 EVIL = "x; rm -rf ~"

@@ -25,8 +25,8 @@ from hypothesis import strategies as st
 
 from buildkit import require_uv
 from conftest import FACTS, REPO
-from hpcenv import redact
 from hpcenv.cli import main
+from hpcenv.utils import redact
 
 #: Secrets: long enough to be masked by value, made of characters TOML and JSON keep.
 secret_values = st.text(string.ascii_letters + string.digits + "_-", min_size=10, max_size=24).map(

@@ -1,7 +1,7 @@
 """The sm90a fix (sitecustomize/sm90a.py) with the real CPU torch.
 
 The environment is built here with real uv from the wheelhouse torch and the fix
-installed by ``hpcenv.fixes.install`` (as a build does). This machine has no GPU:
+installed by ``hpcenv.build.fixes.install`` (as a build does). This machine has no GPU:
 ``torch.cuda.is_available`` / ``device_count`` / ``get_device_capability`` /
 ``get_arch_list`` are replaced in the child process to stand in for a GH200 node
 (capability 9.0, an aarch64 build listing ``sm_90a``) or an A100 (8.0).
@@ -24,7 +24,8 @@ from pathlib import Path
 import pytest
 
 from buildkit import require_local_build
-from hpcenv import fixes, uv
+from hpcenv.build import fixes
+from hpcenv.tools import uv
 
 NEW_PARSE = """int("".join(re.findall(r"\\d+", arch.split('_')[1])))"""
 OLD_PARSE = "int(arch.split('_')[1])"

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from hpcenv.slurm import allocation, hostlist
+from hpcenv.models import hostlist
+from hpcenv.slurm import allocation
 from slurm_cluster import SlurmCluster, slurm_cluster_fixture  # noqa: F401 - fixture
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]

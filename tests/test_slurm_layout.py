@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from hpcenv import runner
-from hpcenv.errors import BadInput
 from hpcenv.kit.ports import free_port
+from hpcenv.runner import probes as runner
 from hpcenv.slurm import allocation, srun
+from hpcenv.utils.errors import BadInput
 
 GPU_JOB = {
     "SLURM_JOB_ID": "4242",

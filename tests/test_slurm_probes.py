@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from conftest import DATA, REPO, require
-from hpcenv import profile
 from hpcenv.kit import registry
+from hpcenv.profile import schema as profile
 from hpcenv.slurm import sbatch
 from probe_env import has_ray
 from slurm_cluster import SlurmCluster, slurm_cluster_fixture  # noqa: F401 - fixture

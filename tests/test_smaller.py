@@ -19,8 +19,9 @@ from pathlib import Path
 import pytest
 
 from buildkit import hpcenv as _cli
-from hpcenv import junit, runner
-from hpcenv.results import RankResult, Status, gather
+from hpcenv.models.results import RankResult, Status, gather
+from hpcenv.runner import probes as runner
+from hpcenv.ui import junit
 from probe_env import load_probe, probe_python  # noqa: F401 - fixture
 
 

@@ -24,7 +24,8 @@ from conftest import REPO
 #: The start of each script: ``hpcenv profiles`` made to run one child (``command.run``).
 PRELUDE = """
 import os, signal, sys
-from hpcenv import cli, command
+from hpcenv import cli
+from hpcenv.tools import command
 from hpcenv.commands import profiles
 
 def one_child(args):

@@ -26,13 +26,18 @@ from buildkit import (
 )
 from conftest import FACTS
 from fakenodes import node
-from hpcenv import build, facts_model, profile, runner, swap, uv
-from hpcenv.errors import BadInput, BuildFailed
-from hpcenv.facts_model import Facts
-from hpcenv.plan import make_plan
-from hpcenv.plan_model import Plan, TorchChoice
+from hpcenv.build import builder as build
+from hpcenv.build import swap
+from hpcenv.build.swap import ProjectRequest
+from hpcenv.decide.plan import make_plan
+from hpcenv.models import facts as facts_model
+from hpcenv.models.facts import Facts
+from hpcenv.models.plan import Plan, TorchChoice
+from hpcenv.profile import schema as profile
+from hpcenv.runner import probes as runner
 from hpcenv.slurm import sbatch
-from hpcenv.swap import ProjectRequest
+from hpcenv.tools import uv
+from hpcenv.utils.errors import BadInput, BuildFailed
 
 PYPROJECT = """\
 [project]

@@ -25,8 +25,9 @@ import pytest
 import cuda_artifacts
 from buildkit import require_uv
 from conftest import require
-from hpcenv import cudalibs, uv
+from hpcenv.binaries import cudalibs
 from hpcenv.knowledge import remote
+from hpcenv.tools import uv
 from standin_cuda import compile_so
 
 TORCH = "2.13.0"

@@ -14,10 +14,13 @@ from pathlib import Path
 import pytest
 
 from buildkit import StandInIndex, stand_in_plan
-from hpcenv import build, cudalibs, fixes, uv
-from hpcenv.errors import BuildFailed
-from hpcenv.facts_model import Facts
-from hpcenv.swap import ProjectRequest
+from hpcenv.binaries import cudalibs
+from hpcenv.build import builder as build
+from hpcenv.build import fixes
+from hpcenv.build.swap import ProjectRequest
+from hpcenv.models.facts import Facts
+from hpcenv.tools import uv
+from hpcenv.utils.errors import BuildFailed
 from standin_cuda import build_index, cuda_index_fixture, make_project, snapshot  # noqa: F401
 
 CU12_PIN = "nccl 22705 cudart 12060"

@@ -16,8 +16,9 @@ import pytest
 
 from buildkit import require_local_build, require_uv
 from conftest import require
-from hpcenv import flashattn_build, uv
-from hpcenv.errors import BuildFailed
+from hpcenv.build import flashattn as flashattn_build
+from hpcenv.tools import uv
+from hpcenv.utils.errors import BuildFailed
 
 SETUP = """
 from setuptools import Extension, setup

@@ -19,7 +19,7 @@ from pathlib import Path
 from types import ModuleType
 
 from hpcenv import __version__, commands
-from hpcenv.errors import HpcenvError, Interrupted
+from hpcenv.utils.errors import HpcenvError, Interrupted
 
 
 def _command_names() -> list[str]:
@@ -90,7 +90,7 @@ def _handle_signals() -> None:
 
 
 def _say(line: str) -> None:
-    from hpcenv import redact
+    from hpcenv.utils import redact
 
     print(f"hpcenv: {redact.text(line)}", file=sys.stderr)
 

@@ -76,7 +76,7 @@ def add_selection_options(parser: argparse.ArgumentParser, scope: str) -> None:
 
 def selection_of(args: argparse.Namespace) -> Any:
     """The ``uvlock.Selection`` of :func:`add_selection_options`' flags."""
-    from hpcenv import uvlock
+    from hpcenv.project import uv_lock as uvlock
 
     return uvlock.Selection(
         extras=tuple(args.extra),
@@ -92,7 +92,7 @@ def add_json_option(parser: argparse.ArgumentParser) -> None:
 
 def print_json(data: Any) -> None:
     """``data`` as indented JSON on stdout, masked (``redact.deep``)."""
-    from hpcenv import redact
+    from hpcenv.utils import redact
 
     json.dump(redact.deep(data), sys.stdout, indent=2, default=str)
     sys.stdout.write("\n")
@@ -100,7 +100,7 @@ def print_json(data: Any) -> None:
 
 def print_text(text: str, *, err: bool = False) -> None:
     """Plain text (a rendered script, a job's raw report) on stdout or stderr, masked."""
-    from hpcenv import redact
+    from hpcenv.utils import redact
 
     stream = sys.stderr if err else sys.stdout
     stream.write(redact.text(text))

@@ -28,7 +28,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from hpcenv import archs
+    from hpcenv.binaries import archs
 
     found = archs.scan_paths(args.paths)
     if args.json:
@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.table import Table
     from rich.text import Text
 
-    from hpcenv import report
+    from hpcenv.ui import report
 
     table = Table(title=f"GPU code in {', '.join(args.paths)}", title_justify="left")
     table.caption = "SASS/PTX: compute capabilities (a: arch-specific, f: family)"

@@ -20,7 +20,7 @@ from hpcenv.commands import (
 )
 
 if TYPE_CHECKING:
-    from hpcenv.audit import Audit
+    from hpcenv.project.audit import Audit
 
 NAME = "audit"
 HELP = "check which torch build a lock or venv holds and whether this node can run it"
@@ -55,8 +55,8 @@ def run(args: argparse.Namespace) -> int:
     from rich.table import Table
     from rich.text import Text
 
-    from hpcenv import report
-    from hpcenv.errors import HpcenvError, NoCompatibleBuild
+    from hpcenv.ui import report
+    from hpcenv.utils.errors import HpcenvError, NoCompatibleBuild
 
     try:
         result, node = _audit(args)
@@ -95,8 +95,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _audit(args: argparse.Namespace) -> tuple[Audit, str]:
-    from hpcenv import audit, facts, profile
-    from hpcenv.errors import BadInput
+    from hpcenv.facts import collect as facts
+    from hpcenv.profile import schema as profile
+    from hpcenv.project import audit
+    from hpcenv.utils.errors import BadInput
 
     if args.declared and args.facts:
         raise BadInput("give either --facts FILE or --declared PROFILE, not both")
@@ -118,9 +120,10 @@ def _ci_reports(args: argparse.Namespace, result: Audit | None, error: str | Non
         return
     from pathlib import Path
 
-    from hpcenv import fsio, junit
     from hpcenv.kit.status import Status
-    from hpcenv.results import ProbeResult
+    from hpcenv.models.results import ProbeResult
+    from hpcenv.ui import junit
+    from hpcenv.utils import fsio
 
     where = f"--declared {args.declared}" if args.declared else (args.facts or "this node")
     name = f"audit {args.target} ({where})"

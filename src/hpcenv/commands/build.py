@@ -14,7 +14,7 @@ import argparse
 from collections.abc import Mapping
 from pathlib import Path
 
-from hpcenv import build, report
+from hpcenv.build import builder as build
 from hpcenv.commands import (
     add_facts_option,
     add_json_option,
@@ -23,8 +23,9 @@ from hpcenv.commands import (
     selection_of,
     wait_seconds,
 )
-from hpcenv.errors import BadInput
-from hpcenv.plan import plan_for
+from hpcenv.decide.plan import plan_for
+from hpcenv.ui import report
+from hpcenv.utils.errors import BadInput
 
 NAME = "build"
 HELP = "build (or update) a profile's environment; no-op when nothing changed"
@@ -58,7 +59,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from hpcenv import swap, uvlock
+    from hpcenv.build import swap
+    from hpcenv.project import uv_lock as uvlock
 
     project = None
     selection = selection_of(args)

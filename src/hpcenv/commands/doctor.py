@@ -34,13 +34,18 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from hpcenv import build, facts, junit, paths, profile, report, runner
+    from hpcenv.build import builder as build
     from hpcenv.commands import probe
     from hpcenv.commands.plan import plan_json
-    from hpcenv.errors import ProbeFailed
-    from hpcenv.facts_model import to_json
-    from hpcenv.plan import make_plan
-    from hpcenv.results import Status, overall
+    from hpcenv.decide.plan import make_plan
+    from hpcenv.facts import collect as facts
+    from hpcenv.models.facts import to_json
+    from hpcenv.models.results import Status, overall
+    from hpcenv.profile import schema as profile
+    from hpcenv.runner import probes as runner
+    from hpcenv.ui import junit, report
+    from hpcenv.utils import paths
+    from hpcenv.utils.errors import ProbeFailed
 
     probe.check_args(ranks=args.ranks, junit=args.junit)
     start = time.monotonic()

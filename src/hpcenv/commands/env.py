@@ -41,7 +41,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from hpcenv import jobenv, profile
+    from hpcenv.job import env as jobenv
+    from hpcenv.profile import schema as profile
 
     prof = profile.load(args.profile)
     nodes = args.nodes if args.nodes is not None else jobenv.default_nodes(os.environ)

@@ -19,14 +19,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from hpcenv import facts
-    from hpcenv.facts_model import to_json
+    from hpcenv.facts import collect as facts
+    from hpcenv.models.facts import to_json
 
     found = facts.for_args(args.facts)
     if args.json:
         print_json(to_json(found))
     else:
-        from hpcenv import report
+        from hpcenv.ui import report
 
         report.print_facts(found)
     return 0

@@ -46,7 +46,7 @@ def _log(line: str) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from hpcenv.knowledge import update
+    from hpcenv.knowledge.refresh import update
 
     if args.action == "check":
         print_text(f"{update.check(args.pypi)}\n")

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import argparse
 
-from hpcenv import lock, profile, report
+from hpcenv.build import lockfiles as lock
 from hpcenv.commands import add_json_option, print_json
-from hpcenv.errors import BuildFailed, HpcenvError
-from hpcenv.plan import plan_for
+from hpcenv.decide.plan import plan_for
+from hpcenv.profile import schema as profile
+from hpcenv.ui import report
+from hpcenv.utils.errors import BuildFailed, HpcenvError
 
 NAME = "lock"
 HELP = "write lockfiles/<profile>-<arch>.txt with uv pip compile (--check: verify only)"

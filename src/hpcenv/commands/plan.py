@@ -10,10 +10,10 @@ from typing import Any
 
 from rich.table import Table
 
-from hpcenv import report
 from hpcenv.commands import add_facts_option, add_json_option, print_json
-from hpcenv.plan import plan_for
-from hpcenv.plan_model import Plan
+from hpcenv.decide.plan import plan_for
+from hpcenv.models.plan import Plan
+from hpcenv.ui import report
 
 NAME = "plan"
 HELP = "show what a build of PROFILE would do on a node, and why"

@@ -10,10 +10,13 @@ import argparse
 
 from rich.table import Table
 
-from hpcenv import facts, preflight, profile, report
 from hpcenv.commands import add_facts_option, add_json_option, print_json
-from hpcenv.errors import PreflightFailed
+from hpcenv.facts import collect as facts
+from hpcenv.job import preflight
 from hpcenv.kit.status import Status
+from hpcenv.profile import schema as profile
+from hpcenv.ui import report
+from hpcenv.utils.errors import PreflightFailed
 
 NAME = "preflight"
 HELP = "check this job's node against the profile (GPUs, scratch, logs, modules, ECC)"

@@ -13,12 +13,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from hpcenv import fsio, junit, paths, report, runner
 from hpcenv.commands import add_json_option, print_json, seconds
-from hpcenv.errors import BadInput, ProbeFailed
 from hpcenv.kit import registry
-from hpcenv.results import ProbeResult, Status, overall
+from hpcenv.models.results import ProbeResult, Status, overall
+from hpcenv.runner import probes as runner
 from hpcenv.slurm import pairs, srun
+from hpcenv.ui import junit, report
+from hpcenv.utils import fsio, paths
+from hpcenv.utils.errors import BadInput, ProbeFailed
 
 NAME = "probe"
 HELP = f"run probes ({', '.join(registry.NAMES)}) in an env"
@@ -88,7 +90,7 @@ def check_args(*, ranks: int | None, junit: str | None) -> None:
         elif ranks < 1:
             raise BadInput(f"--ranks {ranks}: must be 1 or more")
     if junit:
-        from hpcenv import junit as junit_xml
+        from hpcenv.ui import junit as junit_xml
 
         junit_xml.check_path(Path(junit))
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from hpcenv.commands import add_json_option, print_json
-from hpcenv.errors import BadInput
+from hpcenv.utils.errors import BadInput
 
 NAME = "profiles"
 HELP = "list the cluster profiles and whether each validates"
@@ -18,7 +18,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from hpcenv import profile, report
+    from hpcenv.profile import schema as profile
+    from hpcenv.ui import report
 
     rows = []
     bad = 0

@@ -14,13 +14,15 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from hpcenv import facts, flashattn, report
 from hpcenv.commands import add_facts_option, add_json_option, print_json
-from hpcenv.errors import BadInput
+from hpcenv.decide import flashattn
+from hpcenv.decide.torch_variant import index_base, raise_if_none, try_resolve_torch
+from hpcenv.facts import collect as facts
 from hpcenv.knowledge.lookup import Lookup, pypi_base
-from hpcenv.plan_model import FlashAttnChoice, TorchChoice
-from hpcenv.profile import BACKEND, FlashAttnSection
-from hpcenv.resolve import index_base, raise_if_none, try_resolve_torch
+from hpcenv.models.plan import FlashAttnChoice, TorchChoice
+from hpcenv.profile.schema import BACKEND, FlashAttnSection
+from hpcenv.ui import report
+from hpcenv.utils.errors import BadInput
 
 NAME = "resolve"
 HELP = "choose the torch variant and flash-attn action for a node, with reasons"

@@ -23,8 +23,9 @@ def configure(parser: argparse.ArgumentParser, *, with_command: bool = False) ->
 def run(args: argparse.Namespace) -> int:
     import os
 
-    from hpcenv import jobenv, profile
-    from hpcenv.errors import BadInput
+    from hpcenv.job import env as jobenv
+    from hpcenv.profile import schema as profile
+    from hpcenv.utils.errors import BadInput
 
     if not args.command_argv:
         raise BadInput(f"hpcenv run: give the command after '--': hpcenv run {args.profile} -- CMD")

@@ -19,10 +19,12 @@ import os
 import time
 from pathlib import Path
 
-from hpcenv import fsio, profile
 from hpcenv.commands import print_json, print_text
-from hpcenv.errors import BadInput, JobFailed
-from hpcenv.slurm import sbatch, walltime
+from hpcenv.models import walltime
+from hpcenv.profile import schema as profile
+from hpcenv.slurm import sbatch
+from hpcenv.utils import fsio
+from hpcenv.utils.errors import BadInput, JobFailed
 
 NAME = "sbatch"
 HELP = "render (and --submit) a job script: a probe, a build, or your command after --"

@@ -7,7 +7,7 @@ import argparse
 import dataclasses
 
 from hpcenv.commands import add_json_option, print_json
-from hpcenv.errors import BadInput
+from hpcenv.utils.errors import BadInput
 
 NAME = "show"
 HELP = "validate and print one profile (NAME or path); --schema lists every key"
@@ -21,7 +21,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from hpcenv import profile, report
+    from hpcenv.profile import schema as profile
+    from hpcenv.ui import report
 
     if args.schema:
         rows = profile.schema_rows()

@@ -6,7 +6,7 @@ import of an hpcenv module outside ``hpcenv.kit``** (``tests/test_kit.py`` check
 A target environment has its own packages and must not see hpcenv's (rich, packaging,
 nvidia-ml-py) nor the rest of hpcenv: the runner puts a directory holding only
 ``hpcenv/__init__.py`` and ``hpcenv/kit/`` first on the probes' ``PYTHONPATH``
-(``hpcenv.paths.kit_path``). ``hpcenv/__init__.py`` therefore stays stdlib-only too.
+(``hpcenv.utils.paths.kit_path``). ``hpcenv/__init__.py`` therefore stays stdlib-only too.
 
 - ``status``: the one ``Status`` and its combine rule;
 - ``probe``: the probe side of the runner protocol (rank, config, checks, result files);
@@ -19,7 +19,7 @@ nvidia-ml-py) nor the rest of hpcenv: the runner puts a directory holding only
 - ``nccl`` / ``nccl_log``: NCCL version numbers; what NCCL's INFO log says;
 - ``versions``: release ranges as the probes' tables write them;
 - ``ports``: a free TCP port;
-- ``masking``: what a secret is and masking it in text (``hpcenv.redact`` builds on it;
+- ``masking``: what a secret is and masking it in text (``hpcenv.utils.redact`` builds on it;
   probes mask the rank files they write);
 - ``elf``: one ELF reader (sections, ``.dynamic``: NEEDED/RUNPATH/RPATH/SONAME,
   exported dynamic symbols), through ``mmap``;

@@ -1,7 +1,7 @@
 """Child processes that die with their parent, and helper processes a probe runs side by
 side until a deadline.
 
-``die_with(parent)`` is the one ``preexec_fn`` of hpcenv (``hpcenv.command``) and of
+``die_with(parent)`` is the one ``preexec_fn`` of hpcenv (``hpcenv.tools.command``) and of
 the probes: Linux SIGKILLs the child when the parent dies (PR_SET_PDEATHSIG), which
 covers a parent killed on its own (not its process group, e.g. by the OOM killer).
 The fork race is handled too: a parent that died between ``fork`` and ``prctl`` has
@@ -97,7 +97,7 @@ def run_children(
     them too, and they die with the caller (``die_with``): none is left holding a GPU.
     stdout and stderr go to one temporary file each (no pipe to fill up and block).
     """
-    import tempfile  # here: hpcenv.command imports this module, `hpcenv facts` must not pay
+    import tempfile  # here: hpcenv.tools.command imports this module, `hpcenv facts` must not pay
 
     procs: list[subprocess.Popen[bytes]] = []
     late: list[bool] = []

@@ -1,7 +1,7 @@
 """Which modules a distribution provides, and importing them inside the target environment.
 
 Used by the imports probe (every top-level module, then the compiled extensions) and by
-the build's import check (``hpcenv.import_check``), which runs
+the build's import check (``hpcenv.build.import_check``), which runs
 ``python -m hpcenv.kit.imports NAMES_JSON`` in the new environment and reads one JSON
 line: ``{"python", "torch", "imports": {dist: module}, "failed": {dist: why}}``.
 """

@@ -1,6 +1,6 @@
 """What a secret is, and masking it in text: the one rule, for hpcenv and for probes.
 
-hpcenv's exits mask through ``hpcenv.redact`` (which adds the secrets of loaded
+hpcenv's exits mask through ``hpcenv.utils.redact`` (which adds the secrets of loaded
 profiles); a probe writing its rank files inside a job masks with this module and the
 job's environment. Standard library only (see ``hpcenv.kit``).
 

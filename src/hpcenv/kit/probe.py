@@ -13,7 +13,7 @@ and records checks, and ``main`` does the rest:
 - each rank writes ``$HPCENV_RESULT_DIR/<probe>.rank<k>.started`` when it starts
   and ``<probe>.rank<k>.json`` at the end (``rank_file``), and prints that JSON as its
   last stdout line. Exit 0 for pass/fail/skip; a crash (non-zero exit) becomes an
-  ``error`` result made by the runner (``hpcenv.runner``) from the stderr tail.
+  ``error`` result made by the runner (``hpcenv.runner.probes``) from the stderr tail.
 """
 
 from __future__ import annotations

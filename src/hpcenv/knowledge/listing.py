@@ -21,8 +21,8 @@ from typing import Any
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import Version
 
-from hpcenv.errors import BadInput
 from hpcenv.knowledge import remote
+from hpcenv.utils.errors import BadInput
 
 SIMPLE_JSON = "application/vnd.pypi.simple.v1+json"
 ACCEPT = f"{SIMPLE_JSON}, text/html;q=0.1"

@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from hpcenv.errors import BadInput
 from hpcenv.knowledge import listing
 from hpcenv.knowledge.releases import variant_order
+from hpcenv.utils.errors import BadInput
 
 PYPI_ENV = "HPCENV_PYPI_URL"
 DEFAULT_PYPI = "https://pypi.org"

@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import IO
 
-from hpcenv.errors import BadInput
+from hpcenv.utils.errors import BadInput
 
 MIN_WINDOW = 256 * 1024
 MAX_WINDOW = 32 * 1024 * 1024

@@ -28,12 +28,12 @@ from typing import TYPE_CHECKING, Any
 
 from packaging.version import InvalidVersion, Version
 
-from hpcenv import fsio
-from hpcenv.errors import BadInput
 from hpcenv.knowledge import remote
+from hpcenv.utils import fsio
+from hpcenv.utils.errors import BadInput
 
 if TYPE_CHECKING:
-    from hpcenv.knowledge.update import Written
+    from hpcenv.knowledge.refresh.update import Written
 
 VLLM_FILE = "vllm.toml"
 CUDA_FLOOR = "12.8"  # PyPI's vLLM wheels are built with CUDA >= this
@@ -150,7 +150,7 @@ def update_vllm(
     pypi: str = "https://pypi.org", *, out: Path | None = None, log: Callable[[str], None] = print
 ) -> Written:
     """Regenerate ``vllm.toml`` from vLLM's sdists on PyPI (or a stand-in at ``pypi``)."""
-    from hpcenv.knowledge.update import Written, data_dir, render, write_if_changed
+    from hpcenv.knowledge.refresh.update import Written, data_dir, render, write_if_changed
 
     url = f"{pypi.rstrip('/')}/pypi/vllm/json"
     try:

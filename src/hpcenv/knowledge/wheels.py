@@ -24,9 +24,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hpcenv import fsio
-from hpcenv.errors import BadInput
 from hpcenv.knowledge import remote
+from hpcenv.utils import fsio
+from hpcenv.utils.errors import BadInput
 
 VERSION_PY = "torch/version.py"
 TORCH_CONFIG = "torch/share/cmake/Torch/TorchConfig.cmake"

@@ -10,6 +10,6 @@
   (``python -m hpcenv.slurm.ray_cluster``);
 - ``pairs``: the bad-node finder (allreduce between pairs of nodes, which to exclude).
 
-Nothing is imported here: ``hpcenv.profile`` imports ``walltime`` while ``sbatch``
+Nothing is imported here: ``hpcenv.profile.schema`` imports ``walltime`` while ``sbatch``
 imports the profile.
 """

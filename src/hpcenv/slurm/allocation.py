@@ -14,10 +14,10 @@ import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from hpcenv.errors import BadInput, CommandFailed
-from hpcenv.facts_model import SlurmFacts
 from hpcenv.kit import slurm_env
-from hpcenv.slurm import hostlist
+from hpcenv.models import hostlist
+from hpcenv.models.facts import SlurmFacts
+from hpcenv.utils.errors import BadInput, CommandFailed
 
 
 def from_env(env: Mapping[str, str]) -> SlurmFacts | None:
@@ -60,7 +60,7 @@ def hostnames(nodelist: str, *, env: Mapping[str, str] | None = None) -> list[st
     hostlist.check_size(nodelist)
     scontrol = shutil.which("scontrol", path=(env or os.environ).get("PATH"))
     if scontrol is not None:
-        from hpcenv import command  # here: reading the facts in a job must stay cheap
+        from hpcenv.tools import command  # here: reading the facts in a job must stay cheap
 
         try:
             done = command.run([scontrol, "show", "hostnames", nodelist], env=env, timeout=30)

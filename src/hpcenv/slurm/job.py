@@ -40,11 +40,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from hpcenv import jobenv
-from hpcenv.errors import BadInput
+from hpcenv.job import env as jobenv
 from hpcenv.kit import registry
-from hpcenv.profile import Profile
-from hpcenv.slurm import sbatch, walltime
+from hpcenv.models import walltime
+from hpcenv.profile.schema import Profile
+from hpcenv.slurm import sbatch
+from hpcenv.utils.errors import BadInput
 
 LAUNCHES = ("node", "task", "ray")
 DEPENDENCIES = ("afterany", "singleton")

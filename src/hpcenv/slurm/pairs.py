@@ -37,10 +37,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hpcenv import runner
-from hpcenv.errors import BadInput
-from hpcenv.results import ProbeResult, Status
+from hpcenv.models.results import ProbeResult, Status
+from hpcenv.runner import probes as runner
 from hpcenv.slurm.srun import SrunLauncher
+from hpcenv.utils.errors import BadInput
 
 #: Rounds of pairs (every node gets up to this many partners).
 DEFAULT_ROUNDS = 3

@@ -37,8 +37,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from hpcenv import command, fsio, jobenv, redact
-from hpcenv.errors import (
+from hpcenv.job import env as jobenv
+from hpcenv.kit import registry
+from hpcenv.profile.schema import KNOWN_PROBES, Profile, available
+from hpcenv.tools import command
+from hpcenv.utils import fsio, redact
+from hpcenv.utils.errors import (
     BadInput,
     BuildFailed,
     CommandFailed,
@@ -46,8 +50,6 @@ from hpcenv.errors import (
     JobFailed,
     ProbeFailed,
 )
-from hpcenv.kit import registry
-from hpcenv.profile import KNOWN_PROBES, Profile, available
 
 TARGETS = ("probe", "build", *KNOWN_PROBES)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")

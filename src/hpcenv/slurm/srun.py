@@ -21,11 +21,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from hpcenv import command
-from hpcenv.errors import BadInput
-from hpcenv.facts_model import SlurmFacts
 from hpcenv.kit.ports import free_port
+from hpcenv.models.facts import SlurmFacts
 from hpcenv.slurm.allocation import Layout, from_env, hostnames, layout
+from hpcenv.tools import command
+from hpcenv.utils.errors import BadInput
 
 #: Variables a torchrun-style launcher sets; under srun the probe maps SLURM_* instead,
 #: so stale values inherited from the job script must not leak into the ranks.
@@ -119,7 +119,7 @@ def failed_nodes(srun_stderr: str) -> dict[str, str]:
 
 
 class SrunLauncher:
-    """``hpcenv.runner.Launcher`` inside an allocation: one ``srun`` for all ranks.
+    """``hpcenv.runner.probes.Launcher`` inside an allocation: one ``srun`` for all ranks.
 
     The environment goes to the ranks through ``--export=ALL`` from the srun
     process's own environment (never a shell string); RANK and friends are

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from hpcenv import runner
+from hpcenv.runner import probes as runner
 from hpcenv.slurm import srun
 
 name, python, result_dir, timeout, script_dir = sys.argv[1:6]

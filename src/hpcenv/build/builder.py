@@ -1,0 +1,590 @@
+"""Carry out a plan: a new venv built beside the current one, switched in atomically.
+
+The chain (each step timed into the JSON build report, shown with rich progress):
+
+1. take ``venvs/<profile>.lock`` (``envlock``): two builds of one environment never
+   interleave; remove leftovers of killed builds (build dirs without a marker);
+2. the lock: kept when its inputs digest matches (``lock.mismatch``), else compiled;
+3. the stamp: hash of plan digest, lock content, the facts that matter, the fixes'
+   sources and hpcenv's version. The current build has the same stamp and is still
+   whole (``venv_check``: every distribution and every file its RECORD lists) ->
+   nothing to do (no uv call; well under a second); a damaged one is rebuilt;
+4. ``uv venv`` into a new sibling ``venvs/<profile>-<stamp>-<time>``; ``uv pip sync``
+   of the lock (or, with a project, ``swap``); flash-attn per plan; fixes;
+5. import check with the new venv's Python (torch and every package: ``import_check``);
+6. marker file, then ``os.replace`` of a temporary symlink over ``venvs/<profile>``:
+   readers see the old build or the new one, never a half-built one;
+7. older builds removed, the previous one kept (for a quick manual roll-back).
+
+Any failure (or Ctrl-C) removes the new directory and leaves the symlink alone; a
+SIGKILL leaves the directory, which the next build removes in step 1.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import platform
+import re
+import shutil
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, TypeVar, cast
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
+from hpcenv import __version__
+from hpcenv.build import fixes, import_check, venv_check
+from hpcenv.build import lockfiles as lock
+from hpcenv.decide.plan import require_torch
+from hpcenv.models.facts import Facts
+from hpcenv.models.plan import Plan
+from hpcenv.tools import uv
+from hpcenv.utils import build_lock as envlock
+from hpcenv.utils import fsio, paths
+from hpcenv.utils.errors import BadInput, BuildFailed, CommandFailed
+
+if TYPE_CHECKING:
+    from hpcenv.build.swap import ProjectRequest
+
+#: Written into a build directory when (and only when) the build completed.
+MARKER = paths.BUILD_MARKER
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepTime:
+    """One timed step of a build: its name, what it did, and how long it took."""
+
+    step: str
+    what: str
+    seconds: float
+
+    def serialize(self) -> dict[str, Any]:
+        return {"step": self.step, "what": self.what, "seconds": self.seconds}
+
+
+@dataclass(frozen=True, kw_only=True)
+class BuildReport:
+    """What a build did: the JSON next to its log (``logs/build-*.json``) and in the
+    build's marker. A field left None was not reached (or, for a no-op, does not apply)
+    and is left out of ``serialize()``. Masked where it leaves hpcenv (``fsio``, the
+    commands' JSON)."""
+
+    profile: str
+    environment: str | None = None  # the profile's, or <profile>-<project>
+    noop: bool = False
+    stamp: str | None = None
+    target: str | None = None  # no-op: the build that is kept
+    reason: str | None = None  # no-op: why nothing was done
+    locked_at: float | None = None
+    hpcenv_version: str | None = None
+    plan_digest: str | None = None
+    facts: Mapping[str, Any] | None = None
+    python: str | None = None
+    torch: Mapping[str, Any] | None = None
+    sources: tuple[str, ...] | None = None
+    leftovers_removed: tuple[str, ...] | None = None
+    damaged: tuple[str, ...] | None = None  # why the current build was not kept
+    steps: tuple[StepTime, ...] | None = None
+    log: str | None = None
+    lock: Mapping[str, str] | None = None
+    build_dir: str | None = None
+    project: Mapping[str, Any] | None = None
+    flash_attn: Mapping[str, Any] | None = None
+    fixes: tuple[str, ...] | None = None
+    imports: import_check.ImportCheck | None = None
+    installed: Mapping[str, str] | None = None
+    seconds: float | None = None
+    removed_old_builds: tuple[str, ...] | None = None
+    previous: str | None = None  # after the switch: the build kept for a roll-back
+    finished_at: float | None = None
+    error: str | None = None
+
+    def serialize(self) -> dict[str, Any]:
+        out: dict[str, Any] = {} if self.noop else {"schema": 1}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if value is None and not (f.name == "previous" and self.removed_old_builds):
+                continue
+            if f.name == "previous" and self.removed_old_builds is None:
+                continue  # not switched yet
+            if isinstance(value, tuple):
+                value = [v.serialize() if isinstance(v, StepTime) else v for v in value]
+            elif isinstance(value, import_check.ImportCheck):
+                value = value.serialize()
+            elif isinstance(value, Mapping):
+                value = dict(value)
+            out[f.name] = value
+        return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class BuildResult:
+    profile: str
+    venv: Path  # the stable symlink
+    target: Path  # the build directory it points to
+    stamp: str
+    noop: bool
+    seconds: float
+    report: BuildReport
+    report_path: Path | None = None
+    log_path: Path | None = None
+
+
+def build_dir_pattern(profile: str) -> re.Pattern[str]:
+    return re.compile(rf"^{re.escape(profile)}-[0-9a-f]{{12}}-\d{{8}}T\d{{6}}(-\d+)?$")
+
+
+def stamp(plan: Plan, facts: Facts, lock_text: str, project_digest: str = "") -> str:
+    """Hash of everything that changes the result; equal stamps -> nothing to do."""
+    data = {
+        "plan": plan.digest(),
+        "lock": hashlib.sha256(lock_text.encode()).hexdigest(),
+        "facts": {
+            "arch": facts.arch,
+            "glibc": facts.glibc,
+            "compute_capabilities": list(facts.compute_capabilities),
+        },
+        "fixes": fixes.digest(plan.fixes) if plan.fixes else "",
+        "project": project_digest,
+        "hpcenv": __version__,
+    }
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def current_target(profile: str) -> Path | None:
+    """The build directory ``venvs/<profile>`` points to (None: no build yet)."""
+    link = paths.venv_dir(profile)
+    if not link.is_symlink():
+        return None
+    target = link.parent / os.readlink(link)
+    return target if target.is_dir() else None
+
+
+def read_marker(build_dir: Path) -> dict[str, Any] | None:
+    """The marker of a complete build; None when missing or not hpcenv's (not an object)."""
+    try:
+        data = fsio.load_json(build_dir / MARKER, "build marker")
+    except BadInput:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def clean_leftovers(profile: str, keep: set[Path]) -> list[str]:
+    """Remove build dirs of ``profile`` without a marker (killed builds) and temp links."""
+    removed = []
+    pattern = build_dir_pattern(profile)
+    root = paths.venvs_dir()
+    for entry in root.iterdir() if root.is_dir() else ():
+        if entry.name.startswith(f".{profile}.tmp-") and entry.is_symlink():
+            entry.unlink()
+            removed.append(entry.name)
+        elif pattern.match(entry.name) and entry not in keep and read_marker(entry) is None:
+            shutil.rmtree(entry, ignore_errors=True)
+            removed.append(entry.name)
+    return removed
+
+
+def remove_old_builds(profile: str, keep: set[Path]) -> list[str]:
+    removed = []
+    pattern = build_dir_pattern(profile)
+    for entry in paths.venvs_dir().iterdir():
+        real_dir = entry.is_dir() and not entry.is_symlink()
+        if pattern.match(entry.name) and real_dir and entry not in keep:
+            shutil.rmtree(entry, ignore_errors=True)
+            removed.append(entry.name)
+    return removed
+
+
+def switch(profile: str, target: Path) -> None:
+    """Point ``venvs/<profile>`` at ``target`` atomically (rename of a new symlink)."""
+    link = paths.venv_dir(profile)
+    if link.exists() and not link.is_symlink():
+        raise BuildFailed(
+            f"{link} is a real directory, not hpcenv's symlink; move it away and build again"
+        )
+    tmp = link.parent / f".{profile}.tmp-{os.getpid()}"
+    if tmp.is_symlink():
+        tmp.unlink()
+    os.symlink(target.name, tmp)
+    os.replace(tmp, link)
+
+
+def package_names(plan: Plan) -> list[str]:
+    names: list[str] = []
+    for req in plan.packages:
+        try:
+            names.append(canonicalize_name(Requirement(req).name))
+        except InvalidRequirement:
+            continue
+    return names
+
+
+def _unique_dir(profile: str, stamp_: str) -> Path:
+    base = f"{profile}-{stamp_}-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}"
+    candidate = paths.venvs_dir() / base
+    n = 1
+    while candidate.exists() or candidate.is_symlink():
+        candidate = paths.venvs_dir() / f"{base}-{n}"
+        n += 1
+    return candidate
+
+
+class _Steps:
+    """Times each step (``done``) and, for people, shows it as a rich progress line."""
+
+    def __init__(self, *, show: bool) -> None:
+        self.done: list[StepTime] = []
+        self.show = show
+
+    @contextmanager
+    def _status(self, what: str) -> Iterator[None]:
+        if not self.show:
+            yield
+            return
+        from rich.text import Text
+
+        from hpcenv.ui.report import err_console
+
+        with err_console.status(Text(what, style="bold")):
+            yield
+
+    def __call__(self, name: str, what: str, fn: Callable[[], T]) -> T:
+        start = time.monotonic()
+        with self._status(what):
+            try:
+                value = fn()
+            finally:
+                took = round(time.monotonic() - start, 3)
+                self.done.append(StepTime(step=name, what=what, seconds=took))
+        if self.show:
+            from rich.text import Text
+
+            from hpcenv.ui.report import err_console
+
+            err_console.print(Text("✓", style="green"), what, Text(f"({took:.1f} s)", style="dim"))
+        return value
+
+
+def build(
+    plan: Plan,
+    facts: Facts,
+    *,
+    project: ProjectRequest | None = None,
+    force: bool = False,
+    show_progress: bool = False,
+    lock_timeout: float | None = None,
+) -> BuildResult:
+    """Build ``plan`` (see the module docstring). Raises ``BuildFailed``/``Busy``.
+
+    With ``project`` the environment is ``venvs/<profile>-<project>`` (or the request's
+    name), beside the profile's own: ``swap`` installs the project into it."""
+    start = time.monotonic()
+    require_torch(plan)
+    here = platform.machine()
+    if plan.arch and plan.arch != here:
+        raise BadInput(
+            f"profile {plan.profile} is planned for {plan.arch} but this machine is {here}: "
+            f"build it on an {plan.arch} node (to lock it from here: "
+            f"'hpcenv lock {plan.profile} --declared')"
+        )
+    name = plan.profile
+    if project is not None:
+        from hpcenv.build import swap
+
+        name = swap.environment_name(plan.profile, project)
+    venvs = fsio.ensure_dir(paths.venvs_dir())
+    with envlock.hold(venvs / f"{name}.lock", timeout=lock_timeout):
+        return _build_locked(
+            plan, facts, name=name, project=project, force=force, show=show_progress, start=start
+        )
+
+
+def _noop(
+    profile: str,
+    current: Path | None,
+    new_stamp: str,
+    *,
+    force: bool,
+    start: float,
+    damaged: list[str],
+) -> BuildResult | None:
+    """The no-op result when the current build has ``new_stamp`` and is still whole
+    (``venv_check``) and no --force; a damaged one is noted in ``damaged`` and rebuilt."""
+    if force or current is None or not new_stamp:
+        return None
+    marker = read_marker(current)
+    if not marker or marker.get("stamp") != new_stamp:
+        return None
+    installed = marker.get("installed")
+    problem = venv_check.damage(current, installed if isinstance(installed, dict) else {})
+    if problem:
+        damaged.append(f"the environment is damaged ({problem}); rebuilding it")
+        return None
+    return BuildResult(
+        profile=profile,
+        venv=paths.venv_dir(profile),
+        target=current,
+        stamp=new_stamp,
+        noop=True,
+        seconds=time.monotonic() - start,
+        report=BuildReport(
+            profile=profile,
+            noop=True,
+            stamp=new_stamp,
+            target=str(current),
+            reason="environment is up to date (same plan, lock, fixes and facts)",
+        ),
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Decision:
+    """What the build must do, decided before anything is written: the lock to keep or
+    compile, the Python, and the stamp when it is known without compiling the lock."""
+
+    current: Path | None
+    leftovers: tuple[str, ...]
+    lock_path: Path
+    lock_why: str | None  # why the lock must be compiled; None: kept (or a project)
+    project: bool
+    python: str
+    stamp: str  # "" until the lock is compiled
+
+
+def _decide(plan: Plan, facts: Facts, *, name: str, project: ProjectRequest | None) -> _Decision:
+    current = current_target(name)
+    leftovers = clean_leftovers(name, {current} if current else set())
+    lock_path = lock.lock_path(plan, facts)
+    if project is None:
+        lock.check_not_edited(lock_path)
+    lock_why = lock.mismatch(lock_path, plan, facts) if project is None else None
+    project_digest, python = "", plan.python
+    if project is not None:
+        from hpcenv.build import swap
+
+        project_digest = swap.project_digest(project)
+        python = swap.python_for(project, plan).version
+    new_stamp = ""
+    if lock_why is None:
+        lock_text = fsio.read_text(lock_path, "lockfile") if project is None else ""
+        new_stamp = stamp(plan, facts, lock_text, project_digest)
+    return _Decision(
+        current=current,
+        leftovers=tuple(leftovers),
+        lock_path=lock_path,
+        lock_why=lock_why,
+        project=project is not None,
+        python=python,
+        stamp=new_stamp,
+    )
+
+
+def _build_locked(
+    plan: Plan,
+    facts: Facts,
+    *,
+    name: str,
+    project: ProjectRequest | None,
+    force: bool,
+    show: bool,
+    start: float,
+) -> BuildResult:
+    profile = name  # the environment's name: the profile's, or <profile>-<project>
+    locked_at = time.time()  # wall clock once the environment lock is held
+    d = _decide(plan, facts, name=name, project=project)
+    damaged: list[str] = []
+    # Fast path first: a matching lock and an unchanged stamp need no log and no uv.
+    if done := _noop(profile, d.current, d.stamp, force=force, start=start, damaged=damaged):
+        return done
+
+    logs = fsio.ensure_dir(paths.logs_dir())
+    when = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+    log_path = logs / f"build-{profile}-{when}-{os.getpid()}.log"
+    report_path = log_path.with_suffix(".json")
+    log_fh = fsio.MaskedLog(log_path)
+    log = cast(IO[str], log_fh)
+    report = BuildReport(
+        profile=plan.profile,
+        environment=profile,
+        locked_at=locked_at,
+        hpcenv_version=__version__,
+        plan_digest=plan.digest(),
+        facts=lock.facts_summary(facts),
+        python=d.python,
+        torch={
+            "version": plan.torch.version,
+            "backend": plan.torch.backend,
+            "from": plan.torch_wheel or plan.torch.index_url or "",
+        },
+        sources=tuple(uv.source_args(plan)),
+        leftovers_removed=d.leftovers,
+        damaged=tuple(damaged),
+        log=str(log_path),
+    )
+    steps = _Steps(show=show)
+    new_dir: Path | None = None
+    try:
+        report, new_stamp = _lock_step(plan, facts, d, report, steps, log=log)
+        relocked = new_stamp != d.stamp  # the lock was compiled: the stamp is known now
+        if relocked and (
+            done := _noop(profile, d.current, new_stamp, force=force, start=start, damaged=[])
+        ):
+            log_fh.close()
+            return done
+        new_dir = _unique_dir(profile, new_stamp)
+        report = replace(report, stamp=new_stamp, build_dir=str(new_dir))
+        report = _install(
+            plan, facts, project=project, target=new_dir, d=d, report=report, steps=steps, log=log
+        )
+        report = replace(report, steps=tuple(steps.done), seconds=_since(start))
+        fsio.write_json(new_dir / MARKER, report.serialize())
+        previous = current_target(profile)
+        switch(profile, new_dir)
+        keep = {new_dir} | ({previous} if previous else set())
+        report = replace(
+            report,
+            removed_old_builds=tuple(remove_old_builds(profile, keep)),
+            previous=str(previous) if previous else None,
+        )
+    except BaseException as exc:
+        if new_dir is not None and current_target(profile) != new_dir:
+            shutil.rmtree(new_dir, ignore_errors=True)
+        _write_report(report_path, replace(report, steps=tuple(steps.done), error=str(exc)))
+        log_fh.close()
+        if isinstance(exc, CommandFailed):
+            detail = uv.error_summary(exc.output) or str(exc)
+            raise BuildFailed(
+                f"building {profile} failed: {detail}; the previous environment is untouched "
+                f"(log: {log_path})"
+            ) from exc
+        raise
+    report = replace(report, seconds=_since(start), finished_at=time.time())
+    _write_report(report_path, report)
+    log_fh.close()
+    return BuildResult(
+        profile=profile,
+        venv=paths.venv_dir(profile),
+        target=new_dir,
+        stamp=new_stamp,
+        noop=False,
+        seconds=time.monotonic() - start,
+        report=report,
+        report_path=report_path,
+        log_path=log_path,
+    )
+
+
+def _since(start: float) -> float:
+    return round(time.monotonic() - start, 3)
+
+
+def _lock_step(
+    plan: Plan,
+    facts: Facts,
+    d: _Decision,
+    report: BuildReport,
+    steps: _Steps,
+    *,
+    log: IO[str],
+) -> tuple[BuildReport, str]:
+    """Compile the lock when it does not match (never for a project, which brings its
+    own); the report, and the stamp, known now."""
+    path = d.lock_path
+    if d.project:
+        return report, d.stamp
+    if d.lock_why is None:
+        return replace(
+            report, lock={"path": str(path), "action": "kept (inputs digest matches)"}
+        ), d.stamp
+    steps(
+        "lock",
+        f"locking {report.environment} ({path.name})",
+        lambda: lock.compile_lock(plan, facts, path=path, log=log),
+    )
+    info = {"path": str(path), "action": f"compiled: {d.lock_why}"}
+    return replace(report, lock=info), stamp(plan, facts, fsio.read_text(path, "lockfile"))
+
+
+def _install(
+    plan: Plan,
+    facts: Facts,
+    *,
+    project: ProjectRequest | None,
+    target: Path,
+    d: _Decision,
+    report: BuildReport,
+    steps: _Steps,
+    log: IO[str],
+) -> BuildReport:
+    """venv, packages (the lock, or the project with this node's torch), flash-attn,
+    fixes, import check, freeze: what the new build directory gets."""
+    log.write(f"# hpcenv build {report.environment} -> {target}\n")
+    steps("venv", f"creating venv (Python {d.python})", lambda: uv.venv(target, d.python, log=log))
+    project_report: Mapping[str, Any] | None = None
+    if project is None:
+        steps(
+            "sync",
+            f"installing {d.lock_path.name}",
+            lambda: uv.sync(target, d.lock_path, plan=plan, log=log),
+        )
+    else:
+        from hpcenv.build import swap
+
+        proj = project
+        project_report = steps(
+            "project",
+            f"installing project {proj.directory.name} with this node's torch",
+            lambda: swap.sync_and_swap(proj, target, plan, log=log, facts=facts),
+        )
+    fa: Mapping[str, Any]
+    if project_report is not None and project_report.get("flash_attn_from_project"):
+        fa = {"action": "skip", "reason": "the project installs flash-attn"}
+    else:
+        fa = steps(
+            "flash-attn",
+            f"flash-attn: {plan.flash_attn.action}",
+            lambda: _flash_attn(target, plan, log=log),
+        )
+    installed_fixes = steps("fixes", "installing fixes", lambda: fixes.install(target, plan.fixes))
+    # with a project: every package built against torch, and the profile's (swap names them)
+    names = package_names(plan) if project_report is None else list(project_report["checked"])
+    imports = steps("probe", "import check", lambda: import_check.check(target, names, log=log))
+    return replace(
+        report,
+        project=project_report,
+        flash_attn=fa,
+        fixes=tuple(installed_fixes),
+        imports=imports,
+        installed=uv.freeze(target, log=log),
+    )
+
+
+def _write_report(path: Path, report: BuildReport) -> None:
+    fsio.write_json(path, report.serialize())
+
+
+def _flash_attn(venv: Path, plan: Plan, *, log: IO[str]) -> dict[str, Any]:
+    fa = plan.flash_attn
+    out: dict[str, Any] = {"action": fa.action, "reason": fa.reason, "version": fa.version}
+    if fa.action == "wheel" and fa.wheel_url:
+        uv.install(venv, [fa.wheel_url], plan=plan, log=log)
+        out["from"] = fa.wheel_url
+    elif fa.action == "build":
+        from hpcenv.build import flashattn as flashattn_build
+
+        out.update(flashattn_build.install_flash_attn(venv, plan, log=log))
+    return out
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit("use 'hpcenv build'")

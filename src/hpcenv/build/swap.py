@@ -1,0 +1,551 @@
+"""Install a user's uv project with the torch build this node can run: one CUDA stack.
+
+A training codebase (open-instruct, say) brings its own ``pyproject.toml`` and
+``uv.lock``, and that lock may send a GH200 node to a cu130 torch its 565 driver cannot
+run. Installing the lock and then swapping torch leaves two CUDA majors in one venv: the
+cu12 and cu13 wheels of NCCL, cuDNN, cuSPARSELt and NVSHMEM write the same files
+(``nvidia/nccl/lib/libnccl.so.2``), and uninstalling the old ones deletes what the new
+ones installed. So the set is resolved once, already swapped, and synced into a fresh
+venv:
+
+1. what ``uv sync`` would install on this node with the user's selection: ``uv export
+   --frozen`` (uv decides forks, groups, extras), its markers evaluated for the node and
+   the project's Python (``uvlock.python_for``: ``.python-version``, else the profile's if
+   ``requires-python`` admits it, else the oldest it admits);
+2. the set rewritten: torch, torchvision and torchaudio become the *same versions* from
+   the node's variant (``torch==2.9.1+cu126``: packages compiled against torch are built
+   for that version; the variant is resolved again when the project locks another torch
+   than the plan's, ``plan_for_version``); the CUDA wheels torch's old build pulled
+   (``nvidia-*``, ``cuda-*`` reached from torch) are left to the resolver, which picks the
+   new build's; a package built for another CUDA major (``vllm 0.19.1+cu130``) becomes its
+   public build (``vllm===0.19.1``); a URL wheel built for another major cannot be
+   rebuilt and is left out, with a warning (the plan's flash-attn step may replace it);
+   everything else stays pinned as the lock has it; the profile's ``[packages] install``
+   is added for what the project does not pin (the project's pin wins, and the report
+   says which);
+3. ``uv pip compile`` of that set for the node (skipped when nothing was swapped or
+   added: the lock's pins are then the whole set) (the torch index is the plan's: the
+   profile's, ``HPCENV_TORCH_INDEX_URL`` or the wheelhouse; the project's PyTorch index
+   URLs are dropped), then ``uv pip sync`` into the new venv: nothing is installed and
+   then uninstalled, and nothing is downloaded that the result does not contain;
+4. the project and its workspace members, non-editable, from a copy of the tree (the
+   project's files stay byte-identical: no ``*.egg-info``, no ``__pycache__``, no ``.venv``);
+5. the proof (``cudalibs.check``): every CUDA library ``libtorch_cuda.so`` and each CUDA
+   extension needs is there and from a wheel of the intended major; the build's import
+   check then imports every package that depends on torch, and the profile's packages
+   (``checked`` in the result), with the new torch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import importlib.metadata
+import platform
+import re
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.version import InvalidVersion, Version
+
+from hpcenv import knowledge
+from hpcenv.binaries import cudalibs
+from hpcenv.build import fixes
+from hpcenv.decide.torch_variant import resolve_torch
+from hpcenv.models.facts import Facts
+from hpcenv.models.plan import Plan
+from hpcenv.project import uv_lock as uvlock
+from hpcenv.project.audit import marker_environment
+from hpcenv.tools import uv
+from hpcenv.utils import fsio
+from hpcenv.utils.errors import BadInput, BuildFailed, CommandFailed, NoCompatibleBuild
+
+PROJECT_FILES = ("pyproject.toml", "uv.lock", ".python-version")
+#: Packages published per torch variant with the variant as local label.
+TORCH_FAMILY = ("torch", "torchvision", "torchaudio")
+#: A variant index's last path segment (the project's PyTorch indexes are replaced).
+_VARIANT_URL = re.compile(r"/(cu\d+|cpu|rocm[\d.]+|xpu)/?$")
+_CUDA_LABEL = re.compile(r"(?:^|[.+])cu(\d{2,3})")
+#: Not copied with the project (built or created by tools, never sources).
+_NOT_COPIED = (".git", ".venv", "__pycache__", "*.egg-info", ".hpcenv", "build", "dist", ".*cache")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProjectRequest:
+    """``build --project DIR [--extra/--group/--no-default-groups] [--name NAME]``."""
+
+    directory: Path
+    selection: uvlock.Selection = uvlock.DEFAULT_SELECTION
+    name: str | None = None  # the environment's name; default <profile>-<project>
+
+
+@dataclass(frozen=True, kw_only=True)
+class Change:
+    name: str
+    before: str | None  # the lock's pin
+    after: str | None  # the requirement installed instead (None: left out)
+    why: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProjectSet:
+    """The project's set for one node, rewritten for the node's torch variant."""
+
+    requirements: tuple[str, ...]  # the input of ``uv pip compile``
+    overrides: tuple[str, ...]  # the project's override-dependencies still needed
+    indexes: tuple[str, ...]  # the project's own (non-PyTorch) indexes of kept packages
+    local: tuple[str, ...]  # the project and workspace members, relative paths
+    python: uvlock.PythonChoice
+    selection: str  # ``Resolved.describe``
+    torch_before: str
+    torch_after: str
+    variant: str | None
+    changes: tuple[Change, ...] = ()
+    warnings: tuple[str, ...] = ()
+    complete: bool = False  # nothing swapped or added: the lock's own set, no resolve needed
+    plan: Plan | None = None  # the plan made for the project's torch version
+    names: tuple[str, ...] = field(default_factory=tuple)  # every package of the set
+
+
+# --- naming and stamps ------------------------------------------------------------------
+
+
+def project_name(directory: Path) -> str:
+    try:
+        name = uvlock.read_project(directory).name
+    except BadInput:
+        name = None
+    return name or canonicalize_name(directory.name)
+
+
+def environment_name(profile: str, request: ProjectRequest) -> str:
+    """``venvs/<profile>-<project>`` (or ``--name``): beside the profile's own environment."""
+    name = request.name or f"{profile}-{project_name(request.directory)}"
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name) or name.endswith(".lock"):
+        raise BadInput(f"--name {name!r}: use letters, digits, '.', '_' and '-' (e.g. isambard-rl)")
+    return name
+
+
+def project_digest(request: ProjectRequest) -> str:
+    """Hash of the project's dependency files and the selection (part of the build stamp)."""
+    h = hashlib.sha256()
+    for name in PROJECT_FILES:
+        path = request.directory / name
+        if path.is_file():
+            h.update(name.encode() + b"\0" + path.read_bytes())
+    h.update("\0".join(request.selection.uv_args()).encode())
+    return h.hexdigest()[:16]
+
+
+def python_for(request: ProjectRequest, plan: Plan) -> uvlock.PythonChoice:
+    """The Python of the project's environment (one rule: ``uvlock.python_for``)."""
+    project = uvlock.read_project(request.directory)
+    lock = uvlock.read_lock(_lock_path(request.directory))
+    return uvlock.python_for(project, lock.requires_python, plan.python, f"profile {plan.profile}")
+
+
+def _lock_path(directory: Path) -> Path:
+    lock = directory / "uv.lock"
+    if not lock.is_file():
+        raise BadInput(
+            f"{directory}: no uv.lock; run 'uv lock' in the project first "
+            "(hpcenv never writes a project's files)"
+        )
+    return lock
+
+
+# --- the variant for the project's torch --------------------------------------------------
+
+
+def plan_for_version(plan: Plan, version: str, facts: Facts) -> Plan:
+    """``plan`` with its torch choice made for torch ``version`` (the project's) on ``facts``.
+
+    The plan's variant was chosen for the plan's torch version; another release may not
+    publish it or may not carry this node's GPU code, so the variant is resolved again for
+    ``version`` with the profile's pin and index base. The plan's wheelhouse torch is for
+    the plan's version, so it is dropped. Raises ``BuildFailed`` when hpcenv knows no
+    build of ``version`` that this node can run.
+    """
+    if plan.torch.version == version:
+        return plan
+    if facts.arch is None and plan.arch:
+        facts = dataclasses.replace(facts, arch=plan.arch)
+    try:
+        choice = resolve_torch(
+            facts, f"=={version}", pin=plan.torch.pin, index_base=plan.torch.index_base
+        )
+    except (BadInput, NoCompatibleBuild) as exc:
+        raise BuildFailed(
+            f"the project locks torch {version}, not the plan's {plan.torch.version}, "
+            f"and no variant of {version} can be chosen for this node: {exc}"
+        ) from exc
+    return dataclasses.replace(plan, torch=choice, torch_wheel=None)
+
+
+def target_requirement(plan: Plan, version: str) -> str:
+    """torch of ``version``'s release from the planned variant (``plan`` already made for
+    ``version`` by :func:`plan_for_version`)."""
+    if plan.torch_wheel and Version(uv.wheel_version(plan.torch_wheel)).public == version:
+        return str(plan.torch_wheel)
+    if not plan.torch.backend:
+        raise BuildFailed(f"profile {plan.profile}: no torch variant planned")
+    return f"torch=={version}+{plan.torch.backend}"
+
+
+def _major(label: str | None) -> int | None:
+    if not label:
+        return None
+    m = _CUDA_LABEL.search(label)
+    return int(m.group(1)[:2]) if m else None
+
+
+# --- step 1 and 2: the set --------------------------------------------------------------
+
+
+def _wheel_name(path: str) -> str:
+    try:
+        return canonicalize_name(parse_wheel_filename(path.rsplit("/", 1)[-1])[0])
+    except InvalidWheelFilename as exc:
+        raise BadInput(f"uv export printed {path!r}, which is no wheel file name") from exc
+
+
+def _export_lines(text: str, env: dict[str, str]) -> tuple[dict[str, str], list[str]]:
+    """``{name: requirement without marker}`` and local paths, for lines whose marker holds."""
+    pins: dict[str, str] = {}
+    local: list[str] = []
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        body, _, marker = line.partition(" ;")
+        if marker.strip():
+            try:
+                holds = Requirement(f"x ; {marker.strip()}").marker.evaluate(env)  # type: ignore[union-attr]
+            except (InvalidRequirement, ValueError) as exc:
+                raise BadInput(
+                    f"uv export printed {line!r}, which hpcenv cannot read ({exc})"
+                ) from exc
+            if not holds:
+                continue
+        body = body.strip()
+        if body.startswith("-e "):
+            local.append(body[3:].strip())
+        elif body.startswith(("./", "../", ".", "/", "file:")) and " @ " not in body:
+            if body.endswith(".whl"):  # a path source: uv prints the file alone
+                name = _wheel_name(body)
+                url = body if ":" in body else Path(body).absolute().as_uri()
+                pins[name] = f"{name} @ {url}"
+            else:
+                local.append(body)
+        elif not body.startswith("-"):
+            try:
+                pins[canonicalize_name(Requirement(body).name)] = body
+            except InvalidRequirement as exc:
+                raise BadInput(
+                    f"uv export printed {body!r}, which hpcenv cannot read ({exc})"
+                ) from exc
+    return pins, local
+
+
+def project_set(
+    request: ProjectRequest, plan: Plan, facts: Facts, *, log: IO[str] | None = None
+) -> ProjectSet:
+    """Steps 1 and 2 of the module docstring (no venv needed; ``uv export`` only)."""
+    directory = request.directory
+    lock = uvlock.read_lock(_lock_path(directory))
+    project = uvlock.read_project(directory)
+    py = uvlock.python_for(project, lock.requires_python, plan.python, f"profile {plan.profile}")
+    arch = plan.arch or facts.arch or platform.machine()
+    env = marker_environment(arch, py.version)
+    resolved = uvlock.resolve(lock, project, env, request.selection)
+    torch = resolved.packages.get("torch")
+    if torch is None or torch.version is None:
+        raise BadInput(
+            f"{directory}: the project does not install torch on {arch} with "
+            f"{resolved.describe()}; nothing to swap"
+        )
+    try:
+        base = str(Version(torch.version).public)
+    except InvalidVersion as exc:
+        raise BuildFailed(f"{directory}: torch version {torch.version!r} is not a version") from exc
+    warnings: list[str] = []
+    if plan.torch.version and plan.torch.version != base:
+        planned = f"{plan.torch.version} ({plan.torch.backend})"
+        plan = plan_for_version(plan, base, facts)
+        warnings.append(
+            f"the project locks torch {base}, the plan chose {planned}: keeping {base} "
+            f"(packages compiled against torch are built for it) from the "
+            f"{plan.torch.backend} variant resolved for {base} on this node"
+        )
+        warnings += list(plan.torch.warnings)
+    variant = plan.torch.backend
+    cuda = knowledge.variant_cuda(variant) if variant else None
+    target_major = int(cuda.split(".")[0]) if cuda else None
+    text = uv.project_export(directory, selection=request.selection.uv_args(), log=log)
+    pins, local = _export_lines(text, env)
+    if "torch" not in pins:
+        raise BuildFailed(
+            f"{directory}: uv export installs no torch where hpcenv's reading of the lock does "
+            f"({resolved.describe()}); please report this lock"
+        )
+    old_label = Version(torch.version).local
+    swapped = old_label != variant
+    closure: set[str] = set()
+    if swapped:
+        for name in TORCH_FAMILY:
+            closure |= {n for n, _, _ in resolved.reachable(name)}
+    changes: list[Change] = []
+    reqs: list[str] = []
+    indexes: list[str] = []
+
+    def note(name: str, before: str | None, after: str | None, why: str) -> None:
+        """A decision for the report; ``after`` (when new) joins the requirements."""
+        changes.append(Change(name=name, before=before, after=after, why=why))
+        if after is not None and after != before:
+            reqs.append(after)
+
+    for name, line in sorted(pins.items()):
+        pkg = resolved.packages.get(name)
+        version = pkg.version if pkg else None
+        label = Version(version).local if version else None
+        major = _major(label)
+        if swapped and name in TORCH_FAMILY:
+            public = str(Version(version).public) if version else base
+            new = f"{name}=={public}+{variant}"
+            note(name, line, target_requirement(plan, base) if name == "torch" else new,
+                 f"the {variant} build")  # fmt: skip
+        elif swapped and name in closure and name.startswith(("nvidia-", "cuda-")):
+            note(
+                name, line, None, f"CUDA wheel of torch {torch.version}: re-resolved for {variant}"
+            )
+        elif swapped and major is not None and major != target_major and version:
+            if pkg is not None and pkg.source.startswith("registry="):
+                public = str(Version(version).public)
+                note(name, line, f"{name}==={public}", f"built for CUDA {major}: its public build")
+            else:
+                note(name, line, None, f"a URL wheel built for CUDA {major}")
+                warnings.append(
+                    f"{name} {version} is a URL wheel built for CUDA {major} and no build for "
+                    f"{variant} is known: left out (the profile's flash-attn step, if any, "
+                    "installs its own)"
+                )
+        else:
+            reqs.append(line)
+            if (url := _own_index(pkg)) and url not in indexes:
+                indexes.append(url)
+    for req in plan.packages:
+        wanted = _req_name(req)
+        if wanted in pins:
+            note(
+                wanted,
+                pins[wanted],
+                pins[wanted],
+                f"the project pins it (the profile asks for {req})",
+            )
+        elif wanted is not None:
+            note(wanted, None, req, f"profile {plan.profile}'s [packages] install")
+    dropped = {c.name for c in changes if c.after is None or c.name in TORCH_FAMILY}
+    overrides = tuple(o for o in project.overrides if _req_name(o) in dropped - set(TORCH_FAMILY))
+    return ProjectSet(
+        requirements=tuple(reqs),
+        overrides=overrides,
+        indexes=tuple(indexes),
+        local=tuple(local),
+        python=py,
+        selection=resolved.describe(),
+        torch_before=torch.version,
+        torch_after=f"{base}+{variant}" if swapped and variant else torch.version,
+        variant=variant,
+        changes=tuple(changes),
+        warnings=tuple(warnings),
+        complete=not swapped and len(reqs) == len(pins),
+        plan=plan,
+        names=tuple(sorted(set(pins) | {c.name for c in changes if c.after})),
+    )
+
+
+def _own_index(pkg: uvlock.LockPackage | None) -> str | None:
+    """The project's own index a kept package comes from: not PyPI (the default index, or
+    the user's mirror of it), not a PyTorch variant index (the plan's replaces those)."""
+    if pkg is None or not pkg.source.startswith("registry="):
+        return None
+    url = pkg.source.split("=", 1)[1]
+    if "pypi.org/simple" in url or _VARIANT_URL.search(url):
+        return None
+    return url
+
+
+def _req_name(text: str) -> str | None:
+    try:
+        return canonicalize_name(Requirement(text).name)
+    except InvalidRequirement:
+        return None
+
+
+# --- steps 3 to 5: install and prove ------------------------------------------------------
+
+
+def installed(venv: Path) -> dict[str, dict[str, Any]]:
+    """``{name: {"version", "requires"}}`` of what is installed in ``venv``.
+
+    Read from the venv's ``*.dist-info`` metadata in this process (the venv need not
+    have ``packaging``); markers are evaluated for the venv's Python version.
+    """
+    site = fixes.site_packages(venv)
+    py = site.parent.name.removeprefix("python")  # lib/python3.11/site-packages
+    env = {"extra": "", "python_version": py, "python_full_version": f"{py}.0"}
+    out: dict[str, dict[str, Any]] = {}
+    for dist in importlib.metadata.distributions(path=[str(site)]):
+        reqs = set()
+        for line in dist.requires or ():
+            try:
+                req = Requirement(line)
+            except InvalidRequirement:
+                continue
+            if req.marker is None or req.marker.evaluate(env):
+                reqs.add(canonicalize_name(req.name))
+        out[canonicalize_name(dist.metadata["Name"])] = {
+            "version": dist.version,
+            "requires": sorted(reqs),
+        }
+    return out
+
+
+_PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*(?:\[[^\]]*\])?)==([^\s;\\+]+)(?=\s|$)", re.M)
+
+
+def _exact_pins(resolved: str) -> str:
+    """``torchext==0.1.0`` -> ``torchext===0.1.0``: ``==0.1.0`` also matches ``0.1.0+cu130``
+    (PEP 440 ignores a candidate's local label), which an index or wheelhouse holding both
+    builds would then install instead of the resolved one."""
+    return _PIN.sub(r"\1===\2", resolved)
+
+
+def _hint(plan: Plan) -> str:
+    where = plan.torch_wheel or plan.torch.index_url or "the torch index"
+    return (
+        f"torch comes from {where} (set [torch] index_url or "
+        "HPCENV_TORCH_INDEX_URL for a mirror, [packages] find_links for a wheelhouse); the "
+        "other packages from the default index (UV_DEFAULT_INDEX for a PyPI mirror)"
+    )
+
+
+def _copy_tree(src: Path, dest: Path) -> None:
+    shutil.copytree(src, dest, symlinks=True, ignore=shutil.ignore_patterns(*_NOT_COPIED))
+
+
+def sync_and_swap(
+    request: ProjectRequest,
+    venv: Path,
+    plan: Plan,
+    *,
+    log: IO[str] | None,
+    facts: Facts | None = None,
+) -> dict[str, Any]:
+    """Install the project into the fresh ``venv`` with the node's torch (module docstring).
+
+    ``facts`` describe the node the build is for (default: this host's).
+    """
+    if facts is None:
+        from hpcenv.facts.collect import collect
+
+        facts = collect(network=False)
+    wanted = project_set(request, plan, facts, log=log)
+    assert wanted.plan is not None
+    plan = wanted.plan
+    arch = plan.arch or facts.arch or platform.machine()
+    extra = [a for url in wanted.indexes for a in ("--index", url)]
+    if extra and "--index-strategy" not in uv.source_args(plan):
+        extra += ["--index-strategy", "unsafe-best-match"]
+    result: dict[str, Any] = {
+        "project": str(request.directory),
+        "selection": wanted.selection,
+        "python": wanted.python.version,
+        "python_why": wanted.python.why,
+        "torch_before": wanted.torch_before,
+        "variant": wanted.variant,
+        "warnings": list(wanted.warnings),
+        "changes": [dataclasses.asdict(c) for c in wanted.changes],
+    }
+    with fsio.work_dir("hpcenv-project-") as work:  # a SIGKILLed one's: removed next run
+        reqs = "".join(f"{r}\n" for r in wanted.requirements)
+        fsio.write_bytes(work / "requirements.in", reqs.encode())
+        if wanted.overrides:
+            overrides = "".join(f"{o}\n" for o in wanted.overrides)
+            fsio.write_bytes(work / "overrides.txt", overrides.encode())
+            extra_compile = [*extra, "--override", str(work / "overrides.txt")]
+        else:
+            extra_compile = extra
+        name = request.directory.name
+        doing = f"installing project {name} (torch {wanted.torch_before} -> {plan.torch.backend})"
+        try:
+            if wanted.complete:  # the lock's set as it is: every pin exact, nothing to resolve
+                shutil.copy(work / "requirements.in", work / "resolved.txt")
+            else:
+                uv.compile_lock(
+                    work / "requirements.in",
+                    work / "resolved.txt",
+                    plan=plan,
+                    python_platform=uv.python_platform(arch, facts.glibc),
+                    python_version=wanted.python.version,
+                    log=log,
+                    extra=extra_compile,
+                )
+            exact = _exact_pins(fsio.read_text(work / "resolved.txt", "uv's output"))
+            fsio.write_bytes(work / "resolved.txt", exact.encode())
+            uv.sync(venv, work / "resolved.txt", plan=plan, log=log, extra=extra)
+            if wanted.local:
+                doing = f"installing project {name} itself (non-editable, from a copy)"
+                copy = work / "project"
+                _copy_tree(request.directory, copy)
+                paths = [
+                    rel.removeprefix("file://")
+                    if rel.startswith(("file:", "/"))
+                    else str((copy / rel).resolve())
+                    for rel in wanted.local
+                ]
+                env = {"PYTHONDONTWRITEBYTECODE": "1"}
+                extra_local = ["--no-deps", *extra]
+                uv.install(venv, paths, plan=plan, extra=extra_local, log=log, env=env)
+                result["installed_from_copy"] = list(wanted.local)
+        except CommandFailed as exc:
+            detail = uv.error_summary(exc.output) or str(exc)
+            raise BuildFailed(f"{doing} failed: {detail}; {_hint(plan)}") from exc
+    after = installed(venv)
+    result["torch_after"] = after.get("torch", {}).get("version")
+    result["swapped"] = result["torch_after"] != wanted.torch_before
+    cuda = knowledge.variant_cuda(plan.torch.backend) if plan.torch.backend else None
+    if cuda:
+        check = cudalibs.check(fixes.site_packages(venv), int(cuda.split(".")[0]))
+        result["libraries"] = check.to_json()
+        if not check.ok:
+            more = f" (and {len(check.problems) - 1} more)" if len(check.problems) > 1 else ""
+            raise BuildFailed(
+                f"the environment is not one CUDA {check.major} stack: {check.problems[0]}{more}"
+            )
+    dependents = sorted(n for n, info in after.items() if "torch" in info["requires"])
+    profile_names = [n for n in (_req_name(r) for r in plan.packages) if n and n in after]
+    # imported by the build's import check (after the fixes are in)
+    result["checked"] = sorted(set(dependents) | set(profile_names))
+    result["flash_attn_from_project"] = "flash-attn" in after
+    return result
+
+
+__all__ = [
+    "Change",
+    "ProjectRequest",
+    "ProjectSet",
+    "environment_name",
+    "installed",
+    "plan_for_version",
+    "project_digest",
+    "project_name",
+    "project_set",
+    "python_for",
+    "sync_and_swap",
+    "target_requirement",
+]

@@ -1,0 +1,628 @@
+"""Audit a resolved environment: which torch build does it hold, and can this node run it?
+
+A lock or venv reveals the build without importing torch: the local version label
+(``2.9.1+cu126``), else the CUDA runtime wheel it pulls (``nvidia-cuda-runtime 13.0.96``
+means a CUDA 13.0 build; ``-cu12`` 12.8.x a 12.8 build), else no CUDA runtime at all,
+which is a CPU build. That is how a plain ``pip install torch`` on an aarch64 GH200 node
+is caught before the first kernel fails: 2.9.1 there is CPU-only, 2.13.0 needs a 580
+driver. Reads ``uv.lock``, requirements files from ``uv pip compile`` and venvs
+(``*.dist-info/METADATA``).
+
+A lock is universal: PyPI's torch 2.9.1 lists ``nvidia-cuda-runtime-cu12`` with the
+marker ``platform_machine == 'x86_64'``, so the same ``uv.lock`` is a CUDA 12.8 build
+on x86_64 and a CPU build on aarch64. The runtime therefore only counts when it is
+reachable from torch through dependency edges (and extras, e.g. ``cuda-toolkit[cudart]``)
+whose markers hold on the audited node (:func:`marker_environment`); a requirements
+line counts only when its ``; marker`` holds.
+
+A ``uv.lock`` is read the way ``uv sync`` installs it (``hpcenv.project.uv_lock``): the project
+beside it (``pyproject.toml``, ``.python-version``) gives the default groups and the
+Python; the fork is the one whose markers hold for the node, the Python and the
+selected extras and groups (``--extra``, ``--group``, ``--no-default-groups``), and the
+message names both.
+"""
+
+from __future__ import annotations
+
+import platform
+import re
+from dataclasses import dataclass, field, replace
+from email.parser import HeaderParser
+from pathlib import Path
+
+from packaging.markers import (
+    InvalidMarker,
+    Marker,
+    UndefinedComparison,
+    UndefinedEnvironmentName,
+    default_environment,
+)
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from hpcenv import knowledge
+from hpcenv.binaries import archs
+from hpcenv.decide.torch_variant import assess, describe_gpus, driver_reason, try_resolve_torch
+from hpcenv.models.facts import Facts
+from hpcenv.project import uv_lock as uvlock
+from hpcenv.utils import fsio
+from hpcenv.utils.errors import BadInput, NoCompatibleBuild
+
+#: Wheels whose version is the CUDA runtime version of the build, in order of trust.
+RUNTIME_PACKAGES = (
+    "nvidia-cuda-runtime",
+    "nvidia-cuda-runtime-cu13",
+    "nvidia-cuda-runtime-cu12",
+    "nvidia-cuda-runtime-cu11",
+)
+
+_REQ_LINE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?\s*===?\s*([^\s;\\]+)")
+_LABEL = re.compile(r"^(cpu|cu\d{3}|rocm[\d.]+|xpu)$")
+_OPTION = re.compile(r"\s--[A-Za-z]")  # where a line's options (--hash=...) begin
+
+
+#: (canonical name, version) of one package in a lock
+Node = tuple[str, str]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Packages:
+    """Name -> versions found in one lock, requirements file or venv."""
+
+    source: str
+    kind: str  # "uv.lock" | "requirements" | "venv"
+    versions: dict[str, tuple[str, ...]]
+    #: requirements only: the ``; marker`` of a pinned line, for pins that have one
+    markers: dict[Node, str] = field(default_factory=dict)
+    #: uv.lock only: the lock and the project beside it
+    lock: uvlock.Lock | None = None
+    project: uvlock.Project | None = None
+
+    @property
+    def requires_python(self) -> str | None:
+        return self.lock.requires_python if self.lock else None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Audit:
+    source: str
+    kind: str
+    torch_version: str  # as found, e.g. "2.9.1+cu126"
+    build: str  # "cpu", "cu126", ...
+    cuda: str | None  # "12.6"
+    evidence: str  # how the build was recognised
+    ok: bool
+    message: str  # one line: what it is and whether it runs here
+    fix: str | None = None
+    warnings: tuple[str, ...] = ()
+    selection: str | None = None  # uv.lock: the fork, groups and extras audited
+    python: str | None = None  # the Python the markers were evaluated for
+    python_why: str | None = None
+    node: str | None = None  # what the node is: "these facts", "declared by profile X"
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "source": self.source,
+            "kind": self.kind,
+            "node": self.node,
+            "selection": self.selection,
+            "python": self.python,
+            "python_why": self.python_why,
+            "torch": self.torch_version,
+            "build": self.build,
+            "cuda": self.cuda,
+            "evidence": self.evidence,
+            "ok": self.ok,
+            "message": self.message,
+            "fix": self.fix,
+            "warnings": list(self.warnings),
+        }
+
+
+# --- reading --------------------------------------------------------------------------
+
+
+def _add(found: dict[str, list[str]], name: str, version: str) -> None:
+    key = canonicalize_name(name)
+    if version not in found.setdefault(key, []):
+        found[key].append(version)
+
+
+def read_uv_lock(path: Path) -> Packages:
+    lock = uvlock.read_lock(path)
+    found: dict[str, list[str]] = {}
+    for pkg in lock.packages:
+        if pkg.version is not None:
+            _add(found, pkg.name, pkg.version)
+    return Packages(
+        source=str(path),
+        kind="uv.lock",
+        versions=_freeze(found),
+        lock=lock,
+        project=uvlock.read_project(path.parent),
+    )
+
+
+def read_requirements(path: Path) -> Packages:
+    text = fsio.read_text(path, "requirements file")
+    found: dict[str, list[str]] = {}
+    markers: dict[Node, str] = {}
+    for raw in text.replace("\\\n", " ").splitlines():
+        line = raw.split("#", 1)[0].strip()
+        match = _REQ_LINE.match(line)
+        if not match:
+            continue
+        name, version = match.group(1), match.group(2)
+        _add(found, name, version)
+        rest = line[match.end() :].lstrip()
+        if rest.startswith(";"):
+            marker = _OPTION.split(rest[1:], 1)[0].strip()
+            try:
+                Marker(marker)
+            except InvalidMarker as exc:
+                raise BadInput(
+                    f"{path}: {name}=={version}: invalid marker {marker!r} ({exc}); "
+                    "regenerate the file with 'uv pip compile'"
+                ) from exc
+            markers[(canonicalize_name(name), version)] = marker
+    return Packages(source=str(path), kind="requirements", versions=_freeze(found), markers=markers)
+
+
+def read_venv(path: Path) -> Packages:
+    found: dict[str, list[str]] = {}
+    metas = sorted(path.glob("lib/python*/site-packages/*.dist-info/METADATA"))
+    metas += sorted(path.glob("Lib/site-packages/*.dist-info/METADATA"))
+    for meta in metas:
+        try:
+            headers = HeaderParser().parsestr(meta.read_text(errors="replace"), headersonly=True)
+        except OSError:
+            continue
+        name, version = headers.get("Name"), headers.get("Version")
+        if name and version:
+            _add(found, name, version)
+    if not metas:
+        raise BadInput(
+            f"{path}: no lib/python*/site-packages/*.dist-info found; give a venv directory, "
+            "a uv.lock or a requirements file from 'uv pip compile'"
+        )
+    return Packages(source=str(path), kind="venv", versions=_freeze(found))
+
+
+def _freeze(found: dict[str, list[str]]) -> dict[str, tuple[str, ...]]:
+    return {k: tuple(v) for k, v in found.items()}
+
+
+def read(path: str | Path) -> Packages:
+    """Packages of a venv directory, a ``uv.lock`` or a requirements file."""
+    p = Path(path)
+    if p.is_dir():
+        return read_venv(p)
+    if not p.is_file():
+        raise BadInput(f"{p}: no such file or directory (give a uv.lock, requirements or venv)")
+    if p.name.endswith(".lock") or p.read_text(errors="replace").lstrip().startswith("version ="):
+        return read_uv_lock(p)
+    return read_requirements(p)
+
+
+# --- judging --------------------------------------------------------------------------
+
+
+def _cuda_from_runtime(version: str) -> str | None:
+    try:
+        v = Version(version)
+    except InvalidVersion:
+        return None
+    return f"{v.major}.{v.minor}"
+
+
+def _lowest_python(requires_python: str | None) -> str | None:
+    """The oldest Python a ``requires-python`` such as ``>=3.11`` admits (None: unknown)."""
+    if not requires_python:
+        return None
+    try:
+        specs = SpecifierSet(requires_python)
+    except InvalidSpecifier:
+        return None
+    bounds = []
+    for s in specs:
+        if s.operator not in (">=", "~=", "==", "==="):
+            continue
+        try:  # "==3.11.*" is a valid specifier but "3.11.*" is no version: use "3.11"
+            bounds.append(Version(s.version.removesuffix(".*")))
+        except InvalidVersion:
+            continue
+    bounds = [b for b in bounds if not b.is_prerelease]
+    return str(max(bounds)) if bounds else None
+
+
+def marker_environment(
+    arch: str, python: str | None = None, requires_python: str | None = None
+) -> dict[str, str]:
+    """PEP 508 marker values of a Linux node with CPU ``arch`` running CPython ``python``.
+
+    ``python`` comes from the facts; without it, the lowest version ``requires_python``
+    admits; without that, the interpreter running hpcenv (only ``python_version``
+    markers depend on it, and torch's CUDA runtimes are chosen by ``platform_machine``).
+    """
+    env = {k: str(v) for k, v in default_environment().items()}
+    env.update(
+        platform_machine=arch,
+        sys_platform="linux",
+        platform_system="Linux",
+        os_name="posix",
+        implementation_name="cpython",
+        platform_python_implementation="CPython",
+        extra="",
+    )
+    for candidate in (python, _lowest_python(requires_python)):
+        if not candidate:
+            continue
+        try:
+            v = Version(candidate)
+        except InvalidVersion:
+            continue
+        full = ".".join(str(n) for n in (*v.release, 0, 0)[:3])
+        env.update(
+            python_version=f"{v.major}.{v.minor}",
+            python_full_version=full,
+            implementation_version=full,
+        )
+        break
+    return env
+
+
+class _MarkerError(Exception):
+    """A marker that parses but cannot be evaluated (named with its file by ``identify``)."""
+
+
+def _applies(marker: str | None, env: dict[str, str] | None) -> bool:
+    """Whether ``marker`` holds in ``env`` (no environment: every marker holds)."""
+    if marker is None or env is None:
+        return True
+    try:
+        return Marker(marker).evaluate(env)
+    except (UndefinedComparison, UndefinedEnvironmentName, InvalidVersion) as exc:
+        raise _MarkerError(f"marker {marker!r} cannot be evaluated for this node ({exc})") from exc
+
+
+def _applying(pkgs: Packages, env: dict[str, str] | None) -> dict[str, tuple[str, ...]]:
+    """``pkgs.versions`` less the requirements lines whose marker does not hold."""
+    return {
+        name: kept
+        for name, versions in pkgs.versions.items()
+        if (kept := tuple(v for v in versions if _applies(pkgs.markers.get((name, v)), env)))
+    }
+
+
+@dataclass(frozen=True, kw_only=True)
+class Found:
+    """The torch build a lock, requirements file or venv installs on one node."""
+
+    version: str  # as found, e.g. "2.9.1+cu126"
+    build: str  # "cpu", "cu126", "rocm6.4", ...
+    cuda: str | None
+    evidence: str
+    selection: str | None = None  # uv.lock: fork, groups and extras (``Resolved.describe``)
+    python: str | None = None
+    python_why: str | None = None
+    warnings: tuple[str, ...] = ()
+
+    def astuple(self) -> tuple[str, str, str | None, str]:
+        return self.version, self.build, self.cuda, self.evidence
+
+
+def identify(
+    pkgs: Packages,
+    arch: str | None = None,
+    *,
+    python: str | None = None,
+    selection: uvlock.Selection = uvlock.DEFAULT_SELECTION,
+) -> tuple[str, str, str | None, str]:
+    """(torch version, build, cuda, evidence) of the torch in ``pkgs`` on a Linux node with
+    CPU ``arch`` and Python ``python`` (see :func:`examine`)."""
+    return examine(pkgs, arch, python=python, selection=selection).astuple()
+
+
+def examine(
+    pkgs: Packages,
+    arch: str | None = None,
+    *,
+    python: str | None = None,
+    python_from: str = "the node",
+    selection: uvlock.Selection = uvlock.DEFAULT_SELECTION,
+) -> Found:
+    """The torch build in ``pkgs`` on a Linux node with CPU ``arch`` and Python ``python``.
+
+    A ``uv.lock`` is walked the way ``uv sync`` installs it with ``selection`` (its arch
+    defaults to this machine's). Requirements lines are kept when their marker holds for
+    the node (without ``arch``, every marker is taken to hold).
+    """
+    if pkgs.lock is not None:
+        return _examine_lock(pkgs, arch, python, python_from, selection)
+    if selection != uvlock.DEFAULT_SELECTION:
+        raise BadInput(
+            f"{pkgs.source}: --extra/--group/--no-default-groups select from a uv.lock; "
+            f"this is a {pkgs.kind}"
+        )
+    env = marker_environment(arch, python, pkgs.requires_python) if arch else None
+    try:
+        versions = _applying(pkgs, env)
+    except _MarkerError as exc:
+        raise BadInput(f"{pkgs.source}: {exc}; regenerate it with uv") from exc
+    torches = versions.get("torch", ())
+    if not torches:
+        what = "requirements file" if pkgs.kind == "requirements" else pkgs.kind
+        raise BadInput(f"{pkgs.source}: no torch in this {what}; nothing to audit")
+    if len(torches) > 1:
+        on = f" on {arch}" if arch else ""
+        raise BadInput(
+            f"{pkgs.source}: several torch versions{on} ({', '.join(torches)}); a "
+            f"{pkgs.kind} installs one: regenerate it for this node's platform"
+        )
+    version = torches[0]
+    found = _by_label(pkgs.source, version)
+    if found is not None:
+        return found
+    for name in RUNTIME_PACKAGES:
+        for rt in versions.get(name, ()):
+            if cuda := _cuda_from_runtime(rt):
+                build = "cu" + cuda.replace(".", "")
+                return Found(version=version, build=build, cuda=cuda, evidence=f"pulls {name} {rt}")
+    if pkgs.kind == "venv" and (binary := archs.torch_build(Path(pkgs.source))):
+        return Found(version=version, build=binary[0], cuda=binary[1], evidence=binary[2])
+    return Found(
+        version=version,
+        build="cpu",
+        cuda=None,
+        evidence="pulls no nvidia-cuda-runtime wheel (a CPU build)",
+    )
+
+
+def _by_label(source: str, version: str) -> Found | None:
+    try:
+        label = Version(version).local
+    except InvalidVersion as exc:
+        raise BadInput(f"{source}: torch version {version!r} is not a version") from exc
+    if label and _LABEL.match(label):
+        cuda = knowledge.variant_cuda(label)
+        return Found(
+            version=version, build=label, cuda=cuda, evidence=f"local version label +{label}"
+        )
+    return None
+
+
+def _examine_lock(
+    pkgs: Packages,
+    arch: str | None,
+    python: str | None,
+    python_from: str,
+    selection: uvlock.Selection,
+) -> Found:
+    lock, project = pkgs.lock, pkgs.project
+    assert lock is not None and project is not None
+    warnings: list[str] = []
+    if not arch:
+        arch = platform.machine()
+        warnings.append(f"the node's arch is unknown: audited for this machine's {arch}")
+    py = uvlock.python_for(project, lock.requires_python, python, python_from)
+    env = marker_environment(arch, py.version)
+    resolved = uvlock.resolve(lock, project, env, selection)
+    where = f"{resolved.describe()}, Python {py.version} on {arch}"
+    torch = resolved.packages.get("torch")
+    if torch is None or torch.version is None:
+        raise BadInput(
+            f"{pkgs.source}: the lock installs no torch on {arch} with {where}"
+            f"{_torch_hint(lock, project, env, selection)}; nothing to audit"
+        )
+    fits = [w for w in torch.wheels if uvlock.wheel_fits(w, arch, py.version)]
+    if torch.wheels and not fits and not torch.sdist:
+        arches = sorted({w.removesuffix(".whl").rsplit("_", 1)[-1] for w in torch.wheels})
+        raise NoCompatibleBuild(
+            f"{pkgs.source}: torch {torch.version} ({where}) has no wheel for {arch} Linux with "
+            f"CPython {py.version} (its {len(torch.wheels)} wheels are for "
+            f"{', '.join(arches)}): uv sync fails on this node; fix: send {arch} to an index "
+            f"that publishes {arch} wheels ([tool.uv.sources] torch with a marker) and 'uv lock'"
+        )
+    common = {"selection": where, "python": py.version, "python_why": py.why}
+    found = _by_label(pkgs.source, torch.version)
+    if found is not None:
+        return replace(found, warnings=tuple(warnings), **common)
+    pulled = {name: version for name, version, _ in resolved.reachable("torch") if version}
+    for name in RUNTIME_PACKAGES:
+        if (rt := pulled.get(name)) and (cuda := _cuda_from_runtime(rt)):
+            return Found(
+                version=torch.version,
+                build="cu" + cuda.replace(".", ""),
+                cuda=cuda,
+                evidence=f"pulls {name} {rt}",
+                warnings=tuple(warnings),
+                **common,
+            )
+    others = [f"{p.name} {p.version}" for n in RUNTIME_PACKAGES for p in lock.by_name(n)]
+    evidence = "pulls no nvidia-cuda-runtime wheel (a CPU build)"
+    if others:
+        evidence = (
+            f"pulls no nvidia-cuda-runtime wheel on {arch}: {', '.join(others)} is listed, "
+            f"but not as a dependency of torch on {arch}; a CPU build"
+        )
+    return Found(
+        version=torch.version,
+        build="cpu",
+        cuda=None,
+        evidence=evidence,
+        warnings=tuple(warnings),
+        **common,
+    )
+
+
+def _torch_hint(
+    lock: uvlock.Lock,
+    project: uvlock.Project,
+    env: dict[str, str],
+    selection: uvlock.Selection,
+) -> str:
+    """``" (torch comes with --extra gpu)"`` when another single selection installs torch."""
+    root = lock.root()
+    if root is None:
+        return ""
+    tries = [(f"--extra {e}", replace(selection, extras=(e,))) for e in sorted(root.optional)]
+    tries += [
+        (f"--group {g}", replace(selection, groups=(*selection.groups, g)))
+        for g in sorted(root.groups)
+        if g not in selection.groups
+    ]
+    hits = []
+    for flag, sel in tries[:20]:
+        try:
+            if "torch" in uvlock.resolve(lock, project, env, sel).packages:
+                hits.append(flag)
+        except (BadInput, NoCompatibleBuild):
+            continue
+    return f" (torch comes with {' or '.join(hits)})" if hits else ""
+
+
+def audit(
+    path: str | Path,
+    facts: Facts,
+    *,
+    selection: uvlock.Selection = uvlock.DEFAULT_SELECTION,
+    python: str | None = None,
+    node: str = "the node",
+) -> Audit:
+    """Which torch build ``path`` holds and whether the node in ``facts`` (described by
+    ``node``) can run it. ``selection`` picks a uv.lock's extras and groups; ``python``
+    overrides the Python the markers are evaluated for."""
+    pkgs = read(path)
+    found = examine(
+        pkgs,
+        facts.arch,
+        python=python or facts.python,
+        python_from="--python" if python else node,
+        selection=selection,
+    )
+    version, build, cuda, evidence = found.astuple()
+    public = str(Version(version).public)
+    gpus = facts.gpus
+    nv = facts.nvidia
+
+    def result(
+        ok: bool, message: str, fix: str | None = None, warnings: tuple[str, ...] = ()
+    ) -> Audit:
+        return Audit(
+            source=pkgs.source,
+            kind=pkgs.kind,
+            torch_version=version,
+            build=build,
+            cuda=cuda,
+            evidence=evidence,
+            ok=ok,
+            message=message,
+            fix=fix,
+            warnings=found.warnings + warnings,
+            selection=found.selection,
+            python=found.python or facts.python,
+            python_why=found.python_why,
+            node=node,
+        )
+
+    head = f"torch {version} ({evidence})"
+    if found.selection:
+        head = f"{found.selection}: {head}"
+
+    def better() -> str | None:
+        try:
+            choice = try_resolve_torch(facts, f"=={public}")
+        except BadInput:
+            return None
+        if choice.backend is None or choice.backend == build:
+            return None
+        if pkgs.kind == "uv.lock":
+            where = Path(pkgs.source).parent
+            how = f"'hpcenv build PROFILE --project {where}' installs the project with it"
+        else:
+            how = "'hpcenv plan PROFILE' picks it"
+        return f"use the {choice.backend} build from {choice.index_url} ({how})"
+
+    if build == "cpu":
+        if gpus:
+            fix = better()
+            return result(
+                False,
+                message=f"{head} is a CPU-only build, but this node has {describe_gpus(gpus)}: "
+                "torch.cuda.is_available() will be False",
+                fix=fix,
+            )
+        return result(
+            True,
+            message=f"{head} is a CPU build; this node has no NVIDIA GPU",
+        )
+    if build.startswith(("rocm", "xpu")):
+        kind = "a ROCm (AMD GPU)" if build.startswith("rocm") else "an XPU (Intel GPU)"
+        if gpus:
+            return result(
+                False,
+                message=f"{head} is {kind} build, but this node has {describe_gpus(gpus)}: "
+                "torch.cuda.is_available() will be False",
+                fix=better(),
+            )
+        return result(True, message=f"{head} is {kind} build; this node has no NVIDIA GPU")
+    if nv is None or not gpus:
+        return result(
+            True,
+            message=f"{head} is a CUDA {cuda} build; this node has no NVIDIA GPU, so only "
+            "CPU tensors work here",
+        )
+    a = assess(facts, public, build)
+    warnings: list[str] = []
+    problems: list[str] = []
+    if not a.outright and not a.minor_compat:
+        need = a.min_driver or a.major_min_driver or "a newer driver"
+        problems.append(f"needs driver >= {need}, this node has {nv.driver_version}")
+    elif not a.outright:
+        warnings.append(
+            f"CUDA {cuda} runs on driver {nv.driver_version} only under minor-version "
+            f"compatibility (no PTX JIT; update to >= {a.min_driver} for full support)"
+        )
+    # a venv's binaries are read (hpcenv.binaries.archs): every distribution with CUDA code is judged
+    kernels = (
+        archs.check_venv(Path(pkgs.source), facts, torch_cuda=cuda) if pkgs.kind == "venv" else None
+    )
+    if kernels is not None:
+        problems += kernels.problems
+        warnings += kernels.warnings
+    if kernels is not None and kernels.torch_read:
+        pass  # torch's own libraries were read: the table's arch sets are not needed
+    elif a.archs is None:
+        warnings.append(
+            f"hpcenv does not know the GPU archs of {build} in torch {public} on {facts.arch}; "
+            "only the driver was checked"
+        )
+    elif a.missing:
+        caps = ", ".join(f"sm_{c.replace('.', '')}" for c in a.missing)
+        problems.append(f"carries no code for {caps} ({' '.join(a.archs.sass)} only)")
+    if problems:
+        return result(
+            False,
+            message=f"{head} is a CUDA {cuda} build: {'; '.join(problems)} ({describe_gpus(gpus)})",
+            fix=better(),
+            warnings=tuple(warnings),
+        )
+    return result(
+        True,
+        message=f"{head} is a CUDA {cuda} build that runs here: "
+        f"{driver_reason(nv.driver_version)}; GPUs {describe_gpus(gpus)}",
+        warnings=tuple(warnings),
+    )
+
+
+__all__ = [
+    "Audit",
+    "Found",
+    "Packages",
+    "audit",
+    "examine",
+    "identify",
+    "marker_environment",
+    "read",
+]

@@ -1,0 +1,712 @@
+"""What ``uv sync`` installs from a project's universal ``uv.lock`` on one node.
+
+A ``uv.lock`` holds every fork of a resolution at once: per platform and Python
+(``resolution-markers``) and, with ``[tool.uv] conflicts``, per conflicting extra or
+dependency group (open-instruct: groups ``cuda12``/``cuda13``; nanochat: extras
+``cpu``/``gpu``). uv installs from it by walking the dependency graph from the project
+with the node's marker environment and the selected extras and groups active
+(crates/uv-resolver ``lock/installable.rs``, ``to_resolution``): first a pass that
+collects every extra the walk activates (``foo[bar]`` edges), then a pass that keeps the
+edges whose markers hold (``hpcenv.project.markers`` evaluates uv's conflict encoding). The
+selection follows ``uv sync``: the project's ``default-groups`` (``[tool.uv]``, else
+``dev``), ``--group``/``--no-default-groups``, no extras unless ``--extra``/``--all-extras``.
+
+:func:`resolve` returns the packages that walk installs (and the edges it kept), the
+forks whose ``resolution-markers`` hold, and the selection, described for messages.
+Tests compare its answer with ``uv export --frozen`` for real projects' locks.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from hpcenv.project import markers
+from hpcenv.utils import fsio
+from hpcenv.utils.errors import BadInput, NoCompatibleBuild
+
+#: (name, version, source) of one package of a lock; version is None for virtual roots
+PackageId = tuple[str, str | None, str]
+
+_WHEEL = re.compile(
+    r"^(?P<name>[^-]+)-(?P<version>[^-]+)(-\d[^-]*)?-(?P<py>[^-]+)-(?P<abi>[^-]+)-(?P<plat>[^-]+)\.whl$"
+)
+_PY_TAG = re.compile(r"^(?:cp|py)(\d)(\d*)$")
+
+
+@dataclass(frozen=True, kw_only=True)
+class LockDep:
+    name: str  # canonical
+    version: str | None = None  # named when the lock holds several versions of ``name``
+    source: str | None = None  # named when several sources hold that version
+    marker: str | None = None
+    extras: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class LockPackage:
+    name: str  # canonical
+    version: str | None
+    source: str  # "registry=https://pypi.org/simple", "editable=.", "url=https://..."
+    deps: tuple[LockDep, ...] = ()
+    optional: Mapping[str, tuple[LockDep, ...]] = field(default_factory=dict)
+    groups: Mapping[str, tuple[LockDep, ...]] = field(default_factory=dict)
+    wheels: tuple[str, ...] = ()  # wheel file names
+    sdist: bool = False
+    resolution_markers: tuple[str, ...] = ()
+
+    @property
+    def id(self) -> PackageId:
+        return (self.name, self.version, self.source)
+
+    @property
+    def local(self) -> bool:
+        """The project itself or a workspace member (built from a path, not downloaded)."""
+        return self.source.split("=", 1)[0] in ("editable", "virtual", "directory", "path")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConflictItem:
+    package: str
+    extra: str | None = None
+    group: str | None = None
+
+    @property
+    def encoded(self) -> str:
+        if self.extra is not None:
+            return markers.encode_extra(self.package, self.extra)
+        if self.group is not None:
+            return markers.encode_group(self.package, self.group)
+        return markers.encode_project(self.package)
+
+    def describe(self) -> str:
+        if self.extra is not None:
+            return f"extra {self.extra}"
+        if self.group is not None:
+            return f"group {self.group}"
+        return f"package {self.package}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Lock:
+    path: Path
+    requires_python: str | None
+    resolution_markers: tuple[str, ...]
+    supported_markers: tuple[str, ...]
+    conflicts: tuple[tuple[ConflictItem, ...], ...]
+    members: tuple[str, ...]
+    packages: tuple[LockPackage, ...]
+    requirements: tuple[LockDep, ...] = ()  # [manifest] requirements (a PEP 723 script's lock)
+
+    def by_name(self, name: str) -> list[LockPackage]:
+        key = canonicalize_name(name)
+        return [p for p in self.packages if p.name == key]
+
+    def root(self) -> LockPackage | None:
+        """The project at the lock's directory (``source = { editable|virtual = "." }``)."""
+        for p in self.packages:
+            kind, _, where = p.source.partition("=")
+            if kind in ("editable", "virtual", "directory") and where in (".", "./"):
+                return p
+        return None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Project:
+    """What a project's ``pyproject.toml`` and ``.python-version`` say about installing it."""
+
+    directory: Path
+    name: str | None = None
+    requires_python: str | None = None
+    python_pin: str | None = None  # .python-version
+    default_groups: tuple[str, ...] | None = None  # None: uv's default, ("dev",)
+    all_groups_default: bool = False  # default-groups = "all"
+    overrides: tuple[str, ...] = ()  # [tool.uv] override-dependencies
+
+
+@dataclass(frozen=True, kw_only=True)
+class Selection:
+    """uv's selection flags: ``--extra``, ``--all-extras``, ``--group``, ``--no-default-groups``."""
+
+    extras: tuple[str, ...] = ()
+    all_extras: bool = False
+    groups: tuple[str, ...] = ()
+    no_default_groups: bool = False
+
+    def uv_args(self) -> list[str]:
+        args: list[str] = []
+        for e in self.extras:
+            args += ["--extra", e]
+        if self.all_extras:
+            args.append("--all-extras")
+        if self.no_default_groups:
+            args.append("--no-default-groups")
+        for g in self.groups:
+            args += ["--group", g]
+        return args
+
+
+#: ``uv sync`` with no selection flags: the default groups, no extras
+DEFAULT_SELECTION = Selection()
+
+
+@dataclass(frozen=True, kw_only=True)
+class Resolved:
+    """The packages ``uv sync`` installs on one node with one selection."""
+
+    lock: Lock
+    packages: dict[str, LockPackage]  # canonical name -> the one package installed
+    edges: dict[PackageId, tuple[PackageId, ...]]  # kept dependency edges
+    forks: tuple[str, ...]  # resolution-markers that hold ("" when the lock has none)
+    extras: tuple[str, ...]  # active extras of the root
+    groups: tuple[str, ...]  # active groups of the root
+    groups_why: str  # "default-groups dev, cuda12", "--no-default-groups", ...
+
+    def describe(self) -> str:
+        """``fork "platform_machine == 'aarch64' ...", groups dev, cuda12, no extras``."""
+        if not self.forks or self.forks == ("",):
+            fork = "the lock's only fork"
+        elif len(self.forks) == 1:
+            fork = f'fork "{self.forks[0]}"'
+        else:
+            fork = "forks " + "; ".join(f'"{f}"' for f in self.forks)
+        groups = f"groups {', '.join(self.groups)}" if self.groups else "no groups"
+        extras = f"extras {', '.join(self.extras)}" if self.extras else "no extras"
+        return f"{fork}, {groups} ({self.groups_why}), {extras}"
+
+    def reachable(self, start: str) -> set[PackageId]:
+        """Packages reachable from package ``start`` through the kept edges (itself included)."""
+        first = self.packages.get(canonicalize_name(start))
+        if first is None:
+            return set()
+        seen: set[PackageId] = set()
+        todo = [first.id]
+        while todo:
+            node = todo.pop()
+            if node in seen:
+                continue
+            seen.add(node)
+            todo += self.edges.get(node, ())
+        return seen
+
+
+# --- reading --------------------------------------------------------------------------
+
+
+def _source_key(source: object) -> str:
+    if not isinstance(source, dict) or not source:
+        return "unknown="
+    kind = next(iter(source))
+    return f"{kind}={source[kind]}"
+
+
+def _deps(path: Path, owner: str, entries: object) -> tuple[LockDep, ...]:
+    if not isinstance(entries, list):
+        return ()
+    out = []
+    for entry in entries:
+        if not isinstance(entry, dict) or "name" not in entry:
+            continue
+        marker = entry.get("marker")
+        if marker is not None:
+            try:
+                markers.check(str(marker))
+            except markers.MarkerError as exc:
+                raise BadInput(
+                    f"{path}: package {owner}: dependency {entry['name']} has an invalid "
+                    f"marker {marker!r} ({exc}); regenerate the lock with 'uv lock'"
+                ) from exc
+        extras = entry.get("extra", ())
+        out.append(
+            LockDep(
+                name=canonicalize_name(str(entry["name"])),
+                version=str(entry["version"]) if "version" in entry else None,
+                source=_source_key(entry["source"]) if "source" in entry else None,
+                marker=str(marker) if marker is not None else None,
+                extras=tuple(str(e) for e in extras) if isinstance(extras, list) else (),
+            )
+        )
+    return tuple(out)
+
+
+def _list(value: object) -> list[object]:
+    return value if isinstance(value, list) else []
+
+
+def _strings(value: object) -> tuple[str, ...]:
+    return tuple(str(v) for v in _list(value))
+
+
+def _wheel_names(pkg: Mapping[str, object]) -> tuple[str, ...]:
+    names = []
+    for w in _list(pkg.get("wheels")):
+        if isinstance(w, dict):
+            ref = w.get("url") or w.get("path") or w.get("filename") or ""
+            names.append(str(ref).rsplit("/", 1)[-1].split("#", 1)[0].replace("%2B", "+"))
+    source = pkg.get("source")
+    if isinstance(source, dict) and "url" in source and str(source["url"]).endswith(".whl"):
+        names.append(str(source["url"]).rsplit("/", 1)[-1].replace("%2B", "+"))
+    return tuple(names)
+
+
+def read_lock(path: Path, data: Mapping[str, object] | None = None) -> Lock:
+    """Read ``path`` (a ``uv.lock``); ``data`` is its parsed TOML when already read."""
+    if data is None:
+        data = fsio.load_toml(path, "uv.lock")
+    packages = []
+    for pkg in _list(data.get("package")):
+        if not isinstance(pkg, dict) or "name" not in pkg:
+            continue
+        name = canonicalize_name(str(pkg["name"]))
+        optional = pkg.get("optional-dependencies")
+        groups = pkg.get("dev-dependencies")
+        packages.append(
+            LockPackage(
+                name=name,
+                version=str(pkg["version"]) if "version" in pkg else None,
+                source=_source_key(pkg.get("source")),
+                deps=_deps(path, name, pkg.get("dependencies")),
+                optional={
+                    canonicalize_name(str(k)): _deps(path, name, v) for k, v in optional.items()
+                }
+                if isinstance(optional, dict)
+                else {},
+                groups={canonicalize_name(str(k)): _deps(path, name, v) for k, v in groups.items()}
+                if isinstance(groups, dict)
+                else {},
+                wheels=_wheel_names(pkg),
+                sdist="sdist" in pkg,
+                resolution_markers=_strings(pkg.get("resolution-markers")),
+            )
+        )
+    conflicts = []
+    for group in _list(data.get("conflicts")):
+        items = tuple(
+            ConflictItem(
+                package=canonicalize_name(str(i.get("package", ""))),
+                extra=canonicalize_name(str(i["extra"])) if "extra" in i else None,
+                group=canonicalize_name(str(i["group"])) if "group" in i else None,
+            )
+            for i in _list(group)
+            if isinstance(i, dict)
+        )
+        if items:
+            conflicts.append(items)
+    manifest = data.get("manifest")
+    members = _strings(manifest.get("members")) if isinstance(manifest, dict) else ()
+    script = (
+        _deps(path, "manifest", manifest.get("requirements")) if isinstance(manifest, dict) else ()
+    )
+    requires = data.get("requires-python")
+    return Lock(
+        path=path,
+        requires_python=str(requires) if requires is not None else None,
+        resolution_markers=_strings(data.get("resolution-markers")),
+        supported_markers=_strings(data.get("supported-markers")),
+        conflicts=tuple(conflicts),
+        members=tuple(canonicalize_name(m) for m in members),
+        packages=tuple(packages),
+        requirements=script,
+    )
+
+
+def read_project(directory: Path) -> Project:
+    """The install settings of the project in ``directory`` (missing files: defaults)."""
+    data: dict[str, object] = {}
+    pyproject = directory / "pyproject.toml"
+    if pyproject.is_file():
+        data = fsio.load_toml(pyproject, "pyproject.toml")
+    project = data.get("project") if isinstance(data.get("project"), dict) else {}
+    tool = data.get("tool") if isinstance(data.get("tool"), dict) else {}
+    uv_cfg = tool.get("uv") if isinstance(tool, dict) and isinstance(tool.get("uv"), dict) else {}
+    assert isinstance(project, dict) and isinstance(uv_cfg, dict)
+    defaults = uv_cfg.get("default-groups")
+    pin = None
+    pin_file = directory / ".python-version"
+    if pin_file.is_file():
+        try:
+            lines = [ln.strip() for ln in pin_file.read_text().splitlines()]
+        except (OSError, UnicodeDecodeError) as exc:
+            raise BadInput(f"{pin_file}: not readable ({exc})") from exc
+        pin = next((ln for ln in lines if ln and not ln.startswith("#")), None)
+    return Project(
+        directory=directory,
+        name=canonicalize_name(str(project["name"])) if "name" in project else None,
+        requires_python=str(project["requires-python"]) if "requires-python" in project else None,
+        python_pin=pin,
+        default_groups=tuple(canonicalize_name(str(g)) for g in defaults)
+        if isinstance(defaults, list)
+        else None,
+        all_groups_default=defaults == "all",
+        overrides=_strings(uv_cfg.get("override-dependencies")),
+    )
+
+
+# --- Python ---------------------------------------------------------------------------
+
+
+def admits(requires_python: str | None, version: str) -> bool:
+    """Whether ``requires_python`` admits Python ``version`` (``3.12`` means ``3.12.x``)."""
+    if not requires_python:
+        return True
+    try:
+        specs = SpecifierSet(requires_python)
+        v = Version(version)
+    except (InvalidSpecifier, InvalidVersion):
+        return True
+    if len(v.release) >= 3:
+        return specs.contains(v, prereleases=True)
+    # a minor version: admitted when some patch release of it is (==3.12.* , >=3.12.1)
+    return any(specs.contains(Version(f"{v.major}.{v.minor}.{p}")) for p in range(0, 40))
+
+
+def lowest_admitted(requires_python: str | None, floor: str = "3.8") -> str | None:
+    """The oldest ``X.Y`` from 3.8 to 3.20 that ``requires_python`` admits."""
+    start = Version(floor)
+    for minor in range(start.minor, 21):
+        candidate = f"3.{minor}"
+        if admits(requires_python, candidate):
+            return candidate
+    return None
+
+
+# --- the walk ---------------------------------------------------------------------------
+
+
+def _find(lock: Lock, dep: LockDep) -> LockPackage | None:
+    candidates = lock.by_name(dep.name)
+    if dep.version is not None:
+        candidates = [p for p in candidates if p.version == dep.version]
+    if dep.source is not None and len(candidates) > 1:
+        candidates = [p for p in candidates if p.source == dep.source]
+    return candidates[0] if len(candidates) == 1 else None
+
+
+def _visits(target: LockPackage, dep: LockDep) -> list[tuple[LockPackage, str | None]]:
+    """What following ``dep`` to ``target`` queues: the package, and each extra asked for."""
+    return [(target, None)] + [(target, canonicalize_name(e)) for e in dep.extras]
+
+
+def _walk(todo: list[tuple[LockPackage, str | None]]) -> Iterator[tuple[LockPackage, LockDep]]:
+    """Each dependency edge of each (package, extra) popped from ``todo``, once per pair;
+    the caller pushes onto ``todo`` (``_visits``) what it follows."""
+    seen: set[tuple[PackageId, str | None]] = set()
+    while todo:
+        pkg, extra = todo.pop()
+        if (pkg.id, extra) in seen:
+            continue
+        seen.add((pkg.id, extra))
+        for dep in pkg.optional.get(extra, ()) if extra else pkg.deps:
+            yield pkg, dep
+
+
+def _selected_groups(root: LockPackage, project: Project, sel: Selection) -> tuple[list[str], str]:
+    known = set(root.groups)
+    for g in sel.groups:
+        if canonicalize_name(g) not in known:
+            raise BadInput(
+                f"--group {g}: the project {root.name} has no dependency group {g!r} "
+                f"(it has: {', '.join(sorted(known)) or 'none'})"
+            )
+    if sel.no_default_groups:
+        chosen, why = [], "--no-default-groups"
+    elif project.all_groups_default:
+        chosen, why = sorted(known), 'default-groups = "all"'
+    elif project.default_groups is not None:
+        chosen = [g for g in project.default_groups if g in known]
+        why = "the project's default-groups" if project.default_groups else "default-groups = []"
+    else:
+        chosen = ["dev"] if "dev" in known else []
+        why = "uv's default group dev" if chosen else "uv's default group dev: none here"
+    extra = [canonicalize_name(g) for g in sel.groups if canonicalize_name(g) not in chosen]
+    if extra:
+        why += " + --group " + ", ".join(extra)
+    return chosen + extra, why
+
+
+def _selected_extras(root: LockPackage, sel: Selection) -> list[str]:
+    known = set(root.optional)
+    if sel.all_extras:
+        return sorted(known)
+    out: list[str] = []
+    for e in sel.extras:
+        name = canonicalize_name(e)
+        if name not in known:
+            raise BadInput(
+                f"--extra {e}: the project {root.name} has no optional dependency {e!r} "
+                f"(it has: {', '.join(sorted(known)) or 'none'})"
+            )
+        out.append(name)
+    return out
+
+
+def _check_conflicts(lock: Lock, active: Iterable[ConflictItem], how: Mapping[str, str]) -> None:
+    keys = {i.encoded for i in active}
+    for group in lock.conflicts:
+        on = [i for i in group if i.encoded in keys]
+        if len(on) > 1:
+            names = " and ".join(f"{i.describe()}{how.get(i.encoded, '')}" for i in on)
+            raise BadInput(
+                f"{lock.path}: {names} conflict ([tool.uv] conflicts); select one of them "
+                "(e.g. --no-default-groups --group NAME, or a single --extra)"
+            )
+
+
+def resolve(
+    lock: Lock,
+    project: Project,
+    env: Mapping[str, str],
+    selection: Selection = DEFAULT_SELECTION,
+) -> Resolved:
+    """Walk ``lock`` as ``uv sync`` does on a node with marker environment ``env``."""
+    ev = markers.Evaluator(env)
+    try:
+        return _resolve(lock, project, ev, selection)
+    except markers.MarkerError as exc:
+        raise BadInput(f"{lock.path}: {exc}; regenerate it with 'uv lock'") from exc
+
+
+def _resolve(lock: Lock, project: Project, ev: markers.Evaluator, sel: Selection) -> Resolved:
+    if lock.supported_markers and not any(ev(m) for m in lock.supported_markers):
+        raise NoCompatibleBuild(
+            f"{lock.path}: this node ({ev.env.get('platform_machine')} Linux, Python "
+            f"{ev.env.get('python_full_version')}) is outside the lock's supported environments "
+            f"({'; '.join(lock.supported_markers)}); add it to [tool.uv] environments and "
+            "run 'uv lock'"
+        )
+    root = lock.root()
+    roots: list[LockPackage]
+    if root is not None:
+        roots = [root]
+    else:
+        roots = [p for p in lock.packages if p.name in lock.members and p.local]
+    if not roots and lock.requirements:  # a script's lock: its requirements are the root's
+        roots = [
+            LockPackage(name="script", version=None, source="virtual=.", deps=lock.requirements)
+        ]
+    if not roots:
+        raise BadInput(
+            f"{lock.path}: no project in this lock (no package with source '.'); "
+            "audit the lock of a uv project, or a requirements file from 'uv pip compile'"
+        )
+    active: list[ConflictItem] = []
+    how: dict[str, str] = {}
+    groups_all: list[tuple[LockPackage, str]] = []
+    extras_all: list[tuple[LockPackage, str]] = []
+    groups_why = ""
+    for r in roots:
+        active.append(ConflictItem(package=r.name))
+        extras = _selected_extras(r, sel)
+        groups, groups_why = _selected_groups(r, project, sel)
+        for e in extras:
+            active.append(ConflictItem(package=r.name, extra=e))
+            extras_all.append((r, e))
+        for g in groups:
+            item = ConflictItem(package=r.name, group=g)
+            active.append(item)
+            if g not in sel.groups:
+                how[item.encoded] = " (enabled by default)"
+            groups_all.append((r, g))
+    _check_conflicts(lock, active, how)
+
+    queue: list[tuple[LockPackage, str | None]] = []
+    for r in roots:
+        queue.append((r, None))
+        queue += [(r, e) for r, e in extras_all if r in roots]
+    # pass 1: every extra the walk activates (a dependency ``foo[bar]``)
+    ev1 = ev.with_active(i.encoded for i in active)
+    group_deps = [(r, d) for r, g in groups_all for d in r.groups.get(g, ())]
+    activated = {i.encoded for i in active}
+    roots_group_deps = [(r, d) for r, d in group_deps if ev1(d.marker)]  # uv: root-level only
+    todo = list(queue)
+    for _, dep in roots_group_deps:
+        if (target := _find(lock, dep)) is not None:
+            todo += _visits(target, dep)
+    for _, dep in _walk(todo):
+        more = {markers.encode_extra(dep.name, e) for e in dep.extras} - activated
+        if not ev1.with_active(activated | more)(dep.marker):
+            continue
+        activated |= more
+        target = _find(lock, dep)
+        if target is not None:
+            todo += _visits(target, dep)
+    _check_conflicts(
+        lock,
+        [
+            ConflictItem(package=i.package, extra=i.extra)
+            for group in lock.conflicts
+            for i in group
+            if i.extra is not None and i.encoded in activated
+        ]
+        + [i for i in active if i.extra is None],
+        how,
+    )
+    # pass 2: the edges whose markers hold with everything activated
+    ev2 = ev.with_active(activated)
+    installed: dict[PackageId, LockPackage] = {r.id: r for r in roots}
+    edges: dict[PackageId, list[PackageId]] = {}
+    todo = list(queue)
+    for r, dep in roots_group_deps:
+        if (target := _find(lock, dep)) is not None:
+            installed[target.id] = target
+            edges.setdefault(r.id, []).append(target.id)
+            todo += _visits(target, dep)
+    for pkg, dep in _walk(todo):
+        if not ev2(dep.marker):
+            continue
+        target = _find(lock, dep)
+        if target is None:
+            held = len(lock.by_name(dep.name))
+            raise BadInput(
+                f"{lock.path}: package {pkg.name} depends on {dep.name}, of which the lock "
+                f"holds {held or 'no'} matching package"
+                f"{'s' if held != 1 else ''}; regenerate it with 'uv lock'"
+            )
+        installed[target.id] = target
+        edges.setdefault(pkg.id, []).append(target.id)
+        todo += _visits(target, dep)
+    by_name: dict[str, LockPackage] = {}
+    for pkg in installed.values():
+        other = by_name.get(pkg.name)
+        if other is not None and other.id != pkg.id:
+            raise BadInput(
+                f"{lock.path}: {pkg.name} {other.version} and {pkg.version} would both be "
+                "installed on this node; run 'uv lock' with a current uv"
+            )
+        by_name[pkg.name] = pkg
+    forks = tuple(m for m in lock.resolution_markers if ev2(m)) or ("",)
+    root_extras = tuple(e for _, e in extras_all)
+    return Resolved(
+        lock=lock,
+        packages=by_name,
+        edges={k: tuple(v) for k, v in edges.items()},
+        forks=forks,
+        extras=root_extras,
+        groups=tuple(g for _, g in groups_all),
+        groups_why=groups_why,
+    )
+
+
+# --- wheels -----------------------------------------------------------------------------
+
+
+def wheel_fits(filename: str, arch: str, python: str) -> bool:
+    """Whether a wheel file can be installed on Linux ``arch`` with CPython ``python``."""
+    m = _WHEEL.match(filename)
+    if not m:
+        return False
+    plats = m.group("plat").split(".")
+    if not any(
+        p == "any" or (p.startswith(("manylinux", "linux", "musllinux")) and p.endswith(f"_{arch}"))
+        for p in plats
+    ):
+        return False
+    try:
+        v = Version(python)
+    except InvalidVersion:
+        return True
+    for tag in m.group("py").split("."):
+        t = _PY_TAG.match(tag)
+        if not t:
+            continue
+        major, minor = int(t.group(1)), t.group(2)
+        if major != v.major:
+            continue
+        if not minor or tag.startswith("py"):
+            return True
+        abis = m.group("abi").split(".")
+        if int(minor) == v.minor or ("abi3" in abis and int(minor) <= v.minor):
+            return True
+    return False
+
+
+# --- Python -----------------------------------------------------------------------------
+
+_PY_VERSION = re.compile(r"(\d+\.\d+(?:\.\d+)?)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class PythonChoice:
+    version: str  # "3.12" or "3.12.3"
+    why: str  # one sentence: which Python and why
+
+
+def python_for(
+    project: Project, requires_python: str | None, offered: str | None, offered_by: str
+) -> PythonChoice:
+    """The one rule for a project's Python: its ``.python-version`` when it has one (``uv
+    sync`` honours it and the lock was resolved for it), else ``offered`` (the node's or
+    the profile's Python, named by ``offered_by``) when ``requires-python`` admits it, else
+    the oldest version ``requires-python`` admits. A pin outside ``requires-python`` is bad
+    input (uv refuses it too)."""
+    req = project.requires_python or requires_python
+    said = f"requires-python {req}" if req else "no requires-python"
+    if project.python_pin:
+        m = _PY_VERSION.search(project.python_pin)
+        where = project.directory / ".python-version"
+        if not m:
+            raise BadInput(f"{where}: {project.python_pin!r} names no Python version (e.g. 3.12)")
+        pin = m.group(1)
+        if not admits(req, pin):
+            raise BadInput(
+                f"{where} pins Python {pin}, which the project's {said} excludes; "
+                "change one of them"
+            )
+        if offered and _minor(offered) == _minor(pin):
+            return PythonChoice(
+                version=offered, why=f"the project pins {pin} (.python-version), as {offered_by}"
+            )
+        if offered:
+            return PythonChoice(
+                version=pin,
+                why=f"the project pins {pin} in .python-version; {offered_by} says "
+                f"{_minor(offered)}: using {pin} because uv sync honours .python-version "
+                "and the project's lock was resolved for it",
+            )
+        return PythonChoice(version=pin, why=f"the project pins {pin} in .python-version")
+    if offered and admits(req, offered):
+        return PythonChoice(
+            version=offered,
+            why=f"{offered_by} says {offered}, which the project's {said} admits",
+        )
+    low = lowest_admitted(req)
+    if low is None:
+        raise BadInput(f"{project.directory}: the project's {said} admits no Python 3.8 to 3.20")
+    if offered:
+        return PythonChoice(
+            version=low,
+            why=f"{offered_by} says {offered}, outside the project's {said}: "
+            f"using {low}, the oldest it admits",
+        )
+    return PythonChoice(version=low, why=f"the oldest Python the project's {said} admits")
+
+
+def _minor(version: str) -> str:
+    parts = version.split(".")
+    return ".".join(parts[:2])
+
+
+__all__ = [
+    "DEFAULT_SELECTION",
+    "ConflictItem",
+    "Lock",
+    "LockDep",
+    "LockPackage",
+    "Project",
+    "PythonChoice",
+    "Resolved",
+    "Selection",
+    "admits",
+    "lowest_admitted",
+    "python_for",
+    "read_lock",
+    "read_project",
+    "resolve",
+    "wheel_fits",
+]

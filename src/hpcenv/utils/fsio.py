@@ -1,0 +1,415 @@
+"""Every file hpcenv writes, and every text file it reads, goes through here.
+
+``HPCENV_HOME`` may be shared by a group, and the directories hpcenv writes to may
+hold names someone else planted. So a write:
+
+- never follows a symlink: a file is written to a new temporary file in its
+  directory and renamed over its name (a symlink standing there is replaced, its
+  target untouched); the few files that must keep their inode (the environment lock,
+  a rank's output) are opened with ``O_NOFOLLOW`` and refused when they are a symlink;
+- never goes through someone else's symlink on the way: a directory reached through a
+  symlink owned by another user (not you, not root) is refused, naming it and its owner;
+- gets its mode from the umask (``0666``/``0777`` and ``~umask``): with ``umask 002``
+  the group can write what hpcenv made, so two users of a group share one home;
+- is masked (``redact``) on the way out: no secret reaches a log, report, lock or script;
+- that is denied names the owner and mode of what refused it, and the fix, in one line.
+
+A read is UTF-8 or one ``BadInput`` line naming the file; JSON and TOML are parsed here
+with a bound on nesting (``MAX_DEPTH``) so a hostile file is bad input, never a
+``RecursionError`` that breaks a whole listing.
+"""
+
+from __future__ import annotations
+
+import errno
+import io
+import json
+import os
+import pwd
+import secrets
+import shutil
+import stat
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from hpcenv.utils import redact
+from hpcenv.utils.errors import BadInput
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib  # type: ignore[import-not-found,unused-ignore]
+
+#: Deepest nesting of lists/tables/objects a JSON or TOML input may have (profiles and
+#: facts need 4; uv.lock files 5).
+MAX_DEPTH = 32
+TMP_MARK = ".hpcenv-tmp-"
+
+
+def _owner(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return f"uid {uid}"
+
+
+def _me() -> str:
+    return _owner(os.getuid())
+
+
+def _foreign_link(path: Path) -> Path | None:
+    """The first symlink on ``path`` (itself or an ancestor) owned by another user."""
+    mine = {os.getuid(), 0}
+    current = Path(path).absolute()
+    for p in (current, *current.parents):
+        try:
+            st = os.lstat(p)
+        except OSError:
+            continue
+        if stat.S_ISLNK(st.st_mode) and st.st_uid not in mine:
+            return p
+    return None
+
+
+def check_dir(path: Path) -> Path:
+    """``path`` unless reaching it goes through another user's symlink (BadInput)."""
+    link = _foreign_link(path)
+    if link is not None:
+        owner = _owner(os.lstat(link).st_uid)
+        raise BadInput(
+            f"{link} is a symlink owned by {owner}, not by you ({_me()}); hpcenv does not "
+            f"write through it. Remove it (or ask {owner} to), or set HPCENV_HOME to a "
+            "directory of yours"
+        )
+    return path
+
+
+def denied(path: Path, exc: OSError) -> BadInput:
+    """The one line for a file or directory hpcenv may not write: whose it is, and the fix."""
+    where = Path(path)
+    for p in (where, *where.parents):
+        try:
+            st = os.lstat(p)
+        except OSError:
+            continue
+        owner = _owner(st.st_uid)
+        mode = stat.filemode(st.st_mode)
+        whose = "yours" if st.st_uid == os.getuid() else f"owned by {owner}"
+        return BadInput(
+            f"{p}: {exc.strerror or exc} ({whose}, {mode}); you are {_me()}. A directory "
+            f"shared by a group needs group write access: ask {owner} to run "
+            f"'chmod -R g+w {p}' (and to build with umask 002), or set HPCENV_HOME to a "
+            "directory of yours"
+        )
+    return BadInput(f"{path}: {exc.strerror or exc}")  # pragma: no cover - '/' always exists
+
+
+def ensure_dir(path: Path) -> Path:
+    """Create ``path`` (and its parents) with umask modes; refuse foreign symlinks on it."""
+    check_dir(path)
+    try:
+        Path(path).mkdir(parents=True, exist_ok=True)
+    except FileExistsError as exc:
+        raise BadInput(f"{path}: exists and is not a directory; move it away") from exc
+    except PermissionError as exc:
+        raise denied(path, exc) from exc
+    return check_dir(path)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale_temps(directory: Path) -> list[Path]:
+    """Temporary files of hpcenv processes that died before renaming them (SIGKILL)."""
+    removed: list[Path] = []
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return removed
+    for entry in entries:
+        _, mark, rest = entry.name.partition(TMP_MARK)
+        pid = rest.split("-", 1)[0]
+        if not mark or not pid.isdigit() or _alive(int(pid)):
+            continue
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                continue
+            if entry.stat(follow_symlinks=False).st_uid == os.getuid():
+                os.unlink(entry.path)
+                removed.append(Path(entry.path))
+        except OSError:
+            continue
+    return removed
+
+
+def _remove_dead_work_dirs(root: Path, prefix: str) -> None:
+    """``<prefix><pid>-*`` directories of this user's hpcenv processes that are gone
+    (SIGKILL: no handler ran)."""
+    try:
+        entries = list(os.scandir(root))
+    except OSError:
+        return
+    for entry in entries:
+        if not entry.name.startswith(prefix):
+            continue
+        pid = entry.name[len(prefix) :].split("-", 1)[0]
+        try:
+            mine = entry.stat(follow_symlinks=False).st_uid == os.getuid()
+            dead = pid.isdigit() and not _alive(int(pid))
+            if dead and mine and entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path, ignore_errors=True)
+        except OSError:
+            continue
+
+
+@contextmanager
+def work_dir(prefix: str) -> Iterator[Path]:
+    """A private temporary directory ``$TMPDIR/<prefix><pid>-XXXX``, removed on exit
+    (also on SIGTERM/SIGHUP, which ``cli`` turns into exceptions); what a SIGKILLed
+    process left is removed by the next one that makes a work directory."""
+    root = Path(tempfile.gettempdir())
+    _remove_dead_work_dirs(root, prefix)
+    path = Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", dir=root))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def new_dir(parent: Path, prefix: str) -> Path:
+    """A new, uniquely named directory in ``parent`` with the umask's mode (unlike
+    ``mkdtemp``'s 0700: renamed into a shared place, the group must read it)."""
+    ensure_dir(parent)
+    while True:
+        path = Path(parent) / f"{prefix}{os.getpid()}-{secrets.token_hex(4)}"
+        try:
+            os.mkdir(path, 0o777)
+        except FileExistsError:
+            continue
+        except PermissionError as exc:
+            raise denied(Path(parent), exc) from exc
+        return path
+
+
+def temp_name(path: Path) -> Path:
+    """A fresh name beside ``path`` for a file that will be renamed over it."""
+    return path.parent / f".{path.name}{TMP_MARK}{os.getpid()}-{secrets.token_hex(4)}"
+
+
+def write_bytes(path: Path, data: bytes, *, executable: bool = False) -> Path:
+    """Write ``data`` to ``path`` atomically (temp file + rename, never through a symlink)."""
+    path = Path(path)
+    ensure_dir(path.parent)
+    remove_stale_temps(path.parent)
+    tmp = temp_name(path)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        fd = os.open(tmp, flags, 0o777 if executable else 0o666)
+    except PermissionError as exc:
+        raise denied(path.parent, exc) from exc
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except IsADirectoryError as exc:
+        raise BadInput(f"{path}: is a directory; give a file name") from exc
+    except PermissionError as exc:
+        raise denied(path, exc) from exc
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return path
+
+
+def write_text(path: Path, text: str, *, executable: bool = False) -> Path:
+    """Write ``text``, masked (``redact.text``), to ``path`` atomically."""
+    return write_bytes(path, redact.text(text).encode(), executable=executable)
+
+
+def write_json(path: Path, data: Any) -> Path:
+    """Write ``data`` as indented JSON, masked (``redact.deep``), to ``path`` atomically."""
+    return write_bytes(path, (json.dumps(redact.deep(data), indent=2, default=str) + "\n").encode())
+
+
+def append_text(path: Path, text: str) -> Path:
+    """Append ``text``, masked, to ``path`` (a file others append to as well, such as
+    ``$GITHUB_STEP_SUMMARY``): created if missing, never through a symlink."""
+    path = Path(path)
+    ensure_dir(path.parent)
+    fd = _open_nofollow(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    with os.fdopen(fd, "a", encoding="utf-8") as fh:
+        fh.write(redact.text(text))
+    return path
+
+
+def _open_nofollow(path: Path, flags: int, mode: int = 0o666) -> int:
+    try:
+        return os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP or (exc.errno == errno.EEXIST and os.path.islink(path)):
+            raise BadInput(
+                f"{path} is a symlink; hpcenv never writes through one (someone may have "
+                "planted it to make you overwrite their target). Remove it and run again"
+            ) from exc
+        if isinstance(exc, PermissionError):
+            raise denied(path, exc) from exc
+        if isinstance(exc, FileExistsError):
+            raise BadInput(f"{path}: already exists; hpcenv makes this file new") from exc
+        raise
+
+
+def open_new(path: Path) -> int:
+    """A file descriptor of a file written in place (a rank's output): created or
+    truncated, never through a symlink."""
+    path = Path(path)
+    check_dir(path.parent)
+    return _open_nofollow(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+
+
+def open_lock(path: Path) -> tuple[int, bool]:
+    """(fd, writable) of a lock file that keeps its inode: never through a symlink.
+
+    A lock file another user of the group made without group write access (an older
+    hpcenv, umask 022) is still lockable read-only: ``flock`` needs no write access.
+    """
+    path = Path(path)
+    ensure_dir(path.parent)
+    try:
+        return _open_nofollow(path, os.O_RDWR | os.O_CREAT), True
+    except BadInput:
+        if not path.is_file() or path.is_symlink():
+            raise
+    return _open_nofollow(path, os.O_RDONLY), False
+
+
+class MaskedLog(io.TextIOBase):
+    """A log file, created new (never through a symlink), masking every write."""
+
+    def __init__(self, path: Path) -> None:
+        path = Path(path)
+        ensure_dir(path.parent)
+        fd = _open_nofollow(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+        self._fh = os.fdopen(fd, "w", encoding="utf-8")
+        self.path = path
+
+    def write(self, s: str) -> int:
+        self._fh.write(redact.text(s))
+        return len(s)
+
+    def flush(self) -> None:
+        if not self._fh.closed:
+            self._fh.flush()
+
+    def close(self) -> None:
+        if not self._fh.closed:
+            self._fh.close()
+        super().close()
+
+
+# --- reading --------------------------------------------------------------------------
+
+
+def read_text(path: Path, what: str = "file") -> str:
+    """The UTF-8 text of ``path``; BadInput naming it (and ``what`` it is) otherwise."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise BadInput(f"{path}: cannot read {what} ({exc.strerror or exc})") from exc
+    return decode(data, f"{path}", what)
+
+
+def decode(data: bytes, where: str, what: str = "file") -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise BadInput(
+            f"{where}: {what} is not UTF-8 text (byte 0x{data[exc.start]:02x} on line {line}); "
+            "save it as UTF-8"
+        ) from exc
+
+
+def read_tail(path: Path, max_bytes: int) -> str:
+    """The last ``max_bytes`` of ``path`` as text (bad bytes replaced); "" if unreadable.
+    Reads only that much, however large the file."""
+    try:
+        with open(path, "rb") as fh:
+            size = fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, size - max_bytes))
+            return fh.read(max_bytes).decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def depth(data: Any) -> int:
+    """How deeply lists and dicts nest in ``data`` (iteratively: any depth is safe)."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(data, 0)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict):
+            children: Iterator[Any] = iter(item.values())
+        elif isinstance(item, list):
+            children = iter(item)
+        else:
+            continue
+        deepest = max(deepest, level + 1)
+        if deepest > MAX_DEPTH:
+            return deepest
+        stack.extend((c, level + 1) for c in children)
+    return deepest
+
+
+def _too_deep(where: str) -> BadInput:
+    return BadInput(
+        f"{where}: nested deeper than {MAX_DEPTH} levels of lists/tables; "
+        "this is not a file hpcenv or uv writes: fix or regenerate it"
+    )
+
+
+def parse_json(text: str, where: str, hint: str = "") -> Any:
+    """JSON ``text``; BadInput naming ``where`` (line, column, ``hint``) when it is not."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise BadInput(
+            f"{where}: not JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
+            + (f"; {hint}" if hint else "")
+        ) from exc
+    except RecursionError as exc:
+        raise _too_deep(where) from exc
+    if depth(data) > MAX_DEPTH:
+        raise _too_deep(where)
+    return data
+
+
+def parse_toml(text: str, where: str) -> dict[str, Any]:
+    """TOML ``text``; BadInput naming ``where`` when it is not TOML or nests too deeply."""
+    try:
+        data: dict[str, Any] = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise BadInput(f"{where}: invalid TOML: {exc}") from exc
+    except RecursionError as exc:
+        raise _too_deep(where) from exc
+    if depth(data) > MAX_DEPTH:
+        raise _too_deep(where)
+    return data
+
+
+def load_json(path: Path, what: str = "JSON file", hint: str = "") -> Any:
+    return parse_json(read_text(path, what), str(path), hint)
+
+
+def load_toml(path: Path, what: str = "TOML file") -> dict[str, Any]:
+    return parse_toml(read_text(path, what), str(path))

@@ -1,0 +1,131 @@
+"""Where hpcenv keeps things. One place, so every module agrees.
+
+``$HPCENV_HOME`` (default ``./.hpcenv`` in the working directory) holds:
+
+- ``venvs/<profile>``: the built environment of a profile, a symlink switched
+  atomically to the latest complete build ``venvs/<profile>-<stamp>``;
+- ``venvs/<profile>-<project>`` (or ``build --project --name``): a user's uv project
+  built for that profile, the same way, beside the profile's own environment;
+- ``cache/``: built wheels (flash-attn) keyed by their ABI;
+- ``logs/``: build logs and JSON build reports;
+- ``kit/<hash>``: the probe kit alone, for target environments' ``PYTHONPATH``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+#: Written into a build directory when (and only when) the build completed.
+BUILD_MARKER = ".hpcenv-build.json"
+
+
+def home(env: Mapping[str, str] | None = None) -> Path:
+    env = os.environ if env is None else env
+    return Path(env.get("HPCENV_HOME") or Path.cwd() / ".hpcenv").absolute()
+
+
+def venvs_dir() -> Path:
+    return home() / "venvs"
+
+
+def venv_dir(profile_name: str) -> Path:
+    """The stable path of a profile's environment (a symlink to the current build)."""
+    return venvs_dir() / profile_name
+
+
+def environment_profile(name: str) -> str | None:
+    """The profile an environment ``venvs/<name>`` was built for (from its build marker),
+    e.g. ``isambard`` for ``isambard-open-instruct``; None when there is no such build."""
+    try:
+        data = json.loads((venv_dir(name) / BUILD_MARKER).read_text())
+    except (OSError, ValueError):
+        return None
+    profile = data.get("profile") if isinstance(data, dict) else None
+    return profile if isinstance(profile, str) else None
+
+
+def venv_python(venv: Path) -> Path:
+    return venv / "bin" / "python"
+
+
+def site_packages(venv: Path) -> list[Path]:
+    """The site-packages directories of ``venv`` (``lib/python3*``, then ``lib64/python3*``
+    where that is another directory, not a link to the first); empty when it has none."""
+    found: dict[Path, Path] = {}
+    for lib in ("lib", "lib64"):
+        for site in sorted(venv.glob(f"{lib}/python3*/site-packages")):
+            if site.is_dir():
+                found.setdefault(site.resolve(), site)
+    return list(found.values())
+
+
+def cache_dir(env: Mapping[str, str] | None = None) -> Path:
+    env = os.environ if env is None else env
+    return Path(env.get("HPCENV_CACHE") or home(env) / "cache").absolute()
+
+
+def logs_dir() -> Path:
+    return home() / "logs"
+
+
+def repo_dir(name: str) -> Path:
+    """A top-level directory shipped with hpcenv (``probes``, ``sitecustomize``, ``envs``):
+    the source checkout's in development, the wheel's ``_<name>`` copy when installed."""
+    here = Path(__file__).resolve().parents[1]
+    for candidate in (here / f"_{name}", here.parents[1] / name):
+        if candidate.is_dir():
+            return candidate
+    raise FileNotFoundError(f"hpcenv installation is missing its {name}/ directory")
+
+
+def kit_path() -> Path:
+    """A directory holding only ``hpcenv/__init__.py`` and ``hpcenv/kit/``, for the probes'
+    ``PYTHONPATH``: the target environment imports the kit and sees nothing else of
+    hpcenv, nor hpcenv's dependencies (which sit next to hpcenv in an installed wheel's
+    site-packages, so that directory cannot be put on the path).
+
+    Copies, made once per kit content under ``$HPCENV_HOME/kit/<hash>`` (a job's other
+    nodes see it there, as they see the results directory) and never changed after:
+    a concurrent run finds it complete or makes its own and keeps the first.
+    """
+    import hashlib
+    import secrets
+    import shutil
+
+    from hpcenv.utils import fsio
+
+    pkg = Path(__file__).resolve().parents[1]
+    files = {"hpcenv/__init__.py": pkg / "__init__.py"}
+    for f in sorted((pkg / "kit").iterdir()):
+        if f.is_file() and f.suffix in (".py", ".json"):
+            files[f"hpcenv/kit/{f.name}"] = f
+    digest = hashlib.sha256()
+    for rel, src in files.items():
+        digest.update(rel.encode() + b"\0" + src.read_bytes() + b"\0")
+    base = home() / "kit"
+    root = base / digest.hexdigest()[:16]
+    # another user's symlink planted there would have the probes import its code
+    if fsio.check_dir(root).is_dir():
+        return root
+    fsio.ensure_dir(base)  # umask modes (a group can share it), no foreign symlinks
+    tmp = base / f"{fsio.TMP_MARK}{os.getpid()}-{secrets.token_hex(4)}"
+    try:
+        tmp.mkdir()
+        for rel, src in files.items():
+            fsio.write_bytes(tmp / rel, src.read_bytes())
+        tmp.rename(root)
+    except OSError:
+        if not root.is_dir():  # not a concurrent run that made it first: a real error
+            raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return root
+
+
+def kit_pythonpath(existing: str | None) -> str:
+    """``PYTHONPATH`` for a target environment's Python: the kit first, then what the
+    caller had (a user's own PYTHONPATH)."""
+    return os.pathsep.join(p for p in (str(kit_path()), existing) if p)
