@@ -1,4 +1,4 @@
-"""``hpcenv.project.markers``: PEP 508 markers with several active extras, uv's conflict encoding."""
+"""``hpcenv.project.markers``: PEP 508 markers with several active extras, uv's conflicts."""
 
 from __future__ import annotations
 

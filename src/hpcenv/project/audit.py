@@ -584,7 +584,7 @@ def audit(
             f"CUDA {cuda} runs on driver {nv.driver_version} only under minor-version "
             f"compatibility (no PTX JIT; update to >= {a.min_driver} for full support)"
         )
-    # a venv's binaries are read (hpcenv.binaries.archs): every distribution with CUDA code is judged
+    # a venv's binaries are read (hpcenv.binaries.archs): each distribution with CUDA code judged
     kernels = (
         archs.check_venv(Path(pkgs.source), facts, torch_cuda=cuda) if pkgs.kind == "venv" else None
     )
