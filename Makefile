@@ -26,7 +26,7 @@ doctor: demo
 test: bootstrap      ## the test suite
 	nox -s tests
 
-lint: bootstrap      ## ruff, mypy --strict, profiles validate
+lint: bootstrap      ## ruff, mypy --strict, import-linter's layers, profiles validate
 	nox -s lint
 
 lock: bootstrap      ## regenerate lockfiles/ with hpcenv lock

@@ -52,12 +52,13 @@ def tests(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff, ruff format --check, mypy --strict, and every profile validates."""
+    """ruff, ruff format --check, mypy --strict, import-linter's layers, every profile validates."""
     _dev(session)
     dirs = ["src", "tests", "probes", "bench", "sitecustomize", "noxfile.py"]
     session.run("ruff", "check", *[d for d in dirs if (ROOT / d).exists()])
     session.run("ruff", "format", "--check", "src", "probes", "sitecustomize")
     session.run("mypy")
+    session.run("lint-imports")  # the layers of docs/design.md, no cycles, a stdlib-only kit
     session.run("hpcenv", "profiles")
 
 

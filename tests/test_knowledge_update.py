@@ -18,6 +18,7 @@ from conftest import require
 from hpcenv.cli import main
 from hpcenv.knowledge import listing, remote, vllm, wheels
 from hpcenv.knowledge.refresh import update
+from hpcenv.knowledge.refresh import vllm as vllm_refresh
 from hpcenv.utils.errors import BadInput
 from torch_standin import StandIn, torch_wheel
 
@@ -270,10 +271,10 @@ endif()
 def test_vllm_minimum_is_read_per_cuda_branch() -> None:
     """vLLM 0.20.0's CMakeLists.txt (as in the sdist): 7.5 for CUDA >= 12.8 builds (PyPI's
     wheels), 7.0 only for a source build with an older CUDA."""
-    low, older, found = vllm.minimums(CMAKE_0_20) or ("", None, [])
+    low, older, found = vllm_refresh.minimums(CMAKE_0_20) or ("", None, [])
     assert (low, older) == ("7.5", "7.0")
     assert [f for f, _ in found] == [">=13.0", ">=12.8", "<12.8"]
-    assert vllm.minimums('set(CUDA_SUPPORTED_ARCHS "7.0;7.5;8.0")')[:2] == ("7.0", None)  # type: ignore[index]
+    assert vllm_refresh.minimums('set(CUDA_SUPPORTED_ARCHS "7.0;7.5;8.0")')[:2] == ("7.0", None)  # type: ignore[index]
 
 
 def _sdist(folder: Path, version: str, cmake: str) -> Path:
@@ -310,7 +311,7 @@ def test_vllm_update_from_sdists(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     )  # fmt: skip
     s.start()
     try:
-        written = vllm.update_vllm(s.url, out=tmp_path, log=lambda _: None)
+        written = vllm_refresh.update_vllm(s.url, out=tmp_path, log=lambda _: None)
     finally:
         s.stop()
     data = tomllib.loads(written.path.read_text())

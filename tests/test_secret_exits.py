@@ -239,9 +239,9 @@ def test_build_files_hold_no_secret(
 #: The modules allowed to print or write files: the exits (and their users of raw bytes).
 EXITS = {
     "cli.py",  # the error line
-    "fsio.py",  # every file written
-    "commands/__init__.py",  # print_json, print_text
-    "report.py",  # the rich consoles
+    "utils/fsio.py",  # every file written
+    "utils/output.py",  # print_json, print_text
+    "ui/report.py",  # the rich consoles
 }
 
 

@@ -1,6 +1,6 @@
 """Carry out a plan: a new venv built beside the current one, switched in atomically.
 
-The chain (each step timed into the JSON build report, shown with rich progress):
+The chain (each step timed into the JSON build report, shown through a ``Progress``):
 
 1. take ``venvs/<profile>.lock`` (``envlock``): two builds of one environment never
    interleave; remove leftovers of killed builds (build dirs without a marker);
@@ -31,11 +31,11 @@ import re
 import shutil
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, TypeVar, cast
+from typing import IO, TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
@@ -239,39 +239,31 @@ def _unique_dir(profile: str, stamp_: str) -> Path:
     return candidate
 
 
+class Progress(Protocol):
+    """How a build shows its steps to people (``hpcenv.ui.report.BuildProgress``)."""
+
+    def running(self, what: str) -> AbstractContextManager[object]: ...
+
+    def finished(self, what: str, seconds: float) -> None: ...
+
+
 class _Steps:
-    """Times each step (``done``) and, for people, shows it as a rich progress line."""
+    """Times each step (``done``) and shows it through ``progress`` when there is one."""
 
-    def __init__(self, *, show: bool) -> None:
+    def __init__(self, progress: Progress | None) -> None:
         self.done: list[StepTime] = []
-        self.show = show
-
-    @contextmanager
-    def _status(self, what: str) -> Iterator[None]:
-        if not self.show:
-            yield
-            return
-        from rich.text import Text
-
-        from hpcenv.ui.report import err_console
-
-        with err_console.status(Text(what, style="bold")):
-            yield
+        self.progress = progress
 
     def __call__(self, name: str, what: str, fn: Callable[[], T]) -> T:
         start = time.monotonic()
-        with self._status(what):
+        with self.progress.running(what) if self.progress else nullcontext():
             try:
                 value = fn()
             finally:
                 took = round(time.monotonic() - start, 3)
                 self.done.append(StepTime(step=name, what=what, seconds=took))
-        if self.show:
-            from rich.text import Text
-
-            from hpcenv.ui.report import err_console
-
-            err_console.print(Text("✓", style="green"), what, Text(f"({took:.1f} s)", style="dim"))
+        if self.progress:
+            self.progress.finished(what, took)
         return value
 
 
@@ -281,7 +273,7 @@ def build(
     *,
     project: ProjectRequest | None = None,
     force: bool = False,
-    show_progress: bool = False,
+    progress: Progress | None = None,
     lock_timeout: float | None = None,
 ) -> BuildResult:
     """Build ``plan`` (see the module docstring). Raises ``BuildFailed``/``Busy``.
@@ -305,7 +297,7 @@ def build(
     venvs = fsio.ensure_dir(paths.venvs_dir())
     with envlock.hold(venvs / f"{name}.lock", timeout=lock_timeout):
         return _build_locked(
-            plan, facts, name=name, project=project, force=force, show=show_progress, start=start
+            plan, facts, name=name, project=project, force=force, progress=progress, start=start
         )
 
 
@@ -396,7 +388,7 @@ def _build_locked(
     name: str,
     project: ProjectRequest | None,
     force: bool,
-    show: bool,
+    progress: Progress | None,
     start: float,
 ) -> BuildResult:
     profile = name  # the environment's name: the profile's, or <profile>-<project>
@@ -431,7 +423,7 @@ def _build_locked(
         damaged=tuple(damaged),
         log=str(log_path),
     )
-    steps = _Steps(show=show)
+    steps = _Steps(progress)
     new_dir: Path | None = None
     try:
         report, new_stamp = _lock_step(plan, facts, d, report, steps, log=log)

@@ -15,10 +15,12 @@ like the rich consoles in ``report`` do: commands print nothing any other way.
 from __future__ import annotations
 
 import argparse
-import json
 import math
-import sys
 from typing import Any
+
+from hpcenv.utils.output import print_json, print_text
+
+__all__ = ["print_json", "print_text"]  # commands print through these
 
 
 def add_facts_option(parser: argparse.ArgumentParser) -> None:
@@ -88,20 +90,3 @@ def selection_of(args: argparse.Namespace) -> Any:
 
 def add_json_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON for scripts")
-
-
-def print_json(data: Any) -> None:
-    """``data`` as indented JSON on stdout, masked (``redact.deep``)."""
-    from hpcenv.utils import redact
-
-    json.dump(redact.deep(data), sys.stdout, indent=2, default=str)
-    sys.stdout.write("\n")
-
-
-def print_text(text: str, *, err: bool = False) -> None:
-    """Plain text (a rendered script, a job's raw report) on stdout or stderr, masked."""
-    from hpcenv.utils import redact
-
-    stream = sys.stderr if err else sys.stdout
-    stream.write(redact.text(text))
-    stream.flush()

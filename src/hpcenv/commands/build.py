@@ -77,7 +77,9 @@ def run(args: argparse.Namespace) -> int:
         facts,
         project=project,
         force=args.force,
-        show_progress=not args.json and report.err_console.is_terminal,
+        progress=report.BuildProgress()
+        if not args.json and report.err_console.is_terminal
+        else None,
         lock_timeout=args.wait,
     )
     if args.json:

@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
     )
 
     err.print("3/4 build", style="bold")
-    built = build.build(plan, node, show_progress=not args.json)
+    built = build.build(plan, node, progress=None if args.json else report.BuildProgress())
     stages.append(
         {
             "stage": "build",

@@ -85,7 +85,7 @@ def check_args(*, ranks: int | None, junit: str | None) -> None:
     """What can be checked before any slow work (a build, the first probe): --ranks
     against this node's cap (local ranks; srun places its own), --junit's path."""
     if ranks is not None:
-        if isinstance(runner.launcher_here(), runner.LocalLauncher):
+        if isinstance(srun.launcher_here(), runner.LocalLauncher):
             runner.check_ranks(ranks, runner.local_default_ranks())
         elif ranks < 1:
             raise BadInput(f"--ranks {ranks}: must be 1 or more")
@@ -107,7 +107,7 @@ def execute(
     """Run ``names`` in ``target`` (srun inside a SLURM allocation, local ranks otherwise),
     printing progress on stderr. Shared by ``probe`` and ``doctor``."""
     runner.check_names(names)
-    launcher = runner.launcher_here()  # in a SLURM allocation: one srun over all its nodes
+    launcher = srun.launcher_here()  # in a SLURM allocation: one srun over all its nodes
     if ranks is None:
         ranks = launcher.default_ranks()
     if isinstance(launcher, runner.LocalLauncher):
@@ -180,7 +180,7 @@ def run_pairs(args: argparse.Namespace, target: runner.Target) -> int:
         raise BadInput("--pairs runs the nccl probe between pairs of nodes; name no other probe")
     if args.ranks is not None:
         raise BadInput("--ranks does not apply to --pairs (one rank per node in a pair)")
-    launcher = runner.launcher_here()
+    launcher = srun.launcher_here()
     if not isinstance(launcher, srun.SrunLauncher):
         raise BadInput(
             "--pairs runs inside a SLURM allocation of 2 or more nodes (sbatch, salloc); "

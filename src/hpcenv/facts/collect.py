@@ -14,10 +14,9 @@ import threading
 from collections.abc import Mapping
 from pathlib import Path
 
-from hpcenv.facts import fabric, nvidia
+from hpcenv.facts import allocation, fabric, nvidia
 from hpcenv.kit.netplugin import find_net_plugin
 from hpcenv.models.facts import Facts, NetworkFacts, load
-from hpcenv.slurm import allocation
 
 
 def glibc_version() -> str | None:

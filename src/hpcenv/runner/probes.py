@@ -150,13 +150,6 @@ class LocalLauncher:
         return list(codes)  # one process per rank already
 
 
-def launcher_here(env: Mapping[str, str] | None = None) -> Launcher:
-    """srun over the allocation inside a SLURM job (with srun on PATH), else local ranks."""
-    from hpcenv.slurm import srun
-
-    return srun.launcher_for(env) or LocalLauncher()
-
-
 @dataclass(frozen=True, kw_only=True)
 class ProbeSpec:
     """One probe to run: which script, with what, for how long."""
@@ -581,7 +574,6 @@ __all__ = [
     "check_names",
     "collect",
     "config_for",
-    "launcher_here",
     "resolve_target",
     "run_probe",
     "run_suite",

@@ -43,12 +43,12 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from hpcenv.commands import print_text
 from hpcenv.kit import slurm_env
 from hpcenv.kit.ports import free_port
 from hpcenv.tools import command
 from hpcenv.utils import fsio
 from hpcenv.utils.errors import CommandFailed, ProbeFailed
+from hpcenv.utils.output import print_text
 
 #: How long every node gets to join the cluster.
 JOIN_TIMEOUT_S = 120.0

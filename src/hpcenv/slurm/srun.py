@@ -23,6 +23,7 @@ from typing import Any
 
 from hpcenv.kit.ports import free_port
 from hpcenv.models.facts import SlurmFacts
+from hpcenv.runner import probes as runner
 from hpcenv.slurm.allocation import Layout, from_env, hostnames, layout
 from hpcenv.tools import command
 from hpcenv.utils.errors import BadInput
@@ -299,3 +300,8 @@ def launcher_for(env: Mapping[str, str] | None = None) -> SrunLauncher | None:
     if alloc is None or shutil.which("srun", path=env_now.get("PATH")) is None:
         return None
     return SrunLauncher(alloc, env=env_now)
+
+
+def launcher_here(env: Mapping[str, str] | None = None) -> runner.Launcher:
+    """srun over the allocation inside a SLURM job (with srun on PATH), else local ranks."""
+    return launcher_for(env) or runner.LocalLauncher()

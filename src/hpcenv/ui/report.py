@@ -18,6 +18,7 @@ Table cells fold rather than end in an ellipsis: a long value is shown whole.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 from rich.console import Console, ConsoleOptions, RenderableType
@@ -54,6 +55,16 @@ class MaskingConsole(Console):
 
 console = MaskingConsole()
 err_console = MaskingConsole(stderr=True)
+
+
+class BuildProgress:
+    """A build's steps as rich progress lines on stderr (``hpcenv.build.builder.Progress``)."""
+
+    def running(self, what: str) -> AbstractContextManager[object]:
+        return err_console.status(Text(what, style="bold"))
+
+    def finished(self, what: str, seconds: float) -> None:
+        err_console.print(Text("✓", style="green"), what, Text(f"({seconds:.1f} s)", style="dim"))
 
 
 def styled(value: object, style: str) -> Text:

@@ -287,7 +287,7 @@ def update_all(
     log: Log = _quiet,
 ) -> list[Written]:
     """``hpcenv knowledge update``: torch from PyPI, vLLM from its sdists, and an index."""
-    from hpcenv.knowledge import vllm as vllm_data
+    from hpcenv.knowledge.refresh import vllm as vllm_data
 
     done = [update_pypi(pypi, out=out, log=log)]
     if vllm:
