@@ -179,10 +179,10 @@ def test_results_of_a_python_path_env_stay_under_hpcenv_home(
 ) -> None:
     """'--env /venv/bin/python' once wrote the results directory next to that python
     (the target's name, a path, was joined under results/ and replaced it)."""
-    from hpcenv.commands import probe
+    from hpcenv.runner import suite
     from hpcenv.runner.probes import Target
 
     monkeypatch.setenv("HPCENV_HOME", str(tmp_path / "home"))
-    got = probe._result_dir(Target(name="/opt/v/bin/python", python=Path("/x")), None, None)
+    got = suite.result_dir(Target(name="/opt/v/bin/python", python=Path("/x")), None, None)
     assert got.parent == tmp_path / "home" / "results"
     assert got.name.startswith("_opt_v_bin_python-") and got.is_dir()

@@ -7,9 +7,17 @@ from __future__ import annotations
 
 import argparse
 import time
-from typing import Any
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from hpcenv.commands import add_json_option, print_json
+
+if TYPE_CHECKING:  # imported where used: every command's module loads with the CLI
+    from hpcenv.build.builder import BuildResult
+    from hpcenv.models.facts import Facts
+    from hpcenv.models.plan import Plan
+    from hpcenv.profile.schema import Profile
 
 NAME = "doctor"
 HELP = "facts -> plan -> build -> probes for a profile (default local), one report"
@@ -31,17 +39,67 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_json_option(parser)
 
 
-def run(args: argparse.Namespace) -> int:
-    from pathlib import Path
+@dataclass(frozen=True, kw_only=True)
+class Stage:
+    """One stage of the doctor's chain: what it did, how long, its status."""
 
-    from hpcenv.build import builder as build
-    from hpcenv.commands import probe
-    from hpcenv.commands.plan import plan_json
-    from hpcenv.decide.plan import make_plan
+    stage: str
+    seconds: float
+    summary: str
+    status: str = "pass"
+
+    def serialize(self) -> dict[str, Any]:
+        return {
+            "stage": self.stage,
+            "status": self.status,
+            "seconds": self.seconds,
+            "summary": self.summary,
+        }
+
+
+def facts_stage() -> tuple[Facts, Stage]:
+    """This node's facts."""
     from hpcenv.facts import collect as facts
+
+    t0 = time.monotonic()
+    node = facts.collect()
+    gpus = ", ".join(sorted({g.name for g in node.gpus})) or "no NVIDIA GPU"
+    driver = f", driver {node.nvidia.driver_version}" if node.nvidia else ""
+    summary = f"{node.hostname}: {node.arch}, {node.cpus} cpus, {gpus}{driver}"
+    return node, Stage(stage="facts", seconds=time.monotonic() - t0, summary=summary)
+
+
+def plan_stage(name: str, node: Facts) -> tuple[Profile, Plan, Stage]:
+    """The profile's plan on this node (NoCompatibleBuild, exit 3, when no torch runs)."""
+    from hpcenv.decide.plan import make_plan
+    from hpcenv.profile import schema as profile
+
+    t0 = time.monotonic()
+    prof = profile.load(name)
+    plan = make_plan(prof, node)
+    warned = f", {len(plan.warnings)} warning(s)" if plan.warnings else ""
+    summary = (
+        f"torch {plan.torch.version} ({plan.torch.backend}), flash-attn "
+        f"{plan.flash_attn.action}{warned}"
+    )
+    return prof, plan, Stage(stage="plan", seconds=time.monotonic() - t0, summary=summary)
+
+
+def build_stage(plan: Plan, node: Facts, *, show: bool) -> tuple[BuildResult, Stage]:
+    """The environment built (a no-op when nothing changed)."""
+    from hpcenv.build import builder as build
+    from hpcenv.ui import report
+
+    built = build.build(plan, node, progress=report.BuildProgress() if show else None)
+    what = "unchanged, nothing to do" if built.noop else "built"
+    summary = f"{what}: {built.venv} -> {built.target.name}"
+    return built, Stage(stage="build", seconds=built.seconds, summary=summary)
+
+
+def run(args: argparse.Namespace) -> int:
+    from hpcenv.commands import probe
     from hpcenv.models.facts import to_json
     from hpcenv.models.results import Status, overall
-    from hpcenv.profile import schema as profile
     from hpcenv.runner import probes as runner
     from hpcenv.ui import junit, report
     from hpcenv.utils import paths
@@ -50,49 +108,13 @@ def run(args: argparse.Namespace) -> int:
     probe.check_args(ranks=args.ranks, junit=args.junit)
     start = time.monotonic()
     err = report.err_console
-    stages: list[dict[str, Any]] = []
-
     err.print("1/4 facts", style="bold")
-    t0 = time.monotonic()
-    node = facts.collect()
-    gpus = ", ".join(sorted({g.name for g in node.gpus})) or "no NVIDIA GPU"
-    stages.append(
-        {
-            "stage": "facts",
-            "status": "pass",
-            "seconds": time.monotonic() - t0,
-            "summary": f"{node.hostname}: {node.arch}, {node.cpus} cpus, {gpus}"
-            + (f", driver {node.nvidia.driver_version}" if node.nvidia else ""),
-        }
-    )
-
+    node, facts_done = facts_stage()
     err.print("2/4 plan", style="bold")
-    t0 = time.monotonic()
-    prof = profile.load(args.profile)
-    plan = make_plan(prof, node)  # NoCompatibleBuild (3) when no torch build runs here
-    stages.append(
-        {
-            "stage": "plan",
-            "status": "pass",
-            "seconds": time.monotonic() - t0,
-            "summary": f"torch {plan.torch.version} ({plan.torch.backend}), flash-attn "
-            f"{plan.flash_attn.action}"
-            + (f", {len(plan.warnings)} warning(s)" if plan.warnings else ""),
-        }
-    )
-
+    prof, plan, plan_done = plan_stage(args.profile, node)
     err.print("3/4 build", style="bold")
-    built = build.build(plan, node, progress=None if args.json else report.BuildProgress())
-    stages.append(
-        {
-            "stage": "build",
-            "status": "pass",
-            "seconds": built.seconds,
-            "summary": ("unchanged, nothing to do" if built.noop else "built")
-            + f": {built.venv} -> {built.target.name}",
-        }
-    )
-
+    built, build_done = build_stage(plan, node, show=not args.json)
+    stages = (facts_done, plan_done, build_done)
     err.print("4/4 probes", style="bold")
     target = runner.Target(name=prof.name, python=paths.venv_python(built.venv), profile=prof)
     results, result_dir = probe.execute(target, tuple(prof.probes.run), ranks=args.ranks)
@@ -108,14 +130,14 @@ def run(args: argparse.Namespace) -> int:
                 "status": status.value,
                 "seconds": total,
                 "facts": to_json(node),
-                "plan": plan_json(plan),
-                "stages": stages,
+                "plan": plan.serialize(),
+                "stages": [s.serialize() for s in stages],
                 "results_dir": str(result_dir),
                 "probes": [r.serialize() for r in results],
             }
         )
     else:
-        report.print_stages(stages, title=f"doctor: {prof.name}")
+        report.print_stages([s.serialize() for s in stages], title=f"doctor: {prof.name}")
         report.print_probe_results(results, title=f"probes in {target.name} ({target.python})")
         report.console.print(
             report.styled(status.value.upper(), "bold"),

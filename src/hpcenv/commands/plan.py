@@ -6,13 +6,11 @@ or --declared (the typical node the profile's [platform] section describes)."""
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from rich.table import Table
 
 from hpcenv.commands import add_facts_option, add_json_option, print_json
 from hpcenv.decide.plan import plan_for
-from hpcenv.models.plan import Plan
 from hpcenv.ui import report
 
 NAME = "plan"
@@ -31,17 +29,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_json_option(parser)
 
 
-def plan_json(plan: Plan) -> dict[str, Any]:
-    """``Plan.to_json()`` plus the digest (masked where it is printed: ``print_json``)."""
-    data = plan.to_json()
-    data["digest"] = plan.digest()
-    return data
-
-
 def run(args: argparse.Namespace) -> int:
     plan, _ = plan_for(args.profile, args.facts, declared=args.declared)
     if args.json:
-        print_json(plan_json(plan))
+        print_json(plan.serialize())
         return 0
     table = Table(
         title=f"plan {plan.profile} ({plan.arch}, Python {plan.python}, digest {plan.digest()})",

@@ -6,9 +6,6 @@ when any probe fails or errors; skips (no GPU, not installed) do not fail."""
 from __future__ import annotations
 
 import argparse
-import datetime
-import math
-import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -17,9 +14,9 @@ from hpcenv.commands import add_json_option, print_json, seconds
 from hpcenv.kit import registry
 from hpcenv.models.results import ProbeResult, Status, overall
 from hpcenv.runner import probes as runner
+from hpcenv.runner import suite
 from hpcenv.slurm import pairs, srun
 from hpcenv.ui import junit, report
-from hpcenv.utils import fsio, paths
 from hpcenv.utils.errors import BadInput, ProbeFailed
 
 NAME = "probe"
@@ -84,15 +81,22 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def check_args(*, ranks: int | None, junit: str | None) -> None:
     """What can be checked before any slow work (a build, the first probe): --ranks
     against this node's cap (local ranks; srun places its own), --junit's path."""
-    if ranks is not None:
-        if isinstance(srun.launcher_here(), runner.LocalLauncher):
-            runner.check_ranks(ranks, runner.local_default_ranks())
-        elif ranks < 1:
-            raise BadInput(f"--ranks {ranks}: must be 1 or more")
+    suite.check_ranks(ranks, srun.launcher_here())
     if junit:
         from hpcenv.ui import junit as junit_xml
 
         junit_xml.check_path(Path(junit))
+
+
+def _started(spec: runner.ProbeSpec) -> None:
+    where = f" ({spec.ranks} ranks)" if spec.ranks > 1 else ""
+    report.err_console.print(f"probe {spec.name}{where} ...", style="dim")
+
+
+def _done(r: ProbeResult) -> None:
+    report.err_console.print(
+        " ", report.status_text(r.status.value), f"{r.name} ({r.seconds:.1f} s)"
+    )
 
 
 def execute(
@@ -104,54 +108,18 @@ def execute(
     results_dir: str | None = None,
     extra: dict[str, list[str]] | None = None,
 ) -> tuple[list[ProbeResult], Path]:
-    """Run ``names`` in ``target`` (srun inside a SLURM allocation, local ranks otherwise),
-    printing progress on stderr. Shared by ``probe`` and ``doctor``."""
-    runner.check_names(names)
-    launcher = srun.launcher_here()  # in a SLURM allocation: one srun over all its nodes
-    if ranks is None:
-        ranks = launcher.default_ranks()
-    if isinstance(launcher, runner.LocalLauncher):
-        runner.check_ranks(ranks, runner.local_default_ranks())
-    elif ranks < 1:
-        raise BadInput(f"--ranks {ranks}: must be 1 or more")
-    result_dir = _result_dir(target, results_dir, timeout)
-    err = report.err_console
-
-    def started(spec: runner.ProbeSpec) -> None:
-        where = f" ({spec.ranks} ranks)" if spec.ranks > 1 else ""
-        err.print(f"probe {spec.name}{where} ...", style="dim")
-
-    results = runner.run_suite(
+    """``names`` in ``target`` on this node's launcher (srun inside a SLURM allocation),
+    progress on stderr. Shared by ``probe`` and ``doctor``."""
+    return suite.execute(
         target,
         names,
-        launcher=launcher,
+        launcher=srun.launcher_here(),
         ranks=ranks,
-        result_dir=result_dir,
-        timeout_s=timeout,
-        extra_args=extra or {},
-        on_start=started,
+        timeout=timeout,
+        results_dir=results_dir,
+        extra=extra,
+        on_start=_started,
         on_done=_done,
-    )
-    return results, result_dir
-
-
-def _result_dir(target: runner.Target, results_dir: str | None, timeout: float | None) -> Path:
-    """Where the ranks write (made here); checks --timeout first."""
-    if timeout is not None and not (math.isfinite(timeout) and timeout > 0):
-        raise BadInput(f"--timeout {timeout:g}: must be a finite number greater than 0")
-    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    # the name is only a label: never a path (a python given by path names its venv)
-    label = re.sub(r"[^A-Za-z0-9_.-]", "_", target.name).lstrip(".") or "env"
-    result_dir = (
-        Path(results_dir) if results_dir else paths.home() / "results" / f"{label}-{stamp}"
-    ).absolute()
-    fsio.ensure_dir(result_dir)
-    return result_dir
-
-
-def _done(r: ProbeResult) -> None:
-    report.err_console.print(
-        " ", report.status_text(r.status.value), f"{r.name} ({r.seconds:.1f} s)"
     )
 
 
@@ -186,7 +154,7 @@ def run_pairs(args: argparse.Namespace, target: runner.Target) -> int:
             "--pairs runs inside a SLURM allocation of 2 or more nodes (sbatch, salloc); "
             "submit it with 'hpcenv sbatch PROFILE nccl --nodes N --pairs'"
         )
-    result_dir = _result_dir(target, args.results_dir, args.timeout)
+    result_dir = suite.result_dir(target, args.results_dir, args.timeout)
     hosts = launcher.layout.hosts
     report.err_console.print(f"bad-node finder over {len(hosts)} nodes ...", style="dim")
     found = pairs.find(

@@ -79,6 +79,11 @@ class Plan:
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
+    def serialize(self) -> dict[str, Any]:
+        """The plan as ``plan --json`` and ``doctor --json`` print it: ``to_json`` plus the
+        digest (masked where it is printed)."""
+        return {**self.to_json(), "digest": self.digest()}
+
     def digest(self) -> str:
         """Content hash of everything that changes what gets built (not the prose)."""
         data = self.to_json()
