@@ -22,16 +22,13 @@ import urllib.parse
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from packaging.version import InvalidVersion, Version
 
 from hpcenv.knowledge import remote
+from hpcenv.knowledge.refresh.toml_out import Written, data_dir, render, write_if_changed
 from hpcenv.utils import fsio
 from hpcenv.utils.errors import BadInput
-
-if TYPE_CHECKING:
-    from hpcenv.knowledge.refresh.update import Written
 
 VLLM_FILE = "vllm.toml"
 CUDA_FLOOR = "12.8"  # PyPI's vLLM wheels are built with CUDA >= this
@@ -148,8 +145,6 @@ def update_vllm(
     pypi: str = "https://pypi.org", *, out: Path | None = None, log: Callable[[str], None] = print
 ) -> Written:
     """Regenerate ``vllm.toml`` from vLLM's sdists on PyPI (or a stand-in at ``pypi``)."""
-    from hpcenv.knowledge.refresh.update import Written, data_dir, render, write_if_changed
-
     url = f"{pypi.rstrip('/')}/pypi/vllm/json"
     try:
         data = json.loads(remote.fetch(url))
