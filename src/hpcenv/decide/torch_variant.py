@@ -21,7 +21,8 @@ lacks is looked up (``knowledge.lookup``, optional) or inferred from the nearest
 release, never refused. When nothing runs, ``Fixes`` says what would: the newest release
 that runs, the driver needed, NVIDIA's forward-compatibility package (data center GPUs).
 
-This module decides (``decide`` -> ``Decision``, pure data); ``resolve_explain`` words it.
+This module decides (``decide`` -> ``Decision``, pure data, its types in ``torch_decision``);
+``torch_variant_words`` words it.
 ``try_resolve_torch``/``resolve_torch`` do both; ``resolve_torch`` is the one place that
 turns "no compatible build" into ``NoCompatibleBuild`` (exit 3).
 """
@@ -30,17 +31,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from hpcenv import knowledge
+from hpcenv.decide.torch_decision import Assessment, Blocked, Candidate, Decision, Fixes
 from hpcenv.decide.torch_variant_words import REFRESH, describe_gpus, driver_reason, explain
 from hpcenv.kit.coverage import covers
 from hpcenv.knowledge import (
-    ArchSet,
     Knowledge,
     PlatformVariants,
     cuda_key,
@@ -124,29 +124,6 @@ def _no_release(spec: str, know: Knowledge, looked: str = "") -> str:
 # --- judging one variant ------------------------------------------------------------------
 
 
-@dataclass(frozen=True, kw_only=True)
-class Assessment:
-    """Whether one variant of one torch release can run on one node, and why (not)."""
-
-    variant: str
-    cuda: str | None  # "12.6"; None for cpu
-    min_driver: str | None  # GA minimum driver of that toolkit; None: unknown
-    outright: bool  # driver >= min_driver
-    minor_compat: bool  # not outright, but same-major minor-version compatibility holds
-    major_min_driver: str | None
-    archs: ArchSet | None
-    missing: tuple[str, ...]  # compute capabilities the variant has no code for
-    covered_by: tuple[str, ...]  # per GPU cap: how it is covered ("sm_90", "PTX 12.0")
-
-    @property
-    def arch_ok(self) -> bool:
-        return self.archs is not None and not self.missing
-
-    @property
-    def runs(self) -> bool:
-        return self.arch_ok and (self.outright or self.minor_compat)
-
-
 def assess(facts: Facts, version: str, variant: str, know: Knowledge | None = None) -> Assessment:
     """Judge ``variant`` of torch ``version`` against the node in ``facts``."""
     know = know or knowledge.load()
@@ -223,16 +200,6 @@ def auto_choice(
 # --- which releases the spec names --------------------------------------------------------
 
 
-@dataclass(frozen=True, kw_only=True)
-class Candidate:
-    """A torch release the spec matches, and where hpcenv knows it from."""
-
-    version: str
-    platform: PlatformVariants | None  # the node's CPU arch; None: no wheels for it
-    known: bool  # in hpcenv's data
-    learned_from: str | None = None  # for a release the data lacks: what listed it
-
-
 def candidates(
     wanted: SpecifierSet, spec: str, arch: str, know: Knowledge, lookup: Lookup | None
 ) -> list[Candidate]:
@@ -292,47 +259,6 @@ def candidates(
 
 
 # --- deciding -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, kw_only=True)
-class Blocked:
-    """A newer release the spec matches that cannot run here."""
-
-    version: str
-    assessed: tuple[Assessment, ...]
-
-
-@dataclass(frozen=True, kw_only=True)
-class Fixes:
-    """What would make a build run when none does (each None when it would not help)."""
-
-    older: tuple[str, str] | None  # (release, variant): the newest release that runs here
-    driver: tuple[str, str] | None  # (minimum driver, variant) of a variant with the GPU code
-    cuda_compat: tuple[str, str] | None  # (package, variant): forward compatibility
-    compat_refused: str | None  # why cuda-compat is no fix here (not a data center GPU)
-    no_code: bool  # no variant whose GPU code is known carries code for the node's GPUs
-    unknown_code: tuple[str, ...] = ()  # variants whose GPU code hpcenv has no data for
-
-
-@dataclass(frozen=True, kw_only=True)
-class Decision:
-    """Everything the resolver decided, as data (``resolve_explain.explain`` words it)."""
-
-    spec: str
-    candidate: Candidate  # the release chosen (or, when nothing runs, the one asked for)
-    newest_known: str
-    mode: str  # "pin" (a backend pin), "cpu" (no GPU), "auto"
-    pin: str  # "auto" or the pinned variant
-    index_base: str
-    assessed: tuple[Assessment, ...]  # auto: every CUDA variant, newest first
-    chosen: Assessment | None  # None: no compatible build
-    auto: Assessment | None = None  # under a pin: what auto would have picked
-    blocked: tuple[Blocked, ...] = ()
-    fixes: Fixes | None = None
-
-    @property
-    def backend(self) -> str | None:
-        return self.chosen.variant if self.chosen else None
 
 
 def _fixes(facts: Facts, c: Candidate, assessed: tuple[Assessment, ...], know: Knowledge) -> Fixes:

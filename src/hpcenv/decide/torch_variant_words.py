@@ -17,7 +17,7 @@ from hpcenv.models.facts import Facts, Gpu
 from hpcenv.models.plan import TorchChoice
 
 if TYPE_CHECKING:
-    from hpcenv.decide.torch_variant import Assessment, Candidate, Decision, Fixes
+    from hpcenv.decide.torch_decision import Assessment, Candidate, Decision, Fixes
 
 REFRESH = "'hpcenv knowledge update' refreshes hpcenv's data"
 
