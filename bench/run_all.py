@@ -98,6 +98,12 @@ def main() -> int:
     results["project"] = run_json(
         [py, str(BENCH / "bench_project.py"), "--runs", str(args.runs)], env
     )
+    results["audit_handwritten"] = run_json(
+        [py, str(BENCH / "bench_audit_requirements.py"), "--runs", str(max(args.runs, 5))], env
+    )
+    results["project_requirements"] = run_json(
+        [py, str(BENCH / "bench_project_requirements.py"), "--runs", str(args.runs)], env
+    )
     results["allreduce"] = run_json(
         [
             py,
@@ -169,6 +175,52 @@ def _project_rows(r: dict[str, Any]) -> list[str]:
     ]
 
 
+def _audit_rows(r: dict[str, Any]) -> list[str]:
+    """``hpcenv audit`` of a hand-written requirements file (``bench_audit_requirements``)."""
+    if "audit_handwritten" not in r:
+        return []
+    a = r["audit_handwritten"]
+    h, u, lock = a["audit_requirements"], a["uv_pip_compile"], a["audit_uv_lock"]
+    spread = f"(min {h['min_s']:.2f}, max {h['max_s']:.2f})"
+    return [
+        row(
+            "`hpcenv audit requirements.txt` (hand-written, whisper's; resolution cached), warm",
+            f"{h['median_s']:.2f} s {spread}",
+            f"`uv pip compile` of it {u['median_s']:.2f} s "
+            f"({a['ratio_audit_vs_uv_pip_compile']:.2f}x)",
+            "< 2 s",
+            h["median_s"] < 2,
+        ),
+        row(
+            "`hpcenv audit uv.lock` (prime-rl's), warm",
+            f"{lock['median_s']:.2f} s (min {lock['min_s']:.2f}, max {lock['max_s']:.2f})",
+            f"`python -c pass` {a['python']['median_s']:.3f} s",
+            "< 2 s",
+            lock["median_s"] < 2,
+        ),
+    ]
+
+
+def _project_requirements_rows(r: dict[str, Any]) -> list[str]:
+    """``build local --project`` of a requirements project (``bench_project_requirements``)."""
+    if "project_requirements" not in r:
+        return []
+    p = r["project_requirements"]
+    h = p["hpcenv"]
+    return [
+        row(
+            "warm-cache `build local --project` (whisper's requirements.txt, no lock)",
+            f"{h['median_s']:.2f} s (min {h['min_s']:.2f}, max {h['max_s']:.2f})",
+            f"`uv venv && uv pip install -r` + imports "
+            f"{p['uv_pip_install_plus_import']['median_s']:.2f} s "
+            f"({p['ratio_vs_uv_pip_install_plus_import']:.2f}x; without imports "
+            f"{p['uv_pip_install']['median_s']:.2f} s)",
+            "<= 1.1x",
+            p["ratio_vs_uv_pip_install_plus_import"] <= 1.1,
+        )
+    ]
+
+
 def render(r: dict[str, Any]) -> str:
     f, b, a = r["facts"], r["build"], r["allreduce"]
     collect = f.get("torch_collect_env", {}).get("median_s")
@@ -236,6 +288,8 @@ def render(r: dict[str, Any]) -> str:
             b["speedup_vs_venv_pip"] >= 5,
         ),
         *_project_rows(r),
+        *_project_requirements_rows(r),
+        *_audit_rows(r),
         row("no-op rebuild (whole CLI)", f"{b['noop_s']:.2f} s", "-", "< 1 s", b["noop_s"] < 1),
         row(
             "cached wheel (stand-in C extension for flash-attn)",

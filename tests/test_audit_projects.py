@@ -138,7 +138,12 @@ def test_open_instruct_on_the_gh200(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_open_instruct_groups_on_the_v100(capsys: pytest.CaptureFixture[str]) -> None:
     code, data = audit_cli(capsys, "open-instruct", "--facts", V100)
-    assert code == 0 and data["torch"] == "2.10.0+cu128"
+    # torch 2.10.0+cu128 runs on the V100s; the lock's flash-attn 2 (needs 8.0) does not
+    assert code == 3 and data["torch"] == "2.10.0+cu128"
+    assert "a CUDA 12.8 build that runs here" in str(data["message"])
+    assert "but flash-attn 2.8.3+cu128torch2.10: flash-attn 2 needs compute capability >= 8.0" in (
+        str(data["message"])
+    )
     assert "Python 3.12" in str(data["selection"])  # the node's 3.11 is outside ==3.12.*
     assert "outside the project's requires-python ==3.12.*" in str(data["python_why"])
     code, data = audit_cli(
@@ -198,7 +203,8 @@ def test_declared_profile(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 3 and data["node"] == "profile isambard's declared node"
     assert "565.57.01" in str(data["message"])
     code, data = audit_cli(capsys, "open-instruct", "--declared", "supercloud")
-    assert code == 0 and data["torch"] == "2.10.0+cu128"
+    assert data["torch"] == "2.10.0+cu128" and "build that runs here" in str(data["message"])
+    assert code == 3 and "flash-attn 2 needs compute capability >= 8.0" in str(data["message"])
     assert main(["audit", "x.lock", "--declared", "isambard", "--facts", GH200]) == 2
 
 

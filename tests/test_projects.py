@@ -34,13 +34,23 @@ def copy(name: str, tmp_path: Path) -> Path:
 
 
 def project_set(
-    name: str, prof: str, facts: facts_model.Facts, tmp_path: Path, **selection: object
+    name: str,
+    prof: str,
+    facts: facts_model.Facts,
+    tmp_path: Path,
+    *,
+    with_profile_packages: bool = True,
+    file: str | None = None,
+    **selection: object,
 ) -> swap.ProjectSet:
     require_uv()
     plan = make_plan(profile.load(prof), facts, environ={})
+    directory = copy(name, tmp_path)
     request = swap.ProjectRequest(
-        directory=copy(name, tmp_path),
+        directory=directory,
+        file=directory / file if file else None,
         selection=uvlock.Selection(**selection),  # type: ignore[arg-type]
+        with_profile_packages=with_profile_packages,
     )
     return swap.project_set(request, plan, facts)
 
@@ -89,6 +99,24 @@ def test_open_instruct_cuda13_group_on_the_v100(tmp_path: Path) -> None:
     assert sum("URL wheel built for CUDA 13" in w for w in ps.warnings) == 2
 
 
+def test_a_plain_vllm_built_for_cuda_12_is_left_out_of_a_cuda_13_swap(tmp_path: Path) -> None:
+    """open-instruct's default fork on x86_64: torch 2.10.0+cu128 and PyPI's vllm 0.19.1
+    (plain version, built against PyPI's torch 2.10.0, cu128). On an H100 with a 580 driver
+    the plan picks a CUDA 13 build of 2.10.0: the CUDA 12 vLLM is left out, said."""
+    from fakenodes import node
+
+    h100 = node("x86_64", "580.95.05", ("9.0",))
+    ps = project_set("open-instruct", "supercloud", h100, tmp_path)
+    if not (ps.variant or "").startswith("cu13"):
+        pytest.skip(f"the plan chose {ps.variant} for torch 2.10.0 on this node")
+    after = changes(ps)
+    assert after["vllm"] is None
+    assert any(
+        w.startswith("vllm 0.19.1 is built for CUDA 12 (PyPI's plain vLLM") for w in ps.warnings
+    )
+    assert not [r for r in ps.requirements if r.startswith("vllm")]
+
+
 def test_open_instruct_default_on_the_v100_needs_no_swap(tmp_path: Path) -> None:
     ps = project_set("open-instruct", "supercloud", V100, tmp_path)
     assert ps.torch_before == ps.torch_after == "2.10.0+cu128"
@@ -106,6 +134,10 @@ def test_nanochat_keeps_its_python_and_extras(tmp_path: Path) -> None:
     assert gpu.torch_before == "2.9.1+cu128" and "extras gpu" in gpu.selection
     assert changes(gpu)["nvidia-nccl-cu12"] is None  # cu128's wheels: re-resolved for cu126
     assert changes(gpu)["ray"] == "ray[default]>=2.49"  # not in the project: the profile's
+    # ... only when asked (--with-profile-packages): by default the project's set alone
+    alone = project_set("nanochat", "isambard", GH200, tmp_path / "alone", extras=("gpu",),
+                        with_profile_packages=False)  # fmt: skip
+    assert "ray" not in changes(alone) and not [r for r in alone.requirements if "ray" in r]
 
 
 def test_prime_rl_workspace_and_overrides(tmp_path: Path) -> None:
@@ -122,6 +154,42 @@ def test_lerobot_on_both(tmp_path: Path) -> None:
     for prof, facts in (("isambard", GH200), ("supercloud", V100)):
         ps = project_set("lerobot", prof, facts, tmp_path / prof)
         assert (ps.torch_before, ps.torch_after) == ("2.11.0+cu128", "2.11.0+cu126"), prof
+
+
+# --- projects without a uv.lock (project_handwritten) -----------------------------------
+
+
+def test_requirements_with_includes_and_a_pytorch_index(tmp_path: Path) -> None:
+    """kohya_ss pins torch 2.7.0+cu128 from the PyTorch cu128 index: the node's build of
+    2.7.0 instead, torchvision without its label, the PyTorch index not used."""
+    ps = project_set("kohya_ss", "supercloud", V100, tmp_path, file="requirements_linux.txt")
+    assert ps.torch_before == "torch==2.7.0+cu128"
+    assert ps.torch_after.startswith("torch==2.7.0+cu12") and ps.torch_after != "torch==2.7.0+cu128"
+    assert "torchvision==0.22.0" in ps.requirements
+    assert "transformers==4.54.1" in ps.requirements  # from -r requirements.txt
+    assert ps.indexes == () and ps.local_deps
+    assert any("PyTorch index https://download.pytorch.org/whl/cu128 not used" in w
+               for w in ps.warnings)  # fmt: skip
+    assert any("./sd-scripts is not here" in w for w in ps.warnings)
+
+
+def test_bare_torch_setup_py_and_conda_get_the_plans_torch(tmp_path: Path) -> None:
+    whisper = project_set("whisper", "supercloud", V100, tmp_path / "w")
+    plan_version = whisper.torch_after.split("==")[1].split("+")[0]
+    assert whisper.torch_before == "torch" and "(any)" in whisper.changes[0].why
+    mingpt = project_set("mingpt", "isambard", GH200, tmp_path / "m")
+    assert mingpt.local == (".",) and mingpt.torch_before == "none"
+    assert "setup.py's build backend" in mingpt.changes[0].why
+    dit = project_set("dit", "supercloud", V100, tmp_path / "d")
+    assert dit.torch_before == "torch>=1.13" and dit.torch_after.startswith(
+        f"torch=={plan_version}"
+    )
+    assert dit.python.version == "3.12" or "admits" in dit.python.why
+    olmo = project_set("olmo", "isambard", GH200, tmp_path / "o", with_profile_packages=True)
+    assert olmo.python.why.endswith("admits") and "ai2-olmo-core>=1.8.0" in olmo.requirements
+    assert changes(olmo).get("rich") is None  # the project asks for it: not the profile's
+    with pytest.raises(BadInput, match=r"select from a uv\.lock"):
+        project_set("olmo", "isambard", GH200, tmp_path / "g", groups=("dev",))
 
 
 # --- the rules around it ------------------------------------------------------------------
@@ -166,4 +234,4 @@ def test_build_cli_selection_needs_a_project(tmp_path: Path) -> None:
     done = hpcenv("build", "local", "--extra", "gpu", env={"HPCENV_HOME": str(tmp_path)})
     assert done.returncode == 2 and "go with --project PATH" in done.stderr
     done = hpcenv("build", "local", "--project", str(tmp_path), env={"HPCENV_HOME": str(tmp_path)})
-    assert done.returncode == 2 and "no pyproject.toml there" in done.stderr
+    assert done.returncode == 2 and "no uv.lock, pyproject.toml, setup.py" in done.stderr

@@ -33,6 +33,13 @@ def test_text_scrubs_secret_values() -> None:
     assert clean.count(redact.MASK) == 2 and "ok" in clean
 
 
+def test_a_requirement_pin_is_no_assignment() -> None:
+    """``tiktoken==0.12.0`` (a package whose name ends in TOKEN) in a plan's install list
+    stays as it is; ``GH_TOKEN=abc`` is still masked."""
+    clean = redact.text("tiktoken==0.12.0 GH_TOKEN=abcdef0123456789", {})
+    assert clean == f"tiktoken==0.12.0 GH_TOKEN={redact.MASK}"
+
+
 def test_profile_env_is_masked_in_show(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "p.toml"
     path.write_text('[env.always]\nHF_TOKEN = "hf_abcdefSECRET123"\nNCCL_DEBUG = "WARN"\n')

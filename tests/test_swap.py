@@ -37,7 +37,7 @@ from hpcenv.profile import schema as profile
 from hpcenv.runner import probes as runner
 from hpcenv.slurm import sbatch
 from hpcenv.tools import uv
-from hpcenv.utils.errors import BadInput, BuildFailed
+from hpcenv.utils.errors import BuildFailed
 
 PYPROJECT = """\
 [project]
@@ -142,18 +142,26 @@ def test_swap_cu130_to_cu126_in_a_project(index: StandInIndex, project: Path) ->
     )
 
 
-def test_project_without_lock_is_refused(
-    index: StandInIndex, tmp_path: Path, hpcenv_home: Path
+def test_project_without_lock_is_built_from_its_pyproject(
+    index: StandInIndex, tmp_path: Path, hpcenv_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """No uv.lock: the pyproject's dependencies with the node's torch (its [tool.uv.sources]
+    index for torch is not used: torch comes from the plan), the project from a copy."""
+    monkeypatch.setenv("UV_DEFAULT_INDEX", f"{index.url}/simple")
+    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))
     proj = tmp_path / "nolock"
     proj.mkdir()
     (proj / "pyproject.toml").write_text(PYPROJECT.format(url=index.url))
-    with pytest.raises(BadInput, match=r"no uv\.lock"):
-        build.build(
-            stand_in_plan(index.url), Facts(arch="x86_64"), project=ProjectRequest(directory=proj)
-        )
+    result = build.build(
+        stand_in_plan(index.url), Facts(arch="x86_64"), project=ProjectRequest(directory=proj)
+    )
+    done = result.report.serialize()["project"]
+    assert done["torch_after"] == "2.9.1+cu126"
+    pins = uv.freeze(result.venv)
+    assert pins["torch"] == "2.9.1+cu126" and "torchext" in pins
+    # no [build-system]: its dependencies, not the project itself (as uv sync treats it)
+    assert "trainer" not in pins and any("no [build-system]" in w for w in done["warnings"])
     assert sorted(p.name for p in proj.iterdir()) == ["pyproject.toml"]
-    assert not (hpcenv_home / "venvs" / "standin-trainer").exists()
 
 
 V100 = facts_model.load(FACTS / "v100-supercloud.json")

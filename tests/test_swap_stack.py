@@ -111,7 +111,7 @@ def test_swap_resolves_once_into_one_stack(
     cuda_index.requested.clear()
     monkeypatch.chdir(project)
     plan = stand_in_plan(cuda_index.url, profile="standin", packages=("standin-numpy",))
-    request = ProjectRequest(directory=project)
+    request = ProjectRequest(directory=project, with_profile_packages=True)
     result = build.build(plan, Facts(arch="x86_64"), project=request)
     assert result.venv == hpcenv_home / "venvs" / "standin-trainer"
     report = result.report.serialize()["project"]
@@ -223,3 +223,29 @@ def test_nothing_to_swap_installs_the_lock_as_it_is(
     assert "pip compile" not in Path(str(result.report.log)).read_text()
     done = python_in(result.venv, "import torch; print(torch.cuda_versions())")
     assert done.stdout.strip() == "nccl 22707 cudart 13000"
+
+
+def test_plan_of_a_cuda_13_project_lists_no_cuda_13_package(
+    uv_env: dict[str, str], cuda_index: StandInIndex, tmp_path: Path, hpcenv_home: Path
+) -> None:
+    """``plan PROFILE --project`` (swap.project_plan) for the project whose lock sends torch
+    to cu130: the install list is torch's cu126 build and CUDA 12 wheels, not one CUDA 13
+    package, and nothing is installed or downloaded but metadata. (The stand-in index on
+    127.0.0.1 stands in for PyPI and download.pytorch.org, which this machine cannot reach.)"""
+    from hpcenv.build import swap
+    from hpcenv.decide import cuda_packages
+
+    project = make_project(cuda_index, tmp_path / "trainer", uv_env)
+    plan = stand_in_plan(cuda_index.url, profile="standin")
+    request = ProjectRequest(directory=project)
+    cuda_index.requested.clear()
+    wanted, _, install = swap.project_plan(request, plan, Facts(arch="x86_64"))
+    assert wanted.torch_before == "2.9.1+cu130" and "torch==2.9.1+cu126" in install
+    names = [line.split("==", 1)[0].split(" @ ", 1)[0] for line in install]
+    versions = [line.split("==", 1)[1] if "==" in line else "" for line in install]
+    majors = {n: cuda_packages.cuda_major(n, v) for n, v in zip(names, versions, strict=True)}
+    assert 13 not in majors.values(), majors
+    assert 12 in majors.values()  # the CUDA 12 wheels torch's cu126 build pulls
+    files = [p for p in cuda_index.requested if p.startswith("/files/") and p.endswith(".whl")]
+    assert not [p for p in files if "cu13" in p], files
+    assert not (hpcenv_home / "venvs").exists()

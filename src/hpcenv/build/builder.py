@@ -402,6 +402,10 @@ def _build_locked(
     logs = fsio.ensure_dir(paths.logs_dir())
     when = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
     log_path = logs / f"build-{profile}-{when}-{os.getpid()}.log"
+    for n in range(2, 100):  # two builds of one process in one second: a new name each
+        if not log_path.exists() and not log_path.with_suffix(".json").exists():
+            break
+        log_path = logs / f"build-{profile}-{when}-{os.getpid()}-{n}.log"
     report_path = log_path.with_suffix(".json")
     log_fh = fsio.MaskedLog(log_path)
     log = cast(IO[str], log_fh)

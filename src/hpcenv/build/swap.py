@@ -20,16 +20,25 @@ venv:
    new build's; a package built for another CUDA major (``vllm 0.19.1+cu130``) becomes its
    public build (``vllm===0.19.1``); a URL wheel built for another major cannot be
    rebuilt and is left out, with a warning (the plan's flash-attn step may replace it);
-   everything else stays pinned as the lock has it; the profile's ``[packages] install``
-   is added for what the project does not pin (the project's pin wins, and the report
-   says which);
+   a name that carries the major (``nixl-cu13``) becomes its twin for the node's;
+   everything else stays pinned as the lock has it; with ``--with-profile-packages`` the
+   profile's ``[packages] install`` is added for what the project does not pin (the
+   project's pin wins, and the report says which);
 3. ``uv pip compile`` of that set for the node (skipped when nothing was swapped or
    added: the lock's pins are then the whole set) (the torch index is the plan's: the
    profile's, ``HPCENV_TORCH_INDEX_URL`` or the wheelhouse; the project's PyTorch index
    URLs are dropped), then ``uv pip sync`` into the new venv: nothing is installed and
    then uninstalled, and nothing is downloaded that the result does not contain;
-4. the project and its workspace members, non-editable, from a copy of the tree (the
-   project's files stay byte-identical: no ``*.egg-info``, no ``__pycache__``, no ``.venv``);
+4. the project and its workspace members, non-editable, from a copy (``project_copy``: the
+   files git tracks, else the tree less tool output, sockets, FIFOs, devices and huge
+   files; the project's files stay byte-identical: no ``*.egg-info``, no ``__pycache__``);
+
+A project without a ``uv.lock`` (requirements files, ``pyproject.toml``, ``setup.py``,
+``environment.yml``) gets its set from ``handwritten_set`` (``project_handwritten``): its
+lines with the node's torch, its local projects resolved with their dependencies from the
+copy. The profile's ``[packages] install`` joins either kind only when asked
+(``ProjectRequest.with_profile_packages``). ``project_plan`` resolves a set without
+installing it (``plan``/``lock --project``).
 5. the proof (``cudalibs.check``): every CUDA library ``libtorch_cuda.so`` and each CUDA
    extension needs is there and from a wheel of the intended major; the build's import
    check then imports every package that depends on torch, and the profile's packages
@@ -55,9 +64,11 @@ from packaging.version import InvalidVersion, Version
 from hpcenv import knowledge
 from hpcenv.binaries import cudalibs
 from hpcenv.build import fixes
+from hpcenv.decide import cuda_packages
 from hpcenv.decide.torch_variant import resolve_torch
 from hpcenv.models.facts import Facts
 from hpcenv.models.plan import Plan
+from hpcenv.project import copy_tree as project_copy
 from hpcenv.project import uv_lock as uvlock
 from hpcenv.project.audit import marker_environment
 from hpcenv.tools import uv
@@ -69,9 +80,6 @@ PROJECT_FILES = ("pyproject.toml", "uv.lock", ".python-version")
 TORCH_FAMILY = ("torch", "torchvision", "torchaudio")
 #: A variant index's last path segment (the project's PyTorch indexes are replaced).
 _VARIANT_URL = re.compile(r"/(cu\d+|cpu|rocm[\d.]+|xpu)/?$")
-_CUDA_LABEL = re.compile(r"(?:^|[.+])cu(\d{2,3})")
-#: Not copied with the project (built or created by tools, never sources).
-_NOT_COPIED = (".git", ".venv", "__pycache__", "*.egg-info", ".hpcenv", "build", "dist", ".*cache")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -81,6 +89,13 @@ class ProjectRequest:
     directory: Path
     selection: uvlock.Selection = uvlock.DEFAULT_SELECTION
     name: str | None = None  # the environment's name; default <profile>-<project>
+    with_profile_packages: bool = False  # the profile's [packages] install joins the project
+    file: Path | None = None  # the dependency file named by --project FILE (no uv.lock)
+
+    @property
+    def locked(self) -> bool:
+        """A uv project (``uv.lock``); otherwise hand-written files (``project_handwritten``)."""
+        return self.file is None and (self.directory / "uv.lock").is_file()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -109,6 +124,10 @@ class ProjectSet:
     complete: bool = False  # nothing swapped or added: the lock's own set, no resolve needed
     plan: Plan | None = None  # the plan made for the project's torch version
     names: tuple[str, ...] = field(default_factory=tuple)  # every package of the set
+    #: hand-written projects: the local projects are resolved with their dependencies
+    #: (from a copy), not installed afterwards with --no-deps
+    local_deps: bool = False
+    find_links: tuple[str, ...] = ()  # the project's own wheelhouses
 
 
 # --- naming and stamps ------------------------------------------------------------------
@@ -133,16 +152,30 @@ def environment_name(profile: str, request: ProjectRequest) -> str:
 def project_digest(request: ProjectRequest) -> str:
     """Hash of the project's dependency files and the selection (part of the build stamp)."""
     h = hashlib.sha256()
+    if not request.locked:
+        from hpcenv.project import handwritten as project_handwritten
+
+        h.update(
+            project_handwritten.request_of(request.directory, file=request.file).digest().encode()
+        )
     for name in PROJECT_FILES:
         path = request.directory / name
         if path.is_file():
             h.update(name.encode() + b"\0" + path.read_bytes())
     h.update("\0".join(request.selection.uv_args()).encode())
+    h.update(b"\0profile-packages" if request.with_profile_packages else b"")
     return h.hexdigest()[:16]
 
 
 def python_for(request: ProjectRequest, plan: Plan) -> uvlock.PythonChoice:
     """The Python of the project's environment (one rule: ``uvlock.python_for``)."""
+    if not request.locked:
+        from hpcenv.project import handwritten as project_handwritten
+
+        hand = project_handwritten.request_of(
+            request.directory, request.selection.extras, file=request.file
+        )
+        return project_handwritten.python_for(hand, plan)
     project = uvlock.read_project(request.directory)
     lock = uvlock.read_lock(_lock_path(request.directory))
     return uvlock.python_for(project, lock.requires_python, plan.python, f"profile {plan.profile}")
@@ -196,11 +229,34 @@ def target_requirement(plan: Plan, version: str) -> str:
     return f"torch=={version}+{plan.torch.backend}"
 
 
-def _major(label: str | None) -> int | None:
-    if not label:
-        return None
-    m = _CUDA_LABEL.search(label)
-    return int(m.group(1)[:2]) if m else None
+_NAME_MAJOR = re.compile(r"(?<=[._-])cu(da)?(\d{2})(x?)(?=$|[._-])")
+
+
+def other_major(
+    name: str, version: str, major: int, target: int | None, *, registry: bool
+) -> tuple[str | None, str, str | None]:
+    """(requirement instead, why, warning) for a package built for CUDA ``major`` when the
+    node's torch is CUDA ``target`` (pure).
+
+    - a name that carries the major (``nixl-cu13``, ``nvidia-cutlass-dsl-libs-cu13``,
+      ``cupy-cuda13x``): its twin for ``target`` at the same version (``nixl-cu12==0.7.1``;
+      the resolve fails, naming it, where the twin lacks that version);
+    - a label that names it (``+cu130``, Astral's ``+cu.13.0.torch.2.11``) from an index:
+      its public build (``vllm===0.19.1``, PyPI's);
+    - a URL wheel: left out, with a warning (nothing else is known to build it).
+    """
+    public = str(Version(version).public)
+    if target is not None and (m := _NAME_MAJOR.search(name)):
+        twin = f"{name[: m.start()]}cu{m.group(1) or ''}{target}{m.group(3)}{name[m.end() :]}"
+        return f"{twin}=={public}", f"built for CUDA {major}: its CUDA {target} twin", None
+    if registry:
+        return f"{name}==={public}", f"built for CUDA {major}: its public build", None
+    return (
+        None,
+        f"a URL wheel built for CUDA {major}",
+        f"{name} {version} is a URL wheel built for CUDA {major} and no build for CUDA "
+        f"{target} is known: left out (the profile's flash-attn step, if any, installs its own)",
+    )
 
 
 # --- step 1 and 2: the set --------------------------------------------------------------
@@ -255,6 +311,8 @@ def project_set(
     request: ProjectRequest, plan: Plan, facts: Facts, *, log: IO[str] | None = None
 ) -> ProjectSet:
     """Steps 1 and 2 of the module docstring (no venv needed; ``uv export`` only)."""
+    if not request.locked:
+        return handwritten_set(request, plan, facts)
     directory = request.directory
     lock = uvlock.read_lock(_lock_path(directory))
     project = uvlock.read_project(directory)
@@ -311,8 +369,7 @@ def project_set(
     for name, line in sorted(pins.items()):
         pkg = resolved.packages.get(name)
         version = pkg.version if pkg else None
-        label = Version(version).local if version else None
-        major = _major(label)
+        major = cuda_packages.cuda_major(name, version) if version else None
         if swapped and name in TORCH_FAMILY:
             public = str(Version(version).public) if version else base
             new = f"{name}=={public}+{variant}"
@@ -323,21 +380,25 @@ def project_set(
                 name, line, None, f"CUDA wheel of torch {torch.version}: re-resolved for {variant}"
             )
         elif swapped and major is not None and major != target_major and version:
-            if pkg is not None and pkg.source.startswith("registry="):
-                public = str(Version(version).public)
-                note(name, line, f"{name}==={public}", f"built for CUDA {major}: its public build")
-            else:
-                note(name, line, None, f"a URL wheel built for CUDA {major}")
-                warnings.append(
-                    f"{name} {version} is a URL wheel built for CUDA {major} and no build for "
-                    f"{variant} is known: left out (the profile's flash-attn step, if any, "
-                    "installs its own)"
-                )
+            registry = pkg is not None and pkg.source.startswith("registry=")
+            after, why, warning = other_major(name, version, major, target_major, registry=registry)
+            note(name, line, after, why)
+            if warning:
+                warnings.append(warning)
+        elif swapped and version and (plain := _plain_build_major(name, version, base, arch)):
+            if plain[0] == target_major:
+                reqs.append(line)
+                continue
+            note(name, line, None, f"PyPI's build for CUDA {plain[0]} ({plain[1]})")
+            warnings.append(
+                f"{name} {version} is built for CUDA {plain[0]} ({plain[1]}) and no build for "
+                f"{variant} is known: left out (install its {variant} build from its own index)"
+            )
         else:
             reqs.append(line)
             if (url := _own_index(pkg)) and url not in indexes:
                 indexes.append(url)
-    for req in plan.packages:
+    for req in plan.packages if request.with_profile_packages else ():
         wanted = _req_name(req)
         if wanted in pins:
             note(
@@ -365,6 +426,63 @@ def project_set(
         complete=not swapped and len(reqs) == len(pins),
         plan=plan,
         names=tuple(sorted(set(pins) | {c.name for c in changes if c.after})),
+    )
+
+
+def _plain_build_major(name: str, version: str, torch: str, arch: str) -> tuple[int, str] | None:
+    """``cuda_packages.implied_major`` for a package kept as the lock pins it."""
+    node = cuda_packages.Node(caps=(), driver_cuda=None, torch_version=torch, arch=arch)
+    return cuda_packages.implied_major(name, version, node, knowledge.load())
+
+
+def handwritten_set(request: ProjectRequest, plan: Plan, facts: Facts) -> ProjectSet:
+    """The set of a project without a ``uv.lock`` (``project_handwritten``)."""
+    from hpcenv.project import handwritten as hw
+
+    sel = request.selection
+    if sel.groups or sel.no_default_groups or sel.all_extras:
+        raise BadInput(
+            f"--project {request.directory}: --group/--no-default-groups/--all-extras select "
+            "from a uv.lock; this project has none (name its extras with --extra NAME)"
+        )
+    hand = hw.request_of(request.directory, request.selection.extras, file=request.file)
+    py = hw.python_for(hand, plan)
+    spec = hw.torch_line(hand)
+    version, why = hw.torch_version_for(spec, plan, facts, hand.project_file)
+    if version != plan.torch.version:
+        plan = plan_for_version(plan, version, facts)
+    torch_req = target_requirement(plan, version)
+    lines, local, notes = hw.project_lines(hand, request.directory)
+    indexes, dropped = hw.project_indexes(hand)
+    changes = [Change(name="torch", before=str(spec) if spec else None, after=torch_req, why=why)]
+    reqs = [torch_req, *lines]
+    names = {canonicalize_name(n) for n in hand.names()} | {"torch"}
+    for req in plan.packages if request.with_profile_packages else ():
+        wanted = _req_name(req)
+        if wanted in names:
+            why = f"the project asks for it (the profile for {req})"
+            changes.append(Change(name=wanted, before=None, after=None, why=why))
+        elif wanted is not None:
+            why = f"profile {plan.profile}'s [packages] install"
+            changes.append(Change(name=wanted, before=None, after=req, why=why))
+            reqs.append(req)
+    kind = Path(hand.source).name
+    return ProjectSet(
+        requirements=tuple(reqs),
+        overrides=(),
+        indexes=tuple(indexes),
+        local=tuple(local),
+        python=py,
+        selection=f"{kind} (no uv.lock: resolved for this node)",
+        torch_before=str(spec) if spec else "none",
+        torch_after=torch_req,
+        variant=plan.torch.backend,
+        changes=tuple(changes),
+        warnings=(*hand.warnings, *dropped, *notes, *hand.notes),
+        plan=plan,
+        names=tuple(sorted(names)),
+        local_deps=True,
+        find_links=hand.find_links,
     )
 
 
@@ -434,8 +552,110 @@ def _hint(plan: Plan) -> str:
     )
 
 
-def _copy_tree(src: Path, dest: Path) -> None:
-    shutil.copytree(src, dest, symlinks=True, ignore=shutil.ignore_patterns(*_NOT_COPIED))
+def extra_args(wanted: ProjectSet, plan: Plan) -> list[str]:
+    """The project's own indexes and wheelhouses for resolving and installing its set."""
+    extra = [a for url in wanted.indexes for a in ("--index", url)]
+    extra += [a for link in wanted.find_links for a in ("--find-links", link)]
+    if extra and "--index-strategy" not in uv.source_args(plan):
+        extra += ["--index-strategy", "unsafe-best-match"]
+    return extra
+
+
+def write_input(request: ProjectRequest, wanted: ProjectSet, work: Path) -> tuple[str, ...]:
+    """``work/requirements.in``: the set's lines, and a hand-written project's local
+    projects from ``work/project``, a copy of the tree (returns what the copy skipped)."""
+    lines = list(wanted.requirements)
+    skipped: tuple[str, ...] = ()
+    if wanted.local_deps and wanted.local:  # resolved with their dependencies, from a copy
+        copy = work / "project"
+        skipped = project_copy.copy_project(request.directory, copy).skipped
+        lines += [str((copy / rel).resolve()) for rel in wanted.local]
+    fsio.write_bytes(work / "requirements.in", "".join(f"{r}\n" for r in lines).encode())
+    return skipped
+
+
+def resolve_set(
+    request: ProjectRequest,
+    wanted: ProjectSet,
+    facts: Facts,
+    work: Path,
+    *,
+    log: IO[str] | None = None,
+    hashes: bool = False,
+) -> tuple[str, ...]:
+    """Step 3: ``work/resolved.txt``, the exact pins of ``wanted`` for the node (``uv pip
+    compile`` with the plan's sources; the lock's own set when nothing changed). Local
+    projects of a hand-written project are resolved from ``work/project``, a copy of the
+    tree; returns what that copy skipped. Raises ``CommandFailed`` when uv fails."""
+    assert wanted.plan is not None
+    plan = wanted.plan
+    arch = plan.arch or facts.arch or platform.machine()
+    extra = extra_args(wanted, plan)
+    skipped = write_input(request, wanted, work)
+    extra_compile = list(extra)
+    if wanted.overrides:
+        overrides = "".join(f"{o}\n" for o in wanted.overrides)
+        fsio.write_bytes(work / "overrides.txt", overrides.encode())
+        extra_compile += ["--override", str(work / "overrides.txt")]
+    if wanted.local_deps:  # torch comes from the plan, not the project's sources
+        extra_compile.append("--no-sources")
+    if hashes:  # a lock for the user: the file names where its packages come from
+        extra_compile += ["--emit-index-url", "--emit-find-links"]
+    if wanted.complete and not wanted.local_deps and not hashes:
+        shutil.copy(work / "requirements.in", work / "resolved.txt")  # the lock's set as it is
+    else:
+        uv.compile_lock(
+            work / "requirements.in",
+            work / "resolved.txt",
+            plan=plan,
+            python_platform=uv.python_platform(arch, facts.glibc),
+            python_version=wanted.python.version,
+            log=log,
+            extra=extra_compile,
+        )
+    if not hashes:
+        exact = _exact_pins(fsio.read_text(work / "resolved.txt", "uv's output"))
+        fsio.write_bytes(work / "resolved.txt", exact.encode())
+    return skipped
+
+
+def install_list(text: str) -> list[str]:
+    """``name==version`` per resolved package (URL requirements as given)."""
+    out: list[str] = []
+    for raw in text.splitlines():
+        line = raw.split(" #", 1)[0].strip().rstrip("\\").strip()
+        if not line or line.startswith(("#", "--")):
+            continue
+        if line.endswith(".whl") and " @ " not in line:  # a wheelhouse file: its pin
+            name, version = parse_wheel_filename(line.rsplit("/", 1)[-1])[:2]
+            line = f"{name}=={version}"
+        out.append(line.replace("===", "==", 1) if " @ " not in line else line)
+    return out
+
+
+def project_plan(
+    request: ProjectRequest, plan: Plan, facts: Facts, *, hashes: bool = False
+) -> tuple[ProjectSet, str, list[str]]:
+    """What ``build --project`` would install on the node, before anything is downloaded
+    but metadata: (the set, uv's resolved text (hashed with ``hashes``), the install list).
+    Raises ``CommandFailed`` naming uv's reason and where torch comes from."""
+    wanted = project_set(request, plan, facts)
+    assert wanted.plan is not None
+    with fsio.work_dir("hpcenv-plan-") as work:
+        try:
+            resolve_set(request, wanted, facts, work, hashes=hashes)
+        except CommandFailed as exc:
+            detail = uv.error_summary(exc.output) or str(exc)
+            raise CommandFailed(
+                f"resolving project {request.directory.name} for the node failed: {detail}; "
+                f"{_hint(wanted.plan)}",
+                returncode=exc.returncode,
+                output=exc.output,
+            ) from exc
+        text = fsio.read_text(work / "resolved.txt", "uv's output")
+        copy = (work / "project").resolve()
+        text = text.replace(copy.as_uri(), ".").replace(str(copy), ".")
+    return wanted, text, install_list(text)
 
 
 def sync_and_swap(
@@ -457,10 +677,7 @@ def sync_and_swap(
     wanted = project_set(request, plan, facts, log=log)
     assert wanted.plan is not None
     plan = wanted.plan
-    arch = plan.arch or facts.arch or platform.machine()
-    extra = [a for url in wanted.indexes for a in ("--index", url)]
-    if extra and "--index-strategy" not in uv.source_args(plan):
-        extra += ["--index-strategy", "unsafe-best-match"]
+    extra = extra_args(wanted, plan)
     result: dict[str, Any] = {
         "project": str(request.directory),
         "selection": wanted.selection,
@@ -472,36 +689,24 @@ def sync_and_swap(
         "changes": [dataclasses.asdict(c) for c in wanted.changes],
     }
     with fsio.work_dir("hpcenv-project-") as work:  # a SIGKILLed one's: removed next run
-        reqs = "".join(f"{r}\n" for r in wanted.requirements)
-        fsio.write_bytes(work / "requirements.in", reqs.encode())
-        if wanted.overrides:
-            overrides = "".join(f"{o}\n" for o in wanted.overrides)
-            fsio.write_bytes(work / "overrides.txt", overrides.encode())
-            extra_compile = [*extra, "--override", str(work / "overrides.txt")]
-        else:
-            extra_compile = extra
+        copy = work / "project"
         name = request.directory.name
         doing = f"installing project {name} (torch {wanted.torch_before} -> {plan.torch.backend})"
         try:
-            if wanted.complete:  # the lock's set as it is: every pin exact, nothing to resolve
-                shutil.copy(work / "requirements.in", work / "resolved.txt")
+            if wanted.local_deps:  # no lock to keep: resolved and installed in one pass
+                result["copy_skipped"] = list(write_input(request, wanted, work))
+                reqs = ["-r", str(work / "requirements.in")]
+                uv.install(venv, reqs, plan=plan, extra=[*extra, "--no-sources"], log=log)
             else:
-                uv.compile_lock(
-                    work / "requirements.in",
-                    work / "resolved.txt",
-                    plan=plan,
-                    python_platform=uv.python_platform(arch, facts.glibc),
-                    python_version=wanted.python.version,
-                    log=log,
-                    extra=extra_compile,
-                )
-            exact = _exact_pins(fsio.read_text(work / "resolved.txt", "uv's output"))
-            fsio.write_bytes(work / "resolved.txt", exact.encode())
-            uv.sync(venv, work / "resolved.txt", plan=plan, log=log, extra=extra)
-            if wanted.local:
+                result["copy_skipped"] = list(resolve_set(request, wanted, facts, work, log=log))
+                uv.sync(venv, work / "resolved.txt", plan=plan, log=log, extra=extra)
+            if wanted.local_deps and wanted.local:
+                result["installed_from_copy"] = list(wanted.local)
+            elif wanted.local:
                 doing = f"installing project {name} itself (non-editable, from a copy)"
-                copy = work / "project"
-                _copy_tree(request.directory, copy)
+                result["copy_skipped"] = list(
+                    project_copy.copy_project(request.directory, copy).skipped
+                )
                 paths = [
                     rel.removeprefix("file://")
                     if rel.startswith(("file:", "/"))
@@ -544,6 +749,7 @@ __all__ = [
     "plan_for_version",
     "project_digest",
     "project_name",
+    "project_plan",
     "project_set",
     "python_for",
     "sync_and_swap",

@@ -1,10 +1,13 @@
-"""Say which torch build a resolved lock (uv.lock, or a requirements file from 'uv pip
-compile') or an installed venv holds - local label, else the nvidia-cuda-runtime version
-it pulls, else CPU - and whether this node (or --facts FILE, or a profile's declared node
-with --declared PROFILE) can run it, with the fix. A uv.lock is read the way 'uv sync'
-installs it: the fork for the node and Python, the project's default groups, and uv's
---extra/--all-extras/--group/--no-default-groups. Exit code 3 when it cannot run (or is
-CPU-only on a GPU node), 2 on bad input, 0 when it can; --json prints JSON in every case."""
+"""Say which torch build a uv.lock, a requirements file, a pyproject.toml without a lock,
+a setup.py/setup.cfg, a conda environment.yml or an installed venv holds - local label,
+else the nvidia-cuda-runtime version it pulls, else CPU - and whether this node (or --facts
+FILE, or a profile's declared node with --declared PROFILE) can run it and every other
+CUDA package in it (vLLM, flash-attn, CUDA-major labels), with resolve's fix and warnings.
+A hand-written file is first resolved for the node with uv (cached by content and target).
+A uv.lock is read the way 'uv sync' installs it: the fork for the node and Python, the
+project's default groups, and uv's --extra/--all-extras/--group/--no-default-groups.
+Exit code 3 when it cannot run (or is CPU-only on a GPU node), 2 on bad input, 0 when it
+can; --json prints JSON in every case."""
 
 from __future__ import annotations
 
@@ -23,12 +26,21 @@ if TYPE_CHECKING:
     from hpcenv.project.audit import Audit
 
 NAME = "audit"
-HELP = "check which torch build a lock or venv holds and whether this node can run it"
+HELP = (
+    "check which torch build (and CUDA packages) a lock, venv, requirements file, "
+    "pyproject.toml, setup.py or environment.yml installs, and whether this node can run it"
+)
 ORDER = 32
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("target", metavar="LOCK_OR_VENV", help="uv.lock, requirements, or venv")
+    parser.add_argument(
+        "target",
+        metavar="LOCK_OR_VENV",
+        help="uv.lock, venv, requirements file (compiled or hand-written), pyproject.toml, "
+        "setup.py/setup.cfg or conda environment.yml (hand-written files are resolved for "
+        "the node with uv first)",
+    )
     add_facts_option(parser)
     parser.add_argument(
         "--declared",
@@ -80,13 +92,19 @@ def run(args: argparse.Namespace) -> int:
             table.add_row("audited", Text(result.selection))
         if result.python_why:
             table.add_row("python", Text(f"{result.python}: {result.python_why}"))
+        if result.resolved:
+            table.add_row("resolved", Text(result.resolved))
         table.add_row("torch", Text(f"{result.torch_version}: {result.build}"))
         table.add_row("evidence", Text(result.evidence))
         table.add_row("verdict", Text(result.message, style="green" if result.ok else "red"))
         if result.fix:
             table.add_row("fix", Text(result.fix))
+        for line in result.packages:
+            table.add_row("package", Text(line))
         for w in result.warnings:
             table.add_row("warning", Text(w, style="yellow"))
+        for note in result.notes:
+            table.add_row("note", Text(note))
         report.console.print(table)
     if not result.ok:
         fix = f"; fix: {result.fix}" if result.fix else ""

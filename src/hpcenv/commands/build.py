@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hpcenv.build import builder as build
 from hpcenv.commands import (
@@ -27,6 +28,10 @@ from hpcenv.decide.plan import plan_for
 from hpcenv.ui import report
 from hpcenv.utils.errors import BadInput
 
+if TYPE_CHECKING:
+    from hpcenv.build.swap import ProjectRequest
+    from hpcenv.project.uv_lock import Selection
+
 NAME = "build"
 HELP = "build (or update) a profile's environment; no-op when nothing changed"
 ORDER = 41
@@ -38,8 +43,17 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--project",
         metavar="PATH",
-        help="install this uv project (its uv.lock, as 'uv sync' would) with the torch build "
-        "this node can run, into venvs/<profile>-<project>; the project's files are not touched",
+        help="install this project (a directory, or its dependency file) with the torch build "
+        "this node can run, into "
+        "venvs/<profile>-<project>: its uv.lock as 'uv sync' would, or (without a lock) its "
+        "pyproject.toml, setup.py/setup.cfg, requirements.txt or environment.yml resolved for "
+        "the node; the project's files are not touched",
+    )
+    parser.add_argument(
+        "--with-profile-packages",
+        action="store_true",
+        help="--project: add the profile's [packages] install to the project (default: the "
+        "project's packages alone)",
     )
     parser.add_argument(
         "--name",
@@ -59,18 +73,17 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from hpcenv.build import swap
     from hpcenv.project import uv_lock as uvlock
 
     project = None
     selection = selection_of(args)
     if args.project:
-        where = Path(args.project).absolute()
-        if not (where / "pyproject.toml").is_file():
-            raise BadInput(f"--project {args.project}: no pyproject.toml there")
-        project = swap.ProjectRequest(directory=where, selection=selection, name=args.name)
-    elif args.name or selection != uvlock.DEFAULT_SELECTION:
-        raise BadInput("--name, --extra, --group and --no-default-groups go with --project PATH")
+        project = project_request(args.project, selection, args.name, args.with_profile_packages)
+    elif args.name or selection != uvlock.DEFAULT_SELECTION or args.with_profile_packages:
+        raise BadInput(
+            "--name, --extra, --group, --no-default-groups and --with-profile-packages go with "
+            "--project PATH"
+        )
     plan, facts = plan_for(args.profile, args.facts)
     result = build.build(
         plan,
@@ -101,6 +114,39 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def project_request(
+    path: str, selection: Selection, name: str | None = None, with_profile: bool = False
+) -> ProjectRequest:
+    """``--project PATH`` as a ``swap.ProjectRequest`` (a directory with a ``uv.lock`` or a
+    dependency file; a file names its directory)."""
+    from hpcenv.build import swap
+    from hpcenv.project import readers as project_files
+
+    where = Path(path).absolute()
+    file = None
+    if where.is_file():
+        where, file = where.parent, where
+        if project_files.kind_of(file) is None:
+            raise BadInput(
+                f"--project {path}: not a project directory or dependency file (a requirements "
+                "file, pyproject.toml, setup.py, setup.cfg or environment.yml)"
+            )
+    if not where.is_dir():
+        raise BadInput(f"--project {path}: no such directory")
+    if file is None and not (where / "uv.lock").is_file() and not project_files.find_in(where):
+        raise BadInput(
+            f"--project {path}: no uv.lock, pyproject.toml, setup.py, setup.cfg, "
+            "requirements.txt or environment.yml there"
+        )
+    return swap.ProjectRequest(
+        directory=where,
+        selection=selection,
+        name=name,
+        with_profile_packages=with_profile,
+        file=file,
+    )
+
+
 def _project_lines(done: Mapping[str, object] | None) -> list[str]:
     """What a project build decided: selection, Python and why, torch before and after,
     what the profile added or the project kept, and the warnings."""
@@ -115,6 +161,8 @@ def _project_lines(done: Mapping[str, object] | None) -> list[str]:
     for change in changes if isinstance(changes, list) else []:
         after = change.get("after") or "left out"
         lines.append(f"  {change.get('name')}: {after} ({change.get('why')})")
+    skipped = done.get("copy_skipped")
+    lines += [f"  {s}" for s in (skipped if isinstance(skipped, list) else [])]
     warnings = done.get("warnings")
     lines += [f"  warning: {w}" for w in (warnings if isinstance(warnings, list) else [])]
     return lines

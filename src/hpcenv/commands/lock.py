@@ -4,7 +4,8 @@
 cluster can be locked from an x86 laptop with ``--declared`` or ``--facts``), torch
 pinned with its variant label. ``--check`` only reports whether each lock still
 matches its profile and was not edited by hand (its body digest; exit 4 when one
-fails) and writes nothing.
+fails) and writes nothing. ``--project PATH`` locks a user's project for the node instead
+(hashed, for ``uv pip sync``), to ``--output FILE`` or stdout, never into ``lockfiles/``.
 """
 
 from __future__ import annotations
@@ -12,11 +13,11 @@ from __future__ import annotations
 import argparse
 
 from hpcenv.build import lockfiles as lock
-from hpcenv.commands import add_json_option, print_json
+from hpcenv.commands import add_json_option, print_json, print_text
 from hpcenv.decide.plan import plan_for
 from hpcenv.profile import schema as profile
 from hpcenv.ui import report
-from hpcenv.utils.errors import BuildFailed, HpcenvError
+from hpcenv.utils.errors import BadInput, BuildFailed, HpcenvError
 
 NAME = "lock"
 HELP = "write lockfiles/<profile>-<arch>.txt with uv pip compile (--check: verify only)"
@@ -40,10 +41,40 @@ def configure(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="verify that each lock matches its profile; write nothing",
     )
+    parser.add_argument(
+        "--project",
+        metavar="PATH",
+        help="lock this project for the node instead (its uv.lock, or a requirements file, "
+        "pyproject.toml, setup.py or environment.yml), with hashes, for 'uv pip sync'; "
+        "written to --output (default: stdout), never into lockfiles/",
+    )
+    parser.add_argument("--output", metavar="FILE", help="--project: write the lock here")
+    add_project_selection(parser)
     add_json_option(parser)
 
 
+def add_project_selection(parser: argparse.ArgumentParser) -> None:
+    from hpcenv.commands import add_selection_options
+
+    add_selection_options(parser, "--project:")
+    parser.add_argument(
+        "--with-profile-packages",
+        action="store_true",
+        help="--project: add the profile's [packages] install to the project",
+    )
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.project or args.output:
+        return run_project(args)
+    from hpcenv.commands import selection_of
+    from hpcenv.project import uv_lock as uvlock
+
+    if selection_of(args) != uvlock.DEFAULT_SELECTION or args.with_profile_packages:
+        raise BadInput(
+            "--extra, --group, --no-default-groups and --with-profile-packages go with "
+            "--project PATH"
+        )
     names = args.profiles or list(profile.available())
     rows = []
     failed = 0
@@ -84,4 +115,45 @@ def run(args: argparse.Namespace) -> int:
         if len(names) == 1:
             raise BuildFailed(f"lock {names[0]}: {rows[0]['reason']}; run 'hpcenv lock {names[0]}'")
         return BuildFailed.exit_code
+    return 0
+
+
+def run_project(args: argparse.Namespace) -> int:
+    """``lock PROFILE --project PATH [--output FILE]``: the project's set for the node
+    (``swap.project_plan``), hashed, with a header saying for what it was made."""
+    import shlex
+    import sys
+    from pathlib import Path
+
+    from hpcenv.build import swap
+    from hpcenv.commands import selection_of
+    from hpcenv.commands.build import project_request
+    from hpcenv.utils import fsio
+
+    if not args.project:
+        raise BadInput("--output goes with --project PATH")
+    if len(args.profiles) != 1 or args.check:
+        raise BadInput("lock --project takes one PROFILE (and no --check)")
+    plan, facts = plan_for(args.profiles[0], args.facts, declared=args.declared)
+    request = project_request(args.project, selection_of(args), None, args.with_profile_packages)
+    wanted, text, install = swap.project_plan(request, plan, facts, hashes=True)
+    arch = lock.target_arch(plan, facts)
+    header = [
+        f"# hpcenv lock {shlex.join(sys.argv[2:])}",
+        f"# for profile {plan.profile} on {arch} ({lock.target_platform(plan, facts)}), "
+        f"Python {wanted.python.version}; torch {wanted.torch_before} -> {wanted.torch_after}",
+        f"# install with: uv pip sync THIS_FILE (from {request.directory}: '.' is the project)",
+    ]
+    body = "\n".join(header) + "\n" + text
+    if args.output:
+        fsio.write_text(Path(args.output), body)
+    elif not args.json:
+        print_text(body)
+    if args.json:
+        print_json(
+            {"profile": plan.profile, "project": str(request.directory), "output": args.output,
+             "python": wanted.python.version, "install": install}
+        )  # fmt: skip
+    elif args.output:
+        report.err_console.print(f"{args.output}: {len(install)} packages for {arch}")
     return 0

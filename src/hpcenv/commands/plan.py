@@ -1,16 +1,26 @@
 """Show the plan for a profile on a node: Python, torch version/variant/index, packages,
 flash-attn action and its build settings, sitecustomize fixes, modules and environment,
 each with its reason. Facts come from this host, --facts FILE (recorded on the cluster),
-or --declared (the typical node the profile's [platform] section describes)."""
+or --declared (the typical node the profile's [platform] section describes). With
+--project PATH also the project's install set for that node (resolved, nothing installed):
+every package as name==version and each change with its reason."""
 
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from rich.table import Table
 
-from hpcenv.commands import add_facts_option, add_json_option, print_json
+from hpcenv.commands import (
+    add_facts_option,
+    add_json_option,
+    add_selection_options,
+    print_json,
+    selection_of,
+)
 from hpcenv.decide.plan import plan_for
+from hpcenv.models.plan import Plan
 from hpcenv.ui import report
 
 NAME = "plan"
@@ -26,13 +36,64 @@ def configure(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="plan for the node the profile's [platform] declares (for a cluster, from anywhere)",
     )
+    add_project_options(parser)
     add_json_option(parser)
 
 
+def add_project_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--project",
+        metavar="PATH",
+        help="also resolve this project for the node (its uv.lock, or a requirements file, "
+        "pyproject.toml, setup.py or environment.yml): exactly what 'build --project' installs",
+    )
+    add_selection_options(parser, "--project:")
+    parser.add_argument(
+        "--with-profile-packages",
+        action="store_true",
+        help="--project: add the profile's [packages] install to the project",
+    )
+
+
+def project_json(args: argparse.Namespace, plan: Plan, facts: Any) -> dict[str, Any] | None:
+    """``--project``: the project's set for the node (``swap.project_plan``)."""
+    from hpcenv.build import swap
+    from hpcenv.commands.build import project_request
+    from hpcenv.project import uv_lock as uvlock
+    from hpcenv.utils.errors import BadInput
+
+    selection = selection_of(args)
+    if not args.project:
+        if selection != uvlock.DEFAULT_SELECTION or args.with_profile_packages:
+            raise BadInput("--extra, --group, --no-default-groups and --with-profile-packages "
+                           "go with --project PATH")  # fmt: skip
+        return None
+    request = project_request(args.project, selection, None, args.with_profile_packages)
+    wanted, _, install = swap.project_plan(request, plan, facts)
+    return {
+        "directory": str(request.directory),
+        "selection": wanted.selection,
+        "python": wanted.python.version,
+        "python_why": wanted.python.why,
+        "torch_before": wanted.torch_before,
+        "torch_after": wanted.torch_after,
+        "install": install,
+        "changes": [
+            {"name": c.name, "before": c.before, "after": c.after, "why": c.why}
+            for c in wanted.changes
+        ],
+        "warnings": list(wanted.warnings),
+    }
+
+
 def run(args: argparse.Namespace) -> int:
-    plan, _ = plan_for(args.profile, args.facts, declared=args.declared)
+    plan, facts = plan_for(args.profile, args.facts, declared=args.declared)
+    project = project_json(args, plan, facts)
     if args.json:
-        print_json(plan.serialize())
+        data = plan.serialize()
+        if project is not None:
+            data["project"] = project
+        print_json(data)
         return 0
     table = Table(
         title=f"plan {plan.profile} ({plan.arch}, Python {plan.python}, digest {plan.digest()})",
@@ -47,4 +108,28 @@ def run(args: argparse.Namespace) -> int:
     report.console.print(table)
     for w in plan.warnings:
         report.console.print(report.styled(f"warning: {w}", "yellow"))
+    if project is not None:
+        print_project(project)
     return 0
+
+
+def print_project(project: dict[str, Any]) -> None:
+    table = Table(
+        title=f"project {project['directory']}: {project['selection']}, Python "
+        f"{project['python']} ({project['python_why']})",
+        title_justify="left",
+        show_lines=False,
+    )
+    table.add_column("package", style="bold")
+    table.add_column("installed", overflow="fold")
+    table.add_column("why", overflow="fold")
+    changes = {c["name"]: c for c in project["changes"]}
+    for line in project["install"]:
+        name = line.split("==", 1)[0].split(" @ ", 1)[0].strip()
+        change = changes.pop(name, None) or changes.pop(name.lower().replace("_", "-"), None)
+        table.add_row(name, line, change["why"] if change else "")
+    for name, change in changes.items():
+        table.add_row(name, change["after"] or "left out", change["why"])
+    report.console.print(table)
+    for w in project["warnings"]:
+        report.console.print(report.styled(f"warning: {w}", "yellow"))

@@ -30,9 +30,10 @@ NOT_SECRET_LAST = frozenset({"SOCK", "SOCKET"})
 #: ``scheme://userinfo@``: the userinfo runs to the last '@' before the host's end
 #: (a '/', '?', '#' or whitespace), so an unencoded '@' in a password is masked whole.
 URL_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<info>[^\s/?#]*)@")
-#: ``NAME=value`` in free text (the value: quoted, or up to whitespace/quote/comma).
+#: ``NAME=value`` in free text (the value: quoted, or up to whitespace/quote/comma); a
+#: requirement pin ``tiktoken==0.12.0`` is no assignment.
 ASSIGNMENT = re.compile(
-    r"(?P<name>\b[A-Za-z_][A-Za-z0-9_]*)=(?P<value>'[^']*'|\"[^\"]*\"|[^\s'\",;]+)"
+    r"(?P<name>\b[A-Za-z_][A-Za-z0-9_]*)=(?!=)(?P<value>'[^']*'|\"[^\"]*\"|[^\s'\",;]+)"
 )
 
 

@@ -26,9 +26,11 @@ from __future__ import annotations
 
 import platform
 import re
+import sys
 from dataclasses import dataclass, field, replace
 from email.parser import HeaderParser
 from pathlib import Path
+from typing import Any
 
 from packaging.markers import (
     InvalidMarker,
@@ -43,11 +45,14 @@ from packaging.version import InvalidVersion, Version
 
 from hpcenv import knowledge
 from hpcenv.binaries import archs
+from hpcenv.decide import cuda_packages
 from hpcenv.decide.torch_variant import assess, describe_gpus, driver_reason, try_resolve_torch
 from hpcenv.models.facts import Facts
+from hpcenv.project import compile as project_resolve
+from hpcenv.project import readers as project_files
 from hpcenv.project import uv_lock as uvlock
 from hpcenv.utils import fsio
-from hpcenv.utils.errors import BadInput, NoCompatibleBuild
+from hpcenv.utils.errors import BadInput, CommandFailed, NoCompatibleBuild
 
 #: Wheels whose version is the CUDA runtime version of the build, in order of trust.
 RUNTIME_PACKAGES = (
@@ -59,6 +64,7 @@ RUNTIME_PACKAGES = (
 
 _REQ_LINE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?\s*===?\s*([^\s;\\]+)")
 _LABEL = re.compile(r"^(cpu|cu\d{3}|rocm[\d.]+|xpu)$")
+_KIND_WORDS = {"requirements": "requirements file", "pyproject": "pyproject.toml"}
 _OPTION = re.compile(r"\s--[A-Za-z]")  # where a line's options (--hash=...) begin
 
 
@@ -78,6 +84,12 @@ class Packages:
     #: uv.lock only: the lock and the project beside it
     lock: uvlock.Lock | None = None
     project: uvlock.Project | None = None
+    #: a hand-written file, not yet resolved (``resolve_for`` turns it into pins)
+    request: project_files.Request | None = None
+    #: what a hand-written file was resolved to, in words (None: read as written)
+    resolved: str | None = None
+    notes: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
 
     @property
     def requires_python(self) -> str | None:
@@ -100,6 +112,9 @@ class Audit:
     python: str | None = None  # the Python the markers were evaluated for
     python_why: str | None = None
     node: str | None = None  # what the node is: "these facts", "declared by profile X"
+    resolved: str | None = None  # a hand-written file: what it was resolved to
+    notes: tuple[str, ...] = ()  # what reading a hand-written file ignored or dropped
+    packages: tuple[str, ...] = ()  # CUDA packages judged besides torch, with verdicts
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -117,6 +132,9 @@ class Audit:
             "message": self.message,
             "fix": self.fix,
             "warnings": list(self.warnings),
+            "resolved": self.resolved,
+            "notes": list(self.notes),
+            "packages": list(self.packages),
         }
 
 
@@ -145,7 +163,11 @@ def read_uv_lock(path: Path) -> Packages:
 
 
 def read_requirements(path: Path) -> Packages:
-    text = fsio.read_text(path, "requirements file")
+    """A requirements file written by a resolver (``uv pip compile``): its pins as they are."""
+    return parse_requirements(fsio.read_text(path, "requirements file"), str(path))
+
+
+def parse_requirements(text: str, source: str, kind: str = "requirements") -> Packages:
     found: dict[str, list[str]] = {}
     markers: dict[Node, str] = {}
     for raw in text.replace("\\\n", " ").splitlines():
@@ -162,11 +184,11 @@ def read_requirements(path: Path) -> Packages:
                 Marker(marker)
             except InvalidMarker as exc:
                 raise BadInput(
-                    f"{path}: {name}=={version}: invalid marker {marker!r} ({exc}); "
+                    f"{source}: {name}=={version}: invalid marker {marker!r} ({exc}); "
                     "regenerate the file with 'uv pip compile'"
                 ) from exc
             markers[(canonicalize_name(name), version)] = marker
-    return Packages(source=str(path), kind="requirements", versions=_freeze(found), markers=markers)
+    return Packages(source=source, kind=kind, versions=_freeze(found), markers=markers)
 
 
 def read_venv(path: Path) -> Packages:
@@ -194,15 +216,107 @@ def _freeze(found: dict[str, list[str]]) -> dict[str, tuple[str, ...]]:
 
 
 def read(path: str | Path) -> Packages:
-    """Packages of a venv directory, a ``uv.lock`` or a requirements file."""
+    """Packages of a venv directory, a ``uv.lock``, a compiled requirements file, or the
+    request of a hand-written one (``requirements*.txt``, ``pyproject.toml``,
+    ``setup.py``/``setup.cfg``, conda ``environment.yml``), each read as what it is by name
+    and content; a project directory without a venv is read by its dependency file."""
     p = Path(path)
     if p.is_dir():
-        return read_venv(p)
+        if not _is_venv(p) and (found := project_files.find_in(p)) is not None:
+            p = found
+        else:
+            return read_venv(p)
     if not p.is_file():
-        raise BadInput(f"{p}: no such file or directory (give a uv.lock, requirements or venv)")
+        raise BadInput(
+            f"{p}: no such file or directory (give a uv.lock, requirements file, pyproject.toml, "
+            "setup.py, environment.yml or venv)"
+        )
     if p.name.endswith(".lock") or p.read_text(errors="replace").lstrip().startswith("version ="):
         return read_uv_lock(p)
-    return read_requirements(p)
+    kind = project_files.kind_of(p)
+    if kind not in (None, "requirements"):
+        request = project_files.read(p)
+        return Packages(source=str(p), kind=kind or "requirements", versions={}, request=request)
+    text = fsio.read_text(p, "requirements file")
+    if project_files.is_compiled(text):
+        return parse_requirements(text, str(p))
+    request = project_files.read_requirements(p)
+    return Packages(source=str(p), kind="requirements", versions={}, request=request)
+
+
+def _is_venv(path: Path) -> bool:
+    return (path / "pyvenv.cfg").is_file() or any(path.glob("lib/python*/site-packages"))
+
+
+def resolve_for(
+    pkgs: Packages,
+    facts: Facts,
+    *,
+    python: str | None = None,
+    selection: uvlock.Selection = uvlock.DEFAULT_SELECTION,
+) -> Packages:
+    """The pins a hand-written file (``pkgs.request``) installs on the node in ``facts``:
+    resolved with uv for its arch, glibc and Python (``project_resolve``, cached). When an
+    index it names cannot be reached, its exact pins are judged as written, with a
+    warning."""
+    request = pkgs.request
+    if request is None:
+        return pkgs
+    if selection.groups or selection.no_default_groups or selection.all_extras:
+        raise BadInput(
+            f"{pkgs.source}: --group/--no-default-groups/--all-extras select from a uv.lock; "
+            f"give --extra NAME for a {pkgs.kind}'s optional dependencies"
+        )
+    if selection.extras:
+        if request.kind not in ("pyproject", "setup.py"):
+            raise BadInput(f"{pkgs.source}: --extra selects optional dependencies of a "
+                           f"pyproject.toml or setup.py; this is a {pkgs.kind}")  # fmt: skip
+        request = project_files.read(Path(pkgs.source), extras=selection.extras)
+    arch = facts.arch or platform.machine()
+    py = (
+        _minor(python)
+        or _minor(facts.python)
+        or request.python
+        or _lowest_python(request.requires_python)
+        or f"{sys.version_info.major}.{sys.version_info.minor}"
+    )
+    target = project_resolve.Target(arch=arch, glibc=facts.glibc, python=py)
+    notes, warnings = request.notes, request.warnings
+    try:
+        resolution = project_resolve.resolve(request, target)
+    except CommandFailed as exc:
+        pins = [r for r in request.requirements if _REQ_LINE.match(r)]
+        if not any(canonicalize_name(r.split("=", 1)[0]) == "torch" for r in pins):
+            raise
+        found = parse_requirements("\n".join(pins), pkgs.source, pkgs.kind)
+        return replace(
+            found,
+            resolved=f"not resolved for {target.describe()}: its exact pins judged as written",
+            notes=notes,
+            warnings=(*warnings, f"{exc} (only the exact pins were judged)"),
+        )
+    found = parse_requirements(resolution.text, pkgs.source, pkgs.kind)
+    torch = found.versions.get("torch", ())
+    what = f"torch=={torch[0]}" if torch else "no torch"
+    how = " (cached)" if resolution.cached else ""
+    kind = _KIND_WORDS.get(pkgs.kind, pkgs.kind)
+    return replace(
+        found,
+        resolved=f"resolved from a hand-written {kind} for {target.describe()}{how}: "
+        f"{what}, {len(found.versions)} packages",
+        notes=notes,
+        warnings=warnings,
+    )
+
+
+def _minor(version: str | None) -> str | None:
+    if not version:
+        return None
+    try:
+        v = Version(version)
+    except InvalidVersion:
+        return None
+    return f"{v.major}.{v.minor}"
 
 
 # --- judging --------------------------------------------------------------------------
@@ -307,6 +421,8 @@ class Found:
     python: str | None = None
     python_why: str | None = None
     warnings: tuple[str, ...] = ()
+    #: every package installed on the node (name -> versions): the CUDA packages are judged
+    installed: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def astuple(self) -> tuple[str, str, str | None, str]:
         return self.version, self.build, self.cuda, self.evidence
@@ -353,14 +469,24 @@ def examine(
     torches = versions.get("torch", ())
     if not torches:
         what = "requirements file" if pkgs.kind == "requirements" else pkgs.kind
-        raise BadInput(f"{pkgs.source}: no torch in this {what}; nothing to audit")
+        hint = ""
+        if pkgs.resolved:  # hand-written: meant for a torch installed separately
+            hint = (
+                f" (resolved for the node: {len(pkgs.versions)} packages, none of them torch); "
+                "if torch is installed separately, audit that venv, or 'hpcenv build PROFILE "
+                f"--project {Path(pkgs.source).parent}' installs the profile's torch with it"
+            )
+        raise BadInput(f"{pkgs.source}: no torch in this {what}; nothing to audit{hint}")
     if len(torches) > 1:
         on = f" on {arch}" if arch else ""
         raise BadInput(
             f"{pkgs.source}: several torch versions{on} ({', '.join(torches)}); a "
             f"{pkgs.kind} installs one: regenerate it for this node's platform"
         )
-    version = torches[0]
+    return replace(_torch_build(pkgs, versions, torches[0]), installed=versions)
+
+
+def _torch_build(pkgs: Packages, versions: dict[str, tuple[str, ...]], version: str) -> Found:
     found = _by_label(pkgs.source, version)
     if found is not None:
         return found
@@ -424,7 +550,13 @@ def _examine_lock(
             f"{', '.join(arches)}): uv sync fails on this node; fix: send {arch} to an index "
             f"that publishes {arch} wheels ([tool.uv.sources] torch with a marker) and 'uv lock'"
         )
-    common = {"selection": where, "python": py.version, "python_why": py.why}
+    installed = {n: (p.version,) for n, p in resolved.packages.items() if p.version}
+    common: dict[str, Any] = {
+        "selection": where,
+        "python": py.version,
+        "python_why": py.why,
+        "installed": installed,
+    }
     found = _by_label(pkgs.source, torch.version)
     if found is not None:
         return replace(found, warnings=tuple(warnings), **common)
@@ -494,6 +626,9 @@ def audit(
     ``node``) can run it. ``selection`` picks a uv.lock's extras and groups; ``python``
     overrides the Python the markers are evaluated for."""
     pkgs = read(path)
+    if pkgs.request is not None:
+        pkgs = resolve_for(pkgs, facts, python=python, selection=selection)
+        selection = uvlock.DEFAULT_SELECTION
     found = examine(
         pkgs,
         facts.arch,
@@ -506,10 +641,26 @@ def audit(
     gpus = facts.gpus
     nv = facts.nvidia
 
+    verdicts = cuda_packages.judge(
+        {n: v for n, v in found.installed.items() if n != "torch"},
+        cuda_packages.Node(
+            caps=tuple(g.compute_capability for g in gpus if g.compute_capability),
+            driver_cuda=nv.cuda_driver_version if nv else None,
+            torch_cuda=cuda,
+            torch_version=version,
+            arch=facts.arch,
+        ),
+    )
+    bad = [v.line() for v in verdicts if not v.ok]
+
     def result(
         ok: bool, message: str, fix: str | None = None, warnings: tuple[str, ...] = ()
     ) -> Audit:
+        if bad:
+            message = f"{message}; {'but ' if ok else ''}{'; '.join(bad)}"
+            ok = False
         return Audit(
+            packages=tuple(v.line() for v in verdicts),
             source=pkgs.source,
             kind=pkgs.kind,
             torch_version=version,
@@ -519,7 +670,9 @@ def audit(
             ok=ok,
             message=message,
             fix=fix,
-            warnings=found.warnings + warnings,
+            warnings=(*pkgs.warnings, *found.warnings, *warnings, *advice),
+            resolved=pkgs.resolved,
+            notes=pkgs.notes,
             selection=found.selection,
             python=found.python or facts.python,
             python_why=found.python_why,
@@ -530,19 +683,31 @@ def audit(
     if found.selection:
         head = f"{found.selection}: {head}"
 
+    advice: list[str] = []  # resolve's warnings about the fix it offers
+
     def better() -> str | None:
-        try:
-            choice = try_resolve_torch(facts, f"=={public}")
-        except BadInput:
-            return None
-        if choice.backend is None or choice.backend == build:
-            return None
+        """resolve's answer: the same release's build that runs here, else the newest
+        release that has one (said with its version), with resolve's warnings."""
         if pkgs.kind == "uv.lock":
             where = Path(pkgs.source).parent
             how = f"'hpcenv build PROFILE --project {where}' installs the project with it"
         else:
             how = "'hpcenv plan PROFILE' picks it"
-        return f"use the {choice.backend} build from {choice.index_url} ({how})"
+        for spec in (f"=={public}", ">=0"):
+            try:
+                choice = try_resolve_torch(facts, spec)
+            except BadInput:
+                continue
+            if choice.backend is None or (choice.backend == build and choice.version == public):
+                continue
+            advice.extend(w for w in choice.warnings if w not in advice)
+            if choice.version == public:
+                return f"use the {choice.backend} build from {choice.index_url} ({how})"
+            return (
+                f"no build of torch {public} runs here; use torch {choice.version} (its "
+                f"{choice.backend} build from {choice.index_url} runs here; {how})"
+            )
+        return None
 
     if build == "cpu":
         if gpus:

@@ -316,3 +316,44 @@ def error_summary(output: str) -> str:
     if not parts:
         return lines[-1] if lines else ""
     return ": ".join(dict.fromkeys(parts))
+
+
+def compile_for(
+    input_file: Path,
+    *,
+    python_platform: str,
+    python_version: str,
+    index_url: str | None = None,
+    extra_index_urls: Sequence[str] = (),
+    find_links: Sequence[str] = (),
+    extras: Sequence[str] = (),
+    constraints: Path | None = None,
+    hashes: bool = False,
+    log: IO[str] | None = None,
+    timeout: float | None = 600,
+) -> str:
+    """``uv pip compile`` of a hand-written input (a ``requirements.in`` hpcenv wrote, or a
+    project's ``pyproject.toml``/``setup.py``/``setup.cfg``, whose metadata uv gets from
+    the build backend) for another node; the pinned set on stdout. The indexes are the ones
+    the project names; with more than one, the best version wins across them, as pip does
+    (``unsafe-best-match``)."""
+    args: list[str] = ["pip", "compile", input_file.name, "--no-header", "--no-annotate"]
+    args += ["--no-python-downloads", "--python-platform", python_platform]
+    args += ["--python-version", python_version, "--quiet"]
+    if hashes:
+        args.append("--generate-hashes")
+    if index_url == "":
+        args.append("--no-index")
+    elif index_url:
+        args += ["--index-url", index_url]
+    for url in extra_index_urls:
+        args += ["--extra-index-url", url]
+    if extra_index_urls or index_url:
+        args += ["--index-strategy", "unsafe-best-match"]
+    for link in find_links:
+        args += ["--find-links", link]
+    for extra in extras:
+        args += ["--extra", extra]
+    if constraints is not None:
+        args += ["--constraint", str(constraints)]
+    return _run(args, log=log, cwd=input_file.parent, timeout=timeout).stdout

@@ -1,0 +1,125 @@
+"""Resolve a hand-written install request for a node, the way pip or uv would install it.
+
+``uv pip compile`` with the node's ``--python-platform`` (arch, glibc) and Python, and the
+indexes the files name (pip's rule when there are several: the best version across them):
+the newest matching release, PyPI's build for that arch. A project file
+(``pyproject.toml``, ``setup.py``) is compiled from a copy of the project
+(``project_copy``), so its build backend writes nothing into the user's tree. The answer is
+cached by the content of every file read and the target
+(``$HPCENV_CACHE/resolved/<sha256>.txt``, for a day: unpinned lines follow new releases):
+a warm audit runs no uv at all.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from hpcenv.project import copy_tree as project_copy
+from hpcenv.project.readers import Request
+from hpcenv.tools import uv
+from hpcenv.utils import fsio, paths
+from hpcenv.utils.errors import BadInput, CommandFailed
+
+#: Bumped when the compile arguments change (old cache entries are then never read).
+_CACHE_VERSION = "1"
+#: A resolution older than this is made again: an unpinned line's newest release changes
+#: as indexes publish.
+MAX_AGE_S = 24 * 3600
+
+
+@dataclass(frozen=True, kw_only=True)
+class Target:
+    arch: str
+    glibc: str | None
+    python: str  # "3.11"
+
+    def describe(self) -> str:
+        return f"{uv.python_platform(self.arch, self.glibc)}, Python {self.python}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Resolution:
+    text: str  # pinned requirements, one per line (``name==version ; marker``)
+    target: Target
+    cached: bool
+
+
+def cache_key(request: Request, target: Target) -> str:
+    h = hashlib.sha256()
+    h.update(json.dumps([_CACHE_VERSION, request.digest(), target.arch, target.glibc]).encode())
+    h.update(target.python.encode())
+    return h.hexdigest()
+
+
+def resolve(request: Request, target: Target) -> Resolution:
+    """The pinned set ``request`` installs on ``target`` (cached; see the module docstring).
+
+    Raises ``BadInput`` naming the file and uv's reason when nothing satisfies it, and
+    ``CommandFailed`` when uv cannot reach an index.
+    """
+    cache = paths.cache_dir() / "resolved" / f"{cache_key(request, target)}.txt"
+    if cache.is_file() and time.time() - cache.stat().st_mtime < MAX_AGE_S:
+        return Resolution(
+            text=fsio.read_text(cache, "cached resolution"), target=target, cached=True
+        )
+    with tempfile.TemporaryDirectory(prefix="hpcenv-resolve-") as tmp:
+        text = _compile(request, target, Path(tmp))
+    fsio.ensure_dir(cache.parent)
+    fsio.write_text(cache, text)
+    return Resolution(text=text, target=target, cached=False)
+
+
+def _compile(request: Request, target: Target, work: Path) -> str:
+    constraints = None
+    if request.project_file:
+        project = Path(request.project_file)
+        copy = work / "project"
+        project_copy.copy_project(project.parent, copy)
+        input_file = copy / project.name
+    else:
+        input_file = work / "requirements.in"
+        lines = [*request.requirements, *request.local]
+        fsio.write_text(input_file, "".join(f"{line}\n" for line in lines))
+        if request.constraints:
+            constraints = work / "constraints.txt"
+            fsio.write_text(constraints, "".join(f"{c}\n" for c in request.constraints))
+    try:
+        return uv.compile_for(
+            input_file,
+            python_platform=uv.python_platform(target.arch, target.glibc),
+            python_version=target.python,
+            index_url=request.index_url,
+            extra_index_urls=request.extra_index_urls,
+            find_links=request.find_links,
+            extras=request.extras,
+            constraints=constraints,
+        )
+    except CommandFailed as exc:
+        reason = uv.error_summary(exc.output or str(exc))
+        if _unreachable(exc.output or ""):
+            raise CommandFailed(
+                f"{request.source}: cannot resolve for {target.describe()}: an index is "
+                f"unreachable ({reason}); run where the indexes it names are reachable, or "
+                "set UV_OFFLINE=1 with a warm uv cache",
+                returncode=exc.returncode,
+                output=exc.output,
+            ) from exc
+        raise BadInput(
+            f"{request.source}: cannot be installed on {target.describe()}: {reason}"
+        ) from exc
+
+
+def _unreachable(output: str) -> bool:
+    text = output.lower()
+    return any(
+        s in text
+        for s in ("failed to fetch", "dns error", "connection refused", "network", "offline")
+    )
+
+
+__all__ = ["Resolution", "Target", "cache_key", "resolve"]

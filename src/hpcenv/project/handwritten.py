@@ -1,0 +1,184 @@
+"""The install set of a project without a ``uv.lock``, for ``build``/``plan``/``lock``
+``--project``: a requirements file, a ``pyproject.toml`` without a lock, a ``setup.py``
+project or a conda ``environment.yml`` (``project_files`` reads each).
+
+The set is the project's own requirement lines with torch taken from the plan: the
+node's variant of the version the project pins (``torch==2.6.0`` -> ``2.6.0+cu124``
+resolved for this node, ``swap.plan_for_version``), of the plan's version when the
+project's range admits it, else of the newest release in the range that runs here; and
+when the project installs no torch at all (a ``pip install torch`` done separately, or a
+``setup.py`` whose metadata only its build backend knows) the profile's torch, said in
+the changes. ``torchvision``/``torchaudio`` lose any variant label (the plan's index
+brings the variant's). The project's PyTorch index URLs are dropped (torch comes from
+the profile's index or wheelhouse); its other indexes are kept. Local projects (``-e .``,
+the ``setup.py`` project itself) are resolved with their dependencies from a copy of the
+tree (``project_copy``) and installed non-editable from it. The profile's ``[packages]
+install`` joins only when asked (``--with-profile-packages``).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.utils import canonicalize_name
+
+from hpcenv.decide.torch_variant import resolve_torch
+from hpcenv.models.facts import Facts
+from hpcenv.models.plan import Plan
+from hpcenv.project import readers as project_files
+from hpcenv.project import uv_lock as uvlock
+from hpcenv.utils.errors import BadInput, BuildFailed, NoCompatibleBuild
+
+_VARIANT_URL = re.compile(r"download\.pytorch\.org|/(cu\d+|cpu|rocm[\d.]+|xpu)/?$")
+_FAMILY = ("torch", "torchvision", "torchaudio")
+
+
+def dependency_file(directory: Path) -> Path:
+    found = project_files.find_in(directory)
+    if found is None:
+        raise BadInput(
+            f"--project {directory}: no uv.lock, pyproject.toml with [project], setup.py, "
+            "setup.cfg, requirements.txt or environment.yml there"
+        )
+    return found
+
+
+def request_of(
+    directory: Path, extras: tuple[str, ...] = (), *, file: Path | None = None
+) -> project_files.Request:
+    return project_files.read(file or dependency_file(directory), extras=extras)
+
+
+def python_for(request: project_files.Request, plan: Plan) -> uvlock.PythonChoice:
+    """conda's ``python=X.Y``, else the profile's Python when ``requires-python`` admits it,
+    else the oldest it admits."""
+    if request.python:
+        return uvlock.PythonChoice(
+            version=request.python, why=f"{Path(request.source).name} says python={request.python}"
+        )
+    req = request.requires_python
+    if plan.python and uvlock.admits(req, plan.python):
+        said = f"requires-python {req}" if req else "no requires-python"
+        return uvlock.PythonChoice(
+            version=plan.python,
+            why=f"profile {plan.profile} says {plan.python}, which the project's {said} admits",
+        )
+    low = uvlock.lowest_admitted(req)
+    if low is None:
+        raise BadInput(f"{request.source}: requires-python {req} admits no Python 3.8 to 3.20")
+    return uvlock.PythonChoice(
+        version=low, why=f"the oldest Python the project's requires-python {req} admits"
+    )
+
+
+def torch_line(request: project_files.Request) -> Requirement | None:
+    for line in request.requirements:
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
+            continue
+        if canonicalize_name(req.name) == "torch":
+            return req
+    return None
+
+
+def torch_version_for(
+    spec: Requirement | None, plan: Plan, facts: Facts, request_file: str | None = None
+) -> tuple[str, str]:
+    """(torch version, why) the project gets on this node."""
+    planned = plan.torch.version
+    if spec is None:
+        if not planned:
+            raise BuildFailed(f"profile {plan.profile}: no torch version planned")
+        if request_file:
+            return planned, (
+                f"profile {plan.profile}'s torch (the project's own requirements come from "
+                f"{Path(request_file).name}'s build backend and must admit it)"
+            )
+        return planned, f"the project installs no torch: profile {plan.profile}'s torch"
+    text = str(spec.specifier)
+    exact = [s.version for s in spec.specifier if s.operator in ("==", "===")]
+    if exact and "*" not in exact[0]:
+        version = exact[0].split("+", 1)[0]
+        return version, f"the project pins torch=={version}: the node's build of it"
+    try:
+        wanted = SpecifierSet(text) if text else SpecifierSet()
+    except InvalidSpecifier as exc:
+        raise BadInput(f"torch{text}: not a version range ({exc})") from exc
+    if planned and wanted.contains(planned, prereleases=True):
+        why = f"the project asks for torch{text or ' (any)'}: profile {plan.profile}'s {planned}"
+        return planned, why
+    if facts.arch is None and plan.arch:
+        import dataclasses
+
+        facts = dataclasses.replace(facts, arch=plan.arch)
+    try:
+        choice = resolve_torch(facts, text or ">=0", pin=plan.torch.pin)
+    except (BadInput, NoCompatibleBuild) as exc:
+        raise BuildFailed(f"the project asks for torch{text}: {exc}") from exc
+    return str(choice.version), f"the newest torch{text} with a build that runs here"
+
+
+def project_lines(
+    request: project_files.Request, directory: Path
+) -> tuple[list[str], list[str], list[str]]:
+    """(requirement lines without torch, local paths relative to ``directory``, notes)."""
+    lines: list[str] = []
+    notes: list[str] = []
+    for line in request.requirements:
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
+            lines.append(line)
+            continue
+        name = canonicalize_name(req.name)
+        if name == "torch":
+            continue
+        if name in _FAMILY and any("+" in s.version for s in req.specifier):
+            plain = ",".join(f"{s.operator}{s.version.split('+', 1)[0]}" for s in req.specifier)
+            notes.append(f"{line}: the variant label dropped (the plan's index brings its build)")
+            lines.append(f"{req.name}{plain}" + (f" ; {req.marker}" if req.marker else ""))
+            continue
+        lines.append(line)
+    local: list[str] = []
+    for path in request.local:
+        try:
+            local.append(str(Path(path).relative_to(directory.resolve())) or ".")
+        except ValueError:
+            local.append(path)
+    if request.project_file:
+        local.append(".")
+    return lines, local, notes
+
+
+def project_indexes(request: project_files.Request) -> tuple[list[str], list[str]]:
+    """(the project's own indexes to keep, words on the PyTorch ones dropped)."""
+    keep: list[str] = []
+    dropped: list[str] = []
+    for url in (request.index_url, *request.extra_index_urls):
+        if not url:
+            continue
+        if _VARIANT_URL.search(url):
+            dropped.append(url)
+        else:
+            keep.append(url)
+    words = (
+        [f"the project's PyTorch index {', '.join(dropped)} not used: torch comes from the plan"]
+        if dropped
+        else []
+    )
+    return keep, words
+
+
+__all__ = [
+    "dependency_file",
+    "project_indexes",
+    "project_lines",
+    "python_for",
+    "request_of",
+    "torch_line",
+    "torch_version_for",
+]

@@ -1,0 +1,618 @@
+"""Read a project's hand-written dependency files into one install request.
+
+What research code ships instead of a lock: ``requirements*.txt`` as people write them
+(``-r``/``-c`` includes relative to the file, ``-e .``, ``--index-url``,
+``--extra-index-url``, ``-f/--find-links``, URL and VCS requirements, markers, hashes,
+unpinned and ranged lines), a ``pyproject.toml`` without a lock (PEP 621 dependencies,
+optional dependencies, PEP 735 dependency groups), ``setup.py``/``setup.cfg`` (whose
+metadata only the build backend knows: uv asks it, as ``uv pip compile setup.py`` does)
+and conda's ``environment.yml`` (``dependencies`` mapped to PyPI names with
+``knowledge/conda_pypi.toml``, its ``pip:`` section read as requirements, ``python=X.Y`` as
+the Python). Each becomes a :class:`Request`: the requirement lines, the indexes the files
+name, and what was dropped or noted, said once. ``project_resolve`` then resolves it for a
+node with uv. A file is read as what it is, by name and content: a ``setup.py`` is never a
+requirements file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
+from hpcenv.utils import fsio
+from hpcenv.utils.errors import BadInput
+
+#: File names read as a project of each kind (a directory is searched in this order).
+PROJECT_FILES = ("pyproject.toml", "setup.py", "setup.cfg")
+CONDA_FILES = ("environment.yml", "environment.yaml")
+_CONDA_KNOWLEDGE = Path(__file__).parents[1] / "knowledge" / "conda_pypi.toml"
+#: pip options that take a value and change nothing hpcenv judges (noted, then ignored).
+_IGNORED_WITH_VALUE = ("--no-binary", "--only-binary", "--trusted-host", "--prefer-binary")
+_VCS = re.compile(r"^(git|hg|svn|bzr)\+")
+_EGG = re.compile(r"[#&]egg=([A-Za-z0-9][A-Za-z0-9._-]*)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Request:
+    """One project's install request, before resolution.
+
+    ``requirements`` are PEP 508 lines (``name @ url`` for URL and VCS requirements);
+    ``project_file`` is set instead for a ``setup.py``/``setup.cfg``/``pyproject.toml``
+    whose metadata uv reads through the build backend.
+    """
+
+    source: str
+    kind: str  # "requirements" | "pyproject" | "setup.py" | "environment.yml"
+    requirements: tuple[str, ...] = ()
+    constraints: tuple[str, ...] = ()
+    index_url: str | None = None
+    extra_index_urls: tuple[str, ...] = ()
+    find_links: tuple[str, ...] = ()
+    local: tuple[str, ...] = ()  # absolute paths of ``-e .``/``./pkg`` projects that exist
+    project_file: str | None = None
+    extras: tuple[str, ...] = ()
+    python: str | None = None  # conda's ``python=X.Y``
+    requires_python: str | None = None
+    notes: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+    files: tuple[str, ...] = ()  # every file read (includes too): the cache key's content
+    compiled: bool = False  # a file from ``uv pip compile``/``pip-compile``: already resolved
+
+    def digest(self) -> str:
+        """sha256 of everything that decides the resolution (content of every file read)."""
+        h = hashlib.sha256()
+        for f in self.files:
+            h.update(f.encode() + b"\0")
+            try:
+                h.update(Path(f).read_bytes())
+            except OSError:
+                h.update(b"<unreadable>")
+        for part in (
+            *self.requirements,
+            "|c",
+            *self.constraints,
+            "|i",
+            self.index_url or "",
+            *self.extra_index_urls,
+            "|f",
+            *self.find_links,
+            "|l",
+            *self.local,
+            "|p",
+            self.project_file or "",
+            *self.extras,
+            self.python or "",
+        ):
+            h.update(part.encode() + b"\0")
+        return h.hexdigest()
+
+    def names(self) -> tuple[str, ...]:
+        """Canonical names of the requirement lines (URL requirements included)."""
+        out = []
+        for line in self.requirements:
+            try:
+                out.append(canonicalize_name(Requirement(line).name))
+            except InvalidRequirement:
+                continue
+        return tuple(dict.fromkeys(out))
+
+
+# --- which kind ------------------------------------------------------------------------
+
+
+def kind_of(path: Path) -> str | None:
+    """The kind of a file by its name, then its content (None: not a project file)."""
+    name = path.name
+    if name in ("pyproject.toml",):
+        return "pyproject"
+    if name in ("setup.py", "setup.cfg"):
+        return "setup.py"
+    if name in CONDA_FILES or (name.endswith((".yml", ".yaml")) and _looks_conda(path)):
+        return "environment.yml"
+    if name.endswith((".txt", ".in")) or name.startswith("requirements"):
+        return "requirements"
+    return None
+
+
+def _looks_conda(path: Path) -> bool:
+    try:
+        head = path.read_text(errors="replace")[:4096]
+    except OSError:
+        return False
+    return re.search(r"^dependencies\s*:", head, re.MULTILINE) is not None
+
+
+_EXACT = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?\s*===?\s*([^\s;\\]+)")
+_RUNTIME = re.compile(r"^nvidia-cuda-runtime(-cu\d+)?$")
+
+
+def is_compiled(text: str) -> bool:
+    """A requirements file written by a resolver or ``pip freeze``, read as written: a
+    resolver's header or annotations, or every line an exact pin and the torch build
+    visible in the pins themselves (a local label, or the CUDA runtime wheel a resolver
+    adds). A hand-written ``torch==2.6.0`` alone is not: what pip installs for it depends
+    on the node, so it is resolved; nor are pins without torch (a dependency may bring it)."""
+    head = text[:2048]
+    if "autogenerated by" in head or "uv export" in head or "# via " in text:
+        return True
+    lines = [ln.split("#", 1)[0].strip() for ln in text.replace("\\\n", " ").splitlines()]
+    lines = [ln for ln in lines if ln and not ln.startswith("--hash")]
+    if not lines or any(ln.startswith("-") for ln in lines):
+        return False
+    pins = [_EXACT.match(ln) for ln in lines]
+    if not all(pins):
+        return False
+    names: dict[str, str] = {str(canonicalize_name(m.group(1))): m.group(2) for m in pins if m}
+    torch = names.get("torch")  # none: a dependency may still bring it (diffusers[torch])
+    return torch is not None and ("+" in torch or any(_RUNTIME.match(n) for n in names))
+
+
+def read(path: Path, *, extras: tuple[str, ...] = ()) -> Request:
+    """The request of one file (kind by :func:`kind_of`)."""
+    kind = kind_of(path)
+    if kind == "pyproject":
+        return read_pyproject(path, extras=extras)
+    if kind == "setup.py":
+        return read_setup(path, extras=extras)
+    if kind == "environment.yml":
+        return read_conda(path)
+    return read_requirements(path)
+
+
+def find_in(directory: Path) -> Path | None:
+    """The dependency file of a project directory without a ``uv.lock``: ``pyproject.toml``
+    (with ``[project]``), ``setup.py``, ``setup.cfg``, ``requirements.txt``, then conda's."""
+    for name in PROJECT_FILES:
+        p = directory / name
+        if p.is_file() and (name != "pyproject.toml" or _has_project_table(p)):
+            return p
+    for name in ("requirements.txt", *CONDA_FILES):
+        if (directory / name).is_file():
+            return directory / name
+    return None
+
+
+def _has_project_table(path: Path) -> bool:
+    try:
+        return "project" in fsio.load_toml(path, "pyproject.toml")
+    except BadInput:
+        return False
+
+
+# --- requirements files -----------------------------------------------------------------
+
+
+@dataclass(kw_only=True)
+class _Acc:
+    requirements: list[str] = field(default_factory=list)
+    constraints: list[str] = field(default_factory=list)
+    index_url: str | None = None
+    extra: list[str] = field(default_factory=list)
+    links: list[str] = field(default_factory=list)
+    local: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+
+    def note(self, text: str) -> None:
+        if text not in self.notes:
+            self.notes.append(text)
+
+    def warn(self, text: str) -> None:
+        if text not in self.warnings:
+            self.warnings.append(text)
+
+
+def _logical_lines(text: str) -> list[tuple[int, str]]:
+    """(line number, line) with ``\\`` continuations joined and comments removed."""
+    out: list[tuple[int, str]] = []
+    buf, start = "", 0
+    for n, raw in enumerate(text.splitlines(), 1):
+        if not buf:
+            start = n
+        line = re.sub(r"(^|\s)#.*$", "", raw)
+        if line.rstrip().endswith("\\"):
+            buf += line.rstrip()[:-1] + " "
+            continue
+        buf += line
+        if buf.strip():
+            out.append((start, buf.strip()))
+        buf = ""
+    if buf.strip():
+        out.append((start, buf.strip()))
+    return out
+
+
+def read_requirements(path: Path) -> Request:
+    acc = _Acc()
+    text = _read_requirements_into(path, acc, constraint=False, seen=())
+    return Request(
+        source=str(path),
+        kind="requirements",
+        requirements=tuple(dict.fromkeys(acc.requirements)),
+        constraints=tuple(dict.fromkeys(acc.constraints)),
+        index_url=acc.index_url,
+        extra_index_urls=tuple(dict.fromkeys(acc.extra)),
+        find_links=tuple(dict.fromkeys(acc.links)),
+        local=tuple(dict.fromkeys(acc.local)),
+        notes=tuple(acc.notes),
+        warnings=tuple(acc.warnings),
+        files=tuple(acc.files),
+        compiled=is_compiled(text),
+    )
+
+
+def _read_requirements_into(
+    path: Path, acc: _Acc, *, constraint: bool, seen: tuple[Path, ...]
+) -> str:
+    real = path.resolve()
+    if real in seen:
+        raise BadInput(f"{path}: includes itself (-r/-c cycle through {seen[-1]})")
+    if not path.is_file():
+        where = f" (included from {seen[-1]})" if seen else ""
+        raise BadInput(f"{path}: no such requirements file{where}")
+    text = fsio.read_text(path, "requirements file")
+    acc.files.append(str(real))
+    for n, line in _logical_lines(text):
+        where = f"{path} (line {n})"
+        try:
+            words = shlex.split(line)
+        except ValueError as exc:
+            raise BadInput(f"{where}: cannot split {line!r} ({exc}); fix the quoting") from exc
+        if line.startswith("-"):
+            _option(words, path, where, acc, constraint=constraint, seen=(*seen, real))
+            continue
+        req = line.split(" --hash", 1)[0].split(" --config-settings", 1)[0].strip()
+        _requirement(req, path, where, acc, constraint=constraint)
+    return text
+
+
+def _option(
+    words: list[str],
+    path: Path,
+    where: str,
+    acc: _Acc,
+    *,
+    constraint: bool,
+    seen: tuple[Path, ...],
+) -> None:
+    opt, _, inline = words[0].partition("=")
+    value = inline or (words[1] if len(words) > 1 else "")
+    if opt in ("-r", "--requirement", "-c", "--constraint"):
+        if not value:
+            raise BadInput(f"{where}: {opt} needs a file name")
+        as_constraint = constraint or opt in ("-c", "--constraint")
+        _read_requirements_into(path.parent / value, acc, constraint=as_constraint, seen=seen)
+    elif opt in ("-i", "--index-url"):
+        acc.index_url = value
+    elif opt == "--extra-index-url":
+        acc.extra.append(value)
+    elif opt in ("-f", "--find-links"):
+        local = path.parent / value
+        acc.links.append(str(local.resolve()) if "://" not in value and local.exists() else value)
+    elif opt in ("-e", "--editable"):
+        _requirement(value, path, where, acc, constraint=constraint)
+    elif opt == "--no-index":
+        acc.note(f"{where}: --no-index: only the find-links are searched")
+        acc.index_url = ""
+    elif opt in _IGNORED_WITH_VALUE or opt.startswith("--"):
+        acc.note(f"{where}: {opt} does not change what is judged; ignored")
+    else:
+        raise BadInput(f"{where}: unknown option {opt!r} (pip's requirements file options)")
+
+
+def _requirement(text: str, path: Path, where: str, acc: _Acc, *, constraint: bool) -> None:
+    if _is_local(text):
+        target = (path.parent / text.split("[", 1)[0]).resolve()
+        if (target / "pyproject.toml").is_file() or (target / "setup.py").is_file():
+            acc.local.append(str(target))
+        else:
+            acc.warn(
+                f"{where}: {text} is not here (no pyproject.toml or setup.py in {target}); "
+                "its dependencies are not judged"
+            )
+        return
+    line = _vcs_as_pep508(text) if _VCS.match(text) or text.startswith("http") else text
+    if line is None:
+        acc.warn(f"{where}: {text}: a URL without #egg=NAME; not judged")
+        return
+    try:
+        Requirement(line)
+    except InvalidRequirement as exc:
+        why = str(exc).splitlines()[0] if str(exc) else "unreadable"
+        raise BadInput(f"{where}: {text!r} is not a requirement ({why})") from exc
+    (acc.constraints if constraint else acc.requirements).append(line)
+
+
+def _is_local(text: str) -> bool:
+    return text.startswith((".", "/", "file:")) and "@" not in text.split("/", 1)[0]
+
+
+def _vcs_as_pep508(text: str) -> str | None:
+    """``git+https://...#egg=name`` -> ``name @ git+https://...``; a wheel URL by its name."""
+    if " @ " in text or re.match(r"^[A-Za-z0-9._-]+\s*@", text):
+        return text
+    egg = _EGG.search(text)
+    if egg:
+        return f"{egg.group(1)} @ {text.split('#', 1)[0]}"
+    tail = text.rsplit("/", 1)[-1].split("#", 1)[0]
+    if tail.endswith((".whl", ".tar.gz", ".zip")):
+        return f"{canonicalize_name(tail.split('-', 1)[0])} @ {text}"
+    return None
+
+
+# --- pyproject.toml, setup.py -----------------------------------------------------------
+
+
+def read_pyproject(path: Path, *, extras: tuple[str, ...] = ()) -> Request:
+    data = fsio.load_toml(path, "pyproject.toml")
+    project = data.get("project")
+    if not isinstance(project, dict):
+        return read_setup(path, extras=extras)
+    dynamic = project.get("dynamic") or []
+    reqs = _strings(project.get("dependencies"), f"{path}: [project] dependencies")
+    optional = project.get("optional-dependencies") or {}
+    for extra in extras:
+        if extra not in optional:
+            known = ", ".join(sorted(optional)) or "none"
+            raise BadInput(f"{path}: no optional dependency group {extra!r} (known: {known})")
+    own = canonicalize_name(str(project.get("name", "")))
+    for extra in _expand_extras(extras, optional, own):
+        reqs += [r for r in _strings(optional[extra], f"{path}: {extra}") if not _names(r, own)]
+    notes = []
+    if "dependencies" in dynamic:
+        notes.append(f"{path}: dependencies are dynamic: read through its build backend")
+    package = "build-system" in data or "dependencies" in dynamic
+    if not package:
+        notes.append(
+            f"{path}: no [build-system]: its dependencies are installed, not the project "
+            "itself (as uv sync treats it)"
+        )
+    return Request(
+        source=str(path),
+        kind="pyproject",
+        requirements=tuple(dict.fromkeys(reqs)),
+        project_file=str(path.resolve()) if package else None,
+        extras=extras,
+        requires_python=project.get("requires-python"),
+        notes=tuple(notes),
+        files=(str(path.resolve()),),
+    )
+
+
+def _names(line: str, own: str) -> bool:
+    try:
+        return bool(own) and canonicalize_name(Requirement(line).name) == own
+    except InvalidRequirement:
+        return False
+
+
+def _expand_extras(extras: tuple[str, ...], optional: dict[str, Any], own: str) -> list[str]:
+    """The extras selected, with those a self-reference (``ai2-olmo[dev,train]``) adds."""
+    out: list[str] = []
+    todo = list(extras)
+    while todo:
+        extra = todo.pop(0)
+        if extra in out or extra not in optional:
+            continue
+        out.append(extra)
+        for line in optional[extra] if isinstance(optional[extra], list) else []:
+            if isinstance(line, str) and _names(line, own):
+                todo += sorted(Requirement(line).extras)
+    return out
+
+
+def read_setup(path: Path, *, extras: tuple[str, ...] = ()) -> Request:
+    """``setup.py``/``setup.cfg``: its metadata comes from the build backend at resolve time
+    (never read as requirements)."""
+    files = [path.resolve()]
+    for sibling in ("setup.py", "setup.cfg", "pyproject.toml"):
+        if (path.parent / sibling).is_file() and (path.parent / sibling).resolve() not in files:
+            files.append((path.parent / sibling).resolve())
+    project = path.parent / "setup.py" if path.name == "setup.cfg" else path
+    if not project.is_file():
+        project = path
+    return Request(
+        source=str(path),
+        kind="setup.py",
+        project_file=str(project.resolve()),
+        extras=extras,
+        notes=(f"{path}: its dependencies are read through its build backend (setuptools)",),
+        files=tuple(str(f) for f in files),
+    )
+
+
+def _strings(value: Any, where: str) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise BadInput(f"{where} must be a list of requirement strings")
+    return list(value)
+
+
+# --- conda environment.yml --------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class CondaNames:
+    """``knowledge/conda_pypi.toml``: conda names with another PyPI name, dropped or
+    conda-only."""
+
+    renamed: dict[str, str]
+    dropped: dict[str, str]  # name or ``prefix*`` -> why
+    conda_only: frozenset[str]
+
+    def dropped_why(self, name: str) -> str | None:
+        for key, why in self.dropped.items():
+            if name == key or (key.endswith("*") and name.startswith(key[:-1])):
+                return why
+        return None
+
+
+def conda_names() -> CondaNames:
+    data = fsio.load_toml(_CONDA_KNOWLEDGE, "conda_pypi.toml")
+    renamed = {r["conda"]: r["pypi"] for r in data.get("renamed", [])}
+    dropped = {r["conda"]: r["why"] for r in data.get("dropped", [])}
+    only = frozenset(r["conda"] for r in data.get("conda_only", []))
+    return CondaNames(renamed=renamed, dropped=dropped, conda_only=only)
+
+
+def parse_conda_yaml(text: str, where: str) -> dict[str, Any]:
+    """The subset of YAML conda environment files use: top-level keys holding a scalar or
+    a block list (``- item``, ``- pip:`` with a nested list), flow lists ``[a, b]``."""
+    out: dict[str, Any] = {}
+    key: str | None = None
+    nested: list[str] | None = None
+    nested_indent = -1
+    for n, raw in enumerate(text.splitlines(), 1):
+        line = re.sub(r"\s+#.*$", "", raw).rstrip()
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        indent = len(line) - len(line.lstrip())
+        body = line.strip()
+        if indent == 0 and not body.startswith("-"):
+            k, sep, v = body.partition(":")
+            if not sep:
+                raise BadInput(f"{where} (line {n}): {body!r} is not 'key: value'")
+            key, nested = k.strip(), None
+            v = v.strip()
+            out[key] = _flow(v) if v else []
+            continue
+        if key is None or not body.startswith("-"):
+            raise BadInput(f"{where} (line {n}): {body!r}: expected '- item' under a key")
+        item = _unquote(body[1:].strip())
+        if nested is not None and indent > nested_indent:
+            nested.append(item)
+            continue
+        nested = None
+        items = out.setdefault(key, [])
+        if not isinstance(items, list):
+            raise BadInput(f"{where} (line {n}): {key} has a value and a list")
+        if item.endswith(":"):
+            sub: list[str] = []
+            items.append({item[:-1].strip(): sub})
+            nested, nested_indent = sub, indent
+        else:
+            items.append(item)
+    return out
+
+
+def _unquote(text: str) -> str:
+    return text[1:-1] if len(text) > 1 and text[0] == text[-1] and text[0] in "'\"" else text
+
+
+def _flow(value: str) -> Any:
+    if value.startswith("[") and value.endswith("]"):
+        return [_unquote(v.strip()) for v in value[1:-1].split(",") if v.strip()]
+    return _unquote(value)
+
+
+_CONDA_SPEC = re.compile(r"^(?:[\w.-]+::)?([A-Za-z0-9_.-]+)\s*(.*)$")
+
+
+def conda_to_pep508(spec: str) -> tuple[str, str]:
+    """(conda name, PEP 508 version part) of a conda match spec: ``numpy=1.19.2=py38_0`` ->
+    ``("numpy", "==1.19.2.*")``; ``pytorch >= 1.13`` -> ``("pytorch", ">=1.13")``."""
+    m = _CONDA_SPEC.match(spec.strip())
+    if not m:
+        raise ValueError(spec)
+    name, rest = m.group(1).lower(), m.group(2).strip().replace(" ", "")
+    if not rest:
+        return name, ""
+    if rest.startswith("=") and not rest.startswith("=="):
+        version = rest[1:].split("=", 1)[0]
+        return name, f"=={version}" if version.endswith("*") else f"=={version}.*"
+    if rest.startswith("==") and rest.count("=") > 2:
+        rest = "==" + rest[2:].split("=", 1)[0]
+    if rest[0].isdigit():
+        rest = f"=={rest}" if "*" in rest else f"=={rest}.*"
+    return name, rest
+
+
+def read_conda(path: Path) -> Request:
+    data = parse_conda_yaml(fsio.read_text(path, "conda environment file"), str(path))
+    deps = data.get("dependencies")
+    if not isinstance(deps, list):
+        raise BadInput(f"{path}: no 'dependencies:' list; not a conda environment file")
+    names = conda_names()
+    acc = _Acc(files=[str(path.resolve())])
+    python: str | None = None
+    dropped: list[str] = []
+    only: list[str] = []
+    for dep in deps:
+        if isinstance(dep, dict):
+            for sub, lines in dep.items():
+                if sub != "pip":
+                    raise BadInput(f"{path}: dependencies: '{sub}:' is not known (only 'pip:')")
+                for line in lines:
+                    where = f"{path} (pip: {line})"
+                    if line.startswith("-"):
+                        _option(shlex.split(line), path, where, acc, constraint=False, seen=())
+                    else:
+                        _requirement(line, path, where, acc, constraint=False)
+            continue
+        try:
+            name, version = conda_to_pep508(dep)
+        except ValueError:
+            raise BadInput(f"{path}: dependencies: {dep!r} is not a conda spec") from None
+        if name == "python":
+            python = _python_of(version)
+            continue
+        if why := names.dropped_why(name):
+            dropped.append(f"{name} ({why})")
+            continue
+        if name in names.conda_only:
+            only.append(dep)
+            continue
+        acc.requirements.append(f"{names.renamed.get(name, name)}{version}")
+    if data.get("channels"):
+        channels = data["channels"] if isinstance(data["channels"], list) else [data["channels"]]
+        acc.note(
+            f"{path}: channels {', '.join(map(str, channels))} ignored: packages come from "
+            "PyPI (and the indexes its pip: section names)"
+        )
+    if dropped:
+        acc.note(f"{path}: dropped {'; '.join(dropped)}")
+    if only:
+        acc.warn(
+            f"{path}: conda-only packages without a PyPI twin, not installed: {', '.join(only)} "
+            "(install them with the system or modules)"
+        )
+    return Request(
+        source=str(path),
+        kind="environment.yml",
+        requirements=tuple(dict.fromkeys(acc.requirements)),
+        index_url=acc.index_url,
+        extra_index_urls=tuple(acc.extra),
+        find_links=tuple(acc.links),
+        local=tuple(acc.local),
+        python=python,
+        notes=tuple(acc.notes),
+        warnings=tuple(acc.warnings),
+        files=tuple(acc.files),
+    )
+
+
+def _python_of(version: str) -> str | None:
+    """``==3.10.*`` -> ``3.10``; ``>=3.8`` -> None (a floor is not a choice)."""
+    m = re.fullmatch(r"==(\d+\.\d+)(?:\.\d+)?(?:\.\*)?", version)
+    return m.group(1) if m else None
+
+
+__all__ = [
+    "Request",
+    "conda_names",
+    "conda_to_pep508",
+    "find_in",
+    "is_compiled",
+    "kind_of",
+    "parse_conda_yaml",
+    "read",
+]

@@ -1,0 +1,108 @@
+"""Every CUDA package judged, and the swap's rule for a package built for the other CUDA
+major. The names and version labels are real ones: Astral's wheel index labels
+(``causal_conv1d-1.6.2.post1+cu.13.0.torch.2.11``, ``flash-attn 2.8.3+cu.13.0.torch.2.11``),
+windreamer's FA3 wheels (``3.0.0+20260318.cu130torch2100cxx11abitrue.8afc61``, in
+open-instruct's uv.lock), PyPI's ``nixl-cu13``, ``nvidia-cutlass-dsl-libs-cu13`` and
+``cupy-cuda12x``."""
+
+from __future__ import annotations
+
+import pytest
+
+from hpcenv.build.swap import other_major
+from hpcenv.decide import cuda_packages
+from hpcenv.decide.cuda_packages import Node, cuda_major, judge
+
+
+@pytest.mark.parametrize(
+    ("name", "version", "major"),
+    [
+        ("flash-attn", "2.8.3+cu.13.0.torch.2.11", 13),
+        ("causal-conv1d", "1.6.2.post1+cu.13.0.torch.2.11", 13),
+        ("flash-attn-3", "3.0.0+20260318.cu130torch2100cxx11abitrue.8afc61", 13),
+        ("flash-attn", "2.8.3+cu128torch2.10", 12),
+        ("vllm", "0.19.1+cu130", 13),
+        ("nixl-cu13", "0.7.1", 13),
+        ("nvidia-cutlass-dsl-libs-cu13", "4.2.0", 13),
+        ("cupy-cuda12x", "13.6.0", 12),
+        ("nvidia-cuda-runtime-cu12", "12.8.90", 12),
+        ("cuda-python", "12.8.0", None),
+        ("vllm", "0.19.1", None),
+        ("numpy", "2.3.0", None),
+    ],
+)
+def test_cuda_major_from_label_or_name(name: str, version: str, major: int | None) -> None:
+    assert cuda_major(name, version) == major
+
+
+V100 = Node(caps=("7.0", "7.0"), driver_cuda="12.9", torch_cuda="12.6")
+GH200 = Node(caps=("9.0",), driver_cuda="12.7", torch_cuda="12.6")
+
+
+def test_vllm_against_its_release_minimum() -> None:
+    (old,) = judge({"vllm": ("0.19.1",)}, V100)
+    assert old.ok and "compute capability >= 7.0" in old.why
+    (new,) = judge({"vllm": ("0.20.0",)}, V100)
+    assert not new.ok and new.why.startswith("needs compute capability >= 7.5")
+    assert new.why.endswith("the GPUs are 7.0")
+
+
+def test_flash_attn_2_needs_8_0_and_fa3_9_0() -> None:
+    fa2, fa3 = judge({"flash-attn": ("2.8.3",), "flash-attn-3": ("3.0.0",)}, V100)
+    assert not fa2.ok and "flash-attn 2 needs compute capability >= 8.0" in fa2.why
+    assert not fa3.ok and ">= 9.0" in fa3.why
+    assert all(v.ok for v in judge({"flash-attn": ("2.8.3",), "flash-attn-3": ("3.0.0",)}, GH200))
+
+
+def test_a_cuda_13_package_on_a_cuda_12_driver_or_beside_a_cuda_12_torch() -> None:
+    (nixl,) = judge({"nixl-cu13": ("0.7.1",)}, GH200)
+    assert not nixl.ok and nixl.why == "built for CUDA 13, the driver runs CUDA <= 12.7"
+    node = Node(caps=("9.0",), driver_cuda="13.0", torch_cuda="12.8")
+    (conv,) = judge({"causal-conv1d": ("1.6.2.post1+cu.13.0.torch.2.11",)}, node)
+    assert not conv.ok and "torch here is a CUDA 12.8 build" in conv.why
+    # torch's own wheels of another major are one line, not twenty
+    many = {f"nvidia-{n}-cu13": ("13.0",) for n in ("nccl", "cudnn", "cublas", "cufft", "curand")}
+    (line,) = judge(many, GH200)
+    assert line.name == "nvidia-*" and not line.ok and "5 wheels" in line.version
+    # no GPU: nothing to judge
+    assert judge({"vllm": ("0.20.0",)}, Node(caps=(), driver_cuda=None)) == ()
+    assert cuda_packages.judge({"numpy": ("2.0",)}, V100) == ()
+
+
+def test_swap_replaces_or_refuses_each_package_of_the_other_major() -> None:
+    assert other_major("nixl-cu13", "0.7.1", 13, 12, registry=True) == (
+        "nixl-cu12==0.7.1", "built for CUDA 13: its CUDA 12 twin", None,
+    )  # fmt: skip
+    assert other_major("nvidia-cutlass-dsl-libs-cu13", "4.2.0", 13, 12, registry=True)[0] == (
+        "nvidia-cutlass-dsl-libs-cu12==4.2.0"
+    )
+    assert other_major("cupy-cuda13x", "13.6.0", 13, 12, registry=True)[0] == "cupy-cuda12x==13.6.0"
+    assert other_major("flash-attn", "2.8.3+cu.13.0.torch.2.11", 13, 12, registry=True)[0] == (
+        "flash-attn===2.8.3"
+    )
+    after, why, warning = other_major(
+        "causal-conv1d", "1.6.2.post1+cu.13.0.torch.2.11", 13, 12, registry=False
+    )
+    assert after is None and why == "a URL wheel built for CUDA 13"
+    assert warning is not None and warning.startswith(
+        "causal-conv1d 1.6.2.post1+cu.13.0.torch.2.11"
+    )
+
+
+def test_a_plain_vllm_is_pypis_build_for_the_torch_it_pins() -> None:
+    """vLLM 0.19.1 from PyPI pins torch 2.10.0, whose x86_64 PyPI build is cu128 (torch_pypi
+    .toml): beside a cu130 torch it is the other major; beside cu126 it is fine; on aarch64
+    (PyPI's 2.10.0 is CPU-only there) nothing is inferred."""
+    cu13 = Node(caps=("9.0",), driver_cuda="13.0", torch_cuda="13.0",
+                torch_version="2.10.0+cu130", arch="x86_64")  # fmt: skip
+    (vllm,) = judge({"vllm": ("0.19.1",)}, cu13)
+    assert not vllm.ok
+    assert vllm.why.startswith("built for CUDA 12 (PyPI's plain vLLM is built against PyPI's "
+                               "torch 2.10.0 for x86_64 (cu128))")  # fmt: skip
+    cu12 = Node(caps=("9.0",), driver_cuda="12.9", torch_cuda="12.6",
+                torch_version="2.10.0+cu126", arch="x86_64")  # fmt: skip
+    assert judge({"vllm": ("0.19.1",)}, cu12)[0].ok
+    arm = Node(caps=("9.0",), driver_cuda="13.0", torch_cuda="13.0",
+               torch_version="2.10.0+cu130", arch="aarch64")  # fmt: skip
+    (plain,) = judge({"vllm": ("0.19.1",)}, arm)
+    assert plain.ok and "CUDA" not in plain.why
