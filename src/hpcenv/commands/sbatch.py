@@ -128,6 +128,25 @@ def configure(parser: argparse.ArgumentParser, *, with_command: bool = False) ->
     )
     own.add_argument("--cpus-per-task", type=int, default=None, metavar="N")
     own.add_argument("--job-name", default=None, metavar="NAME")
+    ask = parser.add_argument_group("what the job asks SLURM for")
+    ask.add_argument(
+        "--gpus",
+        type=int,
+        default=None,
+        metavar="N",
+        help="GPUs per node, in the profile's request syntax (default: the whole node); "
+        "tasks per node and the launcher's processes follow",
+    )
+    for option, what in sbatch.PASSTHROUGH:
+        ask.add_argument(f"--{option}", default=None, metavar="VALUE", help=what)
+    ask.add_argument(
+        "--sbatch-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="any other sbatch option, written as given (repeatable), e.g. "
+        "--sbatch-arg=--exclusive",
+    )
     parser.add_argument("--submit", action="store_true", help="submit with sbatch")
     parser.add_argument(
         "--wait",
@@ -142,9 +161,20 @@ def configure(parser: argparse.ArgumentParser, *, with_command: bool = False) ->
     )
 
 
+def request_of(args: argparse.Namespace) -> sbatch.Request:
+    """The GPUs and sbatch options given on the command line."""
+    options = tuple(
+        (option, value)
+        for option, _ in sbatch.PASSTHROUGH
+        if (value := getattr(args, option.replace("-", "_"))) is not None
+    )
+    return sbatch.Request(gpus=args.gpus, options=options, args=tuple(args.sbatch_arg))
+
+
 def _render(args: argparse.Namespace, prof: profile.Profile) -> sbatch.Job:
     argv = args.command_argv
     defaults = configure_defaults()
+    request = request_of(args)
     if argv is not None:
         if args.target is not None:
             raise BadInput(f"give a TARGET ({args.target!r}) or a command after '--', not both")
@@ -166,6 +196,7 @@ def _render(args: argparse.Namespace, prof: profile.Profile) -> sbatch.Job:
             cpus_per_task=args.cpus_per_task,
             job_name=args.job_name,
             venv=args.env,
+            request=request,
         )
         return job.render(prof, spec)
     _refuse_given(
@@ -182,6 +213,7 @@ def _render(args: argparse.Namespace, prof: profile.Profile) -> sbatch.Job:
         venv=args.env,
         pairs=args.pairs,
         time_limit=args.time,
+        request=request,
     )
 
 
@@ -204,6 +236,8 @@ def configure_defaults() -> dict[str, object]:
 def run(args: argparse.Namespace) -> int:
     prof = profile.load(args.profile)
     job = _render(args, prof)
+    for note in job.notes:
+        print_text(f"hpcenv sbatch: {note}\n", err=True)
     own = args.command_argv is not None
     if not (args.submit or args.wait):  # --wait implies --submit
         print_text(job.script)

@@ -247,6 +247,7 @@ class SlurmSection:
         check=walltime.problem,
     )
     account: str = key("account to charge (empty: the user's default)", default="")
+    qos: str = key("quality of service for jobs (empty: the cluster's default)", default="")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -33,6 +33,7 @@ rendered it (``sys.executable -m hpcenv``).
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import sys
@@ -41,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from hpcenv.job import env as jobenv
+from hpcenv.job import launch_config, launchers
 from hpcenv.kit import registry
 from hpcenv.models import walltime
 from hpcenv.profile.schema import Profile
@@ -71,6 +73,7 @@ class CommandJob:
     cpus_per_task: int | None = None
     job_name: str | None = None
     venv: str | None = None  # --env: a venv directory instead of the profile's build
+    request: sbatch.Request = sbatch.Request()  # --gpus, --partition, --account, ...
 
 
 def _check(spec: CommandJob, profile: Profile) -> None:
@@ -149,7 +152,43 @@ def _describe(spec: CommandJob) -> str:
 def _tasks_per_node(profile: Profile, spec: CommandJob) -> int:
     """One task per GPU (two on a CPU node when a multi-rank probe gates the job)."""
     multi = next((p for p in spec.gate if p in registry.MULTI_RANK), "")
-    return sbatch.tasks_per_node(profile, spec.ntasks_per_node, multi)
+    return sbatch.tasks_per_node(profile, spec.ntasks_per_node, multi, spec.request.gpus)
+
+
+def per_node(profile: Profile, spec: CommandJob) -> int:
+    """Processes a launcher starts on each node: the GPUs the job takes there, else its
+    tasks."""
+    return sbatch.gpus_per_node(profile, spec.request.gpus) or _tasks_per_node(profile, spec)
+
+
+def launcher_lines(profile: Profile, spec: CommandJob, log_dir: Path) -> list[str]:
+    """For a launcher at the head of CMD: what each node's copy is told (said in the
+    log), the hostfile DeepSpeed reads; nothing for other commands."""
+    kind, _ = launchers.kind_of(spec.argv)
+    if not kind or spec.launch != "node":
+        return []
+    n = per_node(profile, spec)
+    hostfile = f"{shlex.quote(str(log_dir))}/hostfile-$SLURM_JOB_ID"
+    shown = launchers.plan(
+        spec.argv,
+        launchers.Allocation(
+            nodes=spec.nodes, node_rank="<node>", per_node=n, master_addr="$MASTER_ADDR",
+            master_port="$MASTER_PORT", hostfile="<hostfile>" if kind == "deepspeed" else "",
+        ),
+    )  # fmt: skip
+    lines = [
+        "",
+        f"# --- the launcher: {kind} on every node learns its node rank and the first node",
+        "# (python -m hpcenv.job.launchers adds what is missing; options you gave win)",
+        f'export HPCENV_LAUNCH_NODES="$nodes" HPCENV_LAUNCH_PER_NODE={n}',
+    ]
+    if kind == "deepspeed":
+        lines += [
+            f"export HPCENV_LAUNCH_HOSTFILE={hostfile}",
+            f'for host in "${{hosts[@]}}"; do echo "$host slots={n}"; done '
+            '> "$HPCENV_LAUNCH_HOSTFILE"',
+        ]
+    return [*lines, f"echo {shlex.quote('hpcenv: ' + shown.describe())}"]
 
 
 def _launch_lines(spec: CommandJob, log_dir: Path) -> list[str]:
@@ -177,7 +216,9 @@ def render(
 ) -> sbatch.Job:
     """The job script running ``spec.argv`` on ``profile``'s cluster."""
     _check(spec, profile)
+    launchers.check_fits(spec.argv, spec.launch)
     cwd = (workdir or Path.cwd()).absolute()
+    found = check_launch_config(profile, spec, cwd)
     log_dir = sbatch.logs_dir(profile, cwd)
     name = job_name(profile, spec)
     time_limit = spec.time or profile.slurm.time
@@ -204,6 +245,7 @@ def render(
             log_dir=log_dir,
             cwd=cwd,
             extra=extra,
+            request=spec.request,
         ),
         "",
         "set -euo pipefail",
@@ -264,11 +306,13 @@ def render(
         ]
     lines += _chain_lines(spec)
     lines += _gate_lines(spec, hpcenv, ref)
+    lines += launcher_lines(profile, spec, log_dir)
     lines += [
         "",
         f"# --- the command, {_describe(spec).split(';')[0]}, in its own process group:",
         "# SIGUSR1/SIGTERM/SIGINT/SIGHUP sent to this script are passed on to it",
         f"cmd=({shlex.join(spec.argv)})",
+        *_wrap_launcher(spec),
         "cmd_pid=",
         "forward() {",
         "  trapped=1",
@@ -294,8 +338,35 @@ def render(
         "",
     ]
     return sbatch.Job(
-        name=name, script="\n".join(lines), log_dir=log_dir, output_dir=log_dir, nodes=spec.nodes
+        name=name,
+        script="\n".join(lines),
+        log_dir=log_dir,
+        output_dir=log_dir,
+        nodes=spec.nodes,
+        notes=tuple(f"warning: {w}" for w in found.warnings) + found.notes,
     )
+
+
+def check_launch_config(profile: Profile, spec: CommandJob, cwd: Path) -> launch_config.Findings:
+    """The accelerate/DeepSpeed configuration CMD names, judged against this job before
+    it waits in the queue (BadInput, exit 2, when it cannot work)."""
+    kind, start = launchers.kind_of(spec.argv)
+    job = launch_config.Job(
+        nodes=spec.nodes,
+        per_node=per_node(profile, spec),
+        compute_capability=profile.platform.compute_capability,
+        gpu=profile.platform.gpu,
+    )
+    return launch_config.check(spec.argv, kind=kind, start=start, job=job, cwd=cwd, env=os.environ)
+
+
+def _wrap_launcher(spec: CommandJob) -> list[str]:
+    """A launcher run once per node goes through ``hpcenv.job.launchers`` on each node."""
+    kind, _ = launchers.kind_of(spec.argv)
+    if not kind or spec.launch != "node":
+        return []
+    wrapper = shlex.join([sys.executable, "-I", "-m", "hpcenv.job.launchers", "--"])
+    return [f'cmd=({wrapper} "${{cmd[@]}}")  # each node adds its rank, then execs {kind}']
 
 
 def _chain_lines(spec: CommandJob) -> list[str]:

@@ -68,6 +68,7 @@ class Job:
     log_dir: Path
     output_dir: Path
     nodes: int
+    notes: tuple[str, ...] = ()  # for the person submitting: warnings, the effective batch
 
     def report_path(self, job_id: str) -> Path:
         return self.output_dir / job_id / "report.json"
@@ -109,22 +110,124 @@ def _path_directive(option: str, value: Path, what: str) -> str:
     return f'#SBATCH --{option}="{escaped}"'
 
 
-def gpu_directives(profile: Profile, nodes: int) -> list[str]:
-    """The GPU request in the syntax the profile's cluster expects."""
+#: The sbatch options people pass every day, declared once: the CLI offers each as
+#: ``--OPTION VALUE`` (a profile default where it has one), ``directives`` writes it.
+PASSTHROUGH: tuple[tuple[str, str], ...] = (
+    ("partition", "partition to submit to (default: [slurm] partition)"),
+    ("account", "account to charge (default: [slurm] account)"),
+    ("qos", "quality of service (default: [slurm] qos)"),
+    ("mem", "memory per node, e.g. 200G"),
+    ("exclude", "nodes to leave out, e.g. nid[001-002] (what 'probe nccl --pairs' names)"),
+    ("nodelist", "nodes to run on"),
+    ("constraint", "node features the job needs"),
+    ("reservation", "the reservation to run in"),
+    ("mail-type", "when SLURM mails you, e.g. END,FAIL"),
+    ("mail-user", "who gets the mail"),
+)
+#: Of those, the ones a profile sets in [slurm] (the command line wins).
+PROFILE_DEFAULTS = ("partition", "account", "qos")
+_OPTION_NAME = re.compile(r"--[a-z][a-z0-9-]*")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Request:
+    """What one job asks SLURM for beyond the profile: GPUs per node (part of a node),
+    the daily options (``PASSTHROUGH``, as given) and raw ``--sbatch-arg`` arguments."""
+
+    gpus: int | None = None
+    options: tuple[tuple[str, str], ...] = ()
+    args: tuple[str, ...] = ()
+
+    def option(self, name: str) -> str | None:
+        return dict(self.options).get(name)
+
+
+def gpus_per_node(profile: Profile, gpus: int | None = None) -> int:
+    """The GPUs a job takes on each node: ``--gpus`` (at most the node's), else the whole
+    node's (0 on a profile that asks for none)."""
+    have = profile.platform.gpus_per_node or 0
+    if gpus is None:
+        return have if profile.slurm.gpu_request != "none" else 0
+    where = profile.path or profile.name
+    if gpus < 1:
+        raise BadInput(f"--gpus {gpus}: must be at least 1 (leave it out for the whole node)")
+    if profile.slurm.gpu_request == "none":
+        raise BadInput(
+            f"--gpus {gpus}: {where} asks for no GPUs ([slurm] gpu_request = 'none'); set "
+            "gpu_request to how the cluster wants GPUs asked for"
+        )
+    if have and gpus > have:
+        raise BadInput(
+            f"--gpus {gpus}: the nodes of {profile.name} have {have} GPUs "
+            f"([platform] gpus_per_node in {where}); ask for {have} or fewer"
+        )
+    return gpus
+
+
+def request_directives(profile: Profile, request: Request) -> list[str]:
+    """The daily options (the command line's, else the profile's defaults) and the raw
+    ``--sbatch-arg`` ones, each checked as an ``#SBATCH`` value."""
+    where = profile.path or profile.name
+    lines = []
+    for name, _ in PASSTHROUGH:
+        given = request.option(name)
+        if given is not None:
+            lines.append(_directive(name, given, f"--{name}"))
+        elif name in PROFILE_DEFAULTS and getattr(profile.slurm, name):
+            value = getattr(profile.slurm, name)
+            lines.append(_directive(name, value, f"{where}: [slurm] {name}"))
+    for arg in request.args:
+        option, eq, value = arg.partition("=")
+        if not _OPTION_NAME.fullmatch(option):
+            raise BadInput(
+                f"--sbatch-arg {arg!r}: give one sbatch option as --name=value or --flag "
+                "(e.g. --sbatch-arg=--exclusive, --sbatch-arg=--gres=nvme:1)"
+            )
+        if refused := _taken(profile, option):
+            raise BadInput(f"--sbatch-arg {arg!r}: {refused}")
+        lines.append(
+            _directive(option[2:], value, f"--sbatch-arg {arg!r}") if eq else f"#SBATCH {option}"
+        )
+    return lines
+
+
+#: hpcenv sbatch's own options that write an #SBATCH line: never twice via --sbatch-arg.
+_OPTIONS = ("--job-name", "--nodes", "--ntasks-per-node", "--time", "--cpus-per-task")
+#: The lines hpcenv writes from the job's log directory and working directory.
+_WRITTEN = ("--output", "--error", "--chdir")
+
+
+def _taken(profile: Profile, option: str) -> str:
+    """Why ``option`` cannot come through ``--sbatch-arg`` ("" when it can)."""
+    if option.removeprefix("--") in dict(PASSTHROUGH) or option in _OPTIONS:
+        return f"hpcenv sbatch has {option} itself; give {option} VALUE directly"
+    if option in _WRITTEN:
+        return f"hpcenv writes {option} itself ([job] log_dir, the working directory)"
+    if option == f"--{profile.slurm.gpu_request}":
+        return f"the GPU request is hpcenv's ([slurm] gpu_request = {option[2:]!r}); use --gpus N"
+    return ""
+
+
+def gpu_directives(profile: Profile, nodes: int, gpus: int | None = None) -> list[str]:
+    """The GPU request in the syntax the profile's cluster expects: every GPU of each
+    node, or ``gpus`` of them (``--gpus``)."""
     how = profile.slurm.gpu_request
     if how == "none":
+        gpus_per_node(profile, gpus)  # refuses --gpus on a profile that asks for none
         return []
-    per_node = profile.platform.gpus_per_node
     where = profile.path or profile.name
-    if not per_node:
+    if not profile.platform.gpus_per_node and gpus is None:
         raise BadInput(
             f"{profile.path or profile.name}: [platform] gpus_per_node is not set but "
             f"[slurm] gpu_request = {how!r} needs it; set gpus_per_node"
         )
+    per_node = gpus_per_node(profile, gpus)
+    if gpus is not None:
+        where = "--gpus"
     if how == "gpus-per-node":
-        return [_directive("gpus-per-node", per_node, f"{where}: [platform] gpus_per_node")]
+        return [_directive("gpus-per-node", per_node, f"{where}: GPUs per node")]
     if how == "gpus":
-        return [_directive("gpus", per_node * nodes, f"{where}: [platform] gpus_per_node")]
+        return [_directive("gpus", per_node * nodes, f"{where}: GPUs per node")]
     _directive("gres", profile.slurm.gres_type, f"{where}: [slurm] gres_type")  # checks it
     gres = f"gpu:{profile.slurm.gres_type}:{per_node}"
     return [_directive("gres", gres, f"{where}: [slurm] gres_type")]
@@ -134,14 +237,17 @@ def gpu_directives(profile: Profile, nodes: int) -> list[str]:
 MULTI_RANK_TARGETS = (*sorted(registry.MULTI_RANK), "probe")
 
 
-def tasks_per_node(profile: Profile, override: int | None = None, target: str = "") -> int:
-    """One task per GPU; on CPU profiles two for multi-rank probes, else one."""
+def tasks_per_node(
+    profile: Profile, override: int | None = None, target: str = "", gpus: int | None = None
+) -> int:
+    """One task per GPU the job takes on a node; on CPU profiles two for multi-rank
+    probes, else one."""
     if override is not None:
         if override < 1:
             raise BadInput(f"--ntasks-per-node {override}: must be at least 1")
         return override
-    if profile.slurm.gpu_request != "none" and profile.platform.gpus_per_node:
-        return int(profile.platform.gpus_per_node)
+    if per_node := gpus_per_node(profile, gpus):
+        return per_node
     return 2 if target in MULTI_RANK_TARGETS else 1
 
 
@@ -198,26 +304,26 @@ def directives(
     log_dir: Path,
     cwd: Path,
     extra: Sequence[tuple[str, str | int, str]] = (),
+    request: Request | None = None,
 ) -> list[str]:
-    """The ``#SBATCH`` lines: name, nodes, tasks, the profile's partition, account and
-    walltime (``time`` replaces it), its GPU syntax, ``extra`` (option, value, what), logs
-    and working directory."""
+    """The ``#SBATCH`` lines: name, nodes, tasks, the request's options (else the
+    profile's partition, account and qos), the walltime (``time`` replaces the
+    profile's), the GPU request in the profile's syntax, ``extra`` (option, value, what),
+    logs and working directory."""
     s = profile.slurm
     where = profile.path or profile.name
+    request = request or Request()
     lines = [
         _directive("job-name", name, "job name"),
         _directive("nodes", nodes, "--nodes"),
         _directive("ntasks-per-node", ntasks_per_node, "ntasks"),
+        *request_directives(profile, request),
     ]
-    if s.partition:
-        lines.append(_directive("partition", s.partition, f"{where}: [slurm] partition"))
-    if s.account:
-        lines.append(_directive("account", s.account, f"{where}: [slurm] account"))
     if time:
         lines.append(_directive("time", time, "--time"))
     elif s.time:
         lines.append(_directive("time", s.time, f"{where}: [slurm] time"))
-    lines += gpu_directives(profile, nodes)
+    lines += gpu_directives(profile, nodes, request.gpus)
     lines += [_directive(option, value, what) for option, value, what in extra]
     return [
         *lines,
@@ -256,8 +362,10 @@ def render(
     extra_env: Mapping[str, str] | None = None,
     pairs: bool = False,
     time_limit: str | None = None,
+    request: Request | None = None,
 ) -> Job:
-    """The sbatch script for ``target`` on ``profile``'s cluster.
+    """The sbatch script for ``target`` on ``profile``'s cluster (``request``: GPUs per
+    node and the sbatch options given on the command line).
 
     ``run`` replaces the hpcenv command (tests use a trivial one); its output
     still goes to ``report.json`` in the job's output directory. ``pairs``: the job
@@ -284,10 +392,13 @@ def render(
             profile,
             name=name,
             nodes=nodes,
-            ntasks_per_node=tasks_per_node(profile, ntasks_per_node, target),
+            ntasks_per_node=tasks_per_node(
+                profile, ntasks_per_node, target, request.gpus if request else None
+            ),
             time=time_limit or (profile.slurm.build_time if target == "build" else None),
             log_dir=log_dir,
             cwd=cwd,
+            request=request,
         ),
         "",
         "set -euo pipefail",

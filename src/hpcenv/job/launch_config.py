@@ -1,0 +1,262 @@
+"""The launcher's configuration checked before the queue: what would fail an hour in, or
+after hours waiting, said while the job can still be fixed.
+
+Read: the accelerate config the command names (``--config_file``, else accelerate's
+default, ``$HF_HOME/accelerate/default_config.yaml``) and the DeepSpeed JSON it names
+(``--deepspeed``/``--deepspeed_config`` anywhere in the command, or the accelerate
+config's ``deepspeed_config.deepspeed_config_file``). ``"auto"`` values are the trainer's
+to fill in and are not judged.
+
+Judged against the job (nodes, processes per node, the GPUs' compute capability, the
+node's memory): bf16 below compute capability 8.0 (V100 has none: fp16), accelerate's
+``num_processes`` and ``num_machines``, DeepSpeed's ``train_batch_size`` against
+micro-batch x gradient accumulation x world size (DeepSpeed asserts it at start), ZeRO
+offload to CPU memory. ``check`` reads; ``judge`` is pure; each finding is one line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hpcenv.utils import fsio
+from hpcenv.utils.errors import BadInput
+
+
+@dataclass(frozen=True, kw_only=True)
+class Job:
+    """What the checks judge a configuration against."""
+
+    nodes: int
+    per_node: int  # processes per node (GPUs, or tasks on CPU nodes)
+    compute_capability: str = ""  # of the GPUs; "" unknown or none
+    gpu: str = ""  # their model, for the words
+    memory_gib: float = 0.0  # of a node; 0 unknown
+
+
+@dataclass(frozen=True, kw_only=True)
+class Configs:
+    """The configuration files a command names, read."""
+
+    accelerate: tuple[Path, Mapping[str, Any]] | None = None
+    deepspeed: tuple[Path, Mapping[str, Any]] | None = None
+    cli: Mapping[str, str | None] = field(default_factory=dict)  # accelerate's options
+
+
+@dataclass(frozen=True, kw_only=True)
+class Findings:
+    errors: tuple[str, ...] = ()  # the job cannot work: exit 2 before the queue
+    warnings: tuple[str, ...] = ()  # suspect
+    notes: tuple[str, ...] = ()  # the effective batch, ...
+
+
+def _option(argv: Sequence[str], *names: str) -> str | None:
+    """The value of the first of ``names`` in ``argv`` (``--x V`` or ``--x=V``)."""
+    for i, word in enumerate(argv):
+        name, eq, value = word.partition("=")
+        if name in names:
+            if eq:
+                return value
+            return argv[i + 1] if i + 1 < len(argv) else None
+    return None
+
+
+def default_accelerate_config(env: Mapping[str, str]) -> Path:
+    """accelerate's default config file (``accelerate config`` writes it)."""
+    cache = env.get("XDG_CACHE_HOME") or os.path.join(env.get("HOME", "~"), ".cache")
+    home = env.get("HF_HOME") or os.path.join(cache, "huggingface")
+    return Path(os.path.expanduser(home)) / "accelerate" / "default_config.yaml"
+
+
+def _load(path: Path, what: str, *, as_json: bool = False) -> Mapping[str, Any]:
+    import yaml  # type: ignore[import-untyped]  # here: only a job with an accelerate or DeepSpeed command pays for it
+
+    text = fsio.read_text(path, what=what)
+    try:
+        data = json.loads(text) if as_json or path.suffix == ".json" else yaml.safe_load(text)
+    except (ValueError, yaml.YAMLError) as exc:
+        why = " ".join(str(exc).split())  # YAML's messages span lines
+        raise BadInput(f"{path}: not a readable {what} ({why}); fix the file") from exc
+    if not isinstance(data, Mapping):
+        raise BadInput(f"{path}: a {what} holds a mapping of keys; this one does not")
+    return data
+
+
+def read(argv: Sequence[str], kind: str, start: int, cwd: Path, env: Mapping[str, str]) -> Configs:
+    """The accelerate and DeepSpeed configuration files ``argv`` names, read (``kind`` and
+    ``start``: its launcher and where the launcher's options begin, ``launchers.kind_of``)."""
+    acc = None
+    if kind == "accelerate":
+        named = _option(argv[start:], "--config_file", "--config-file")
+        path = (cwd / named) if named else default_accelerate_config(env)
+        if named or path.is_file():
+            acc = (path, _load(path, "accelerate config"))
+    ds_name = _option(
+        argv, "--deepspeed", "--deepspeed_config", "--deepspeed-config", "--deepspeed_config_file"
+    )
+    if ds_name is None and acc is not None:
+        nested = acc[1].get("deepspeed_config") or {}
+        ds_name = nested.get("deepspeed_config_file") if isinstance(nested, Mapping) else None
+    ds = None
+    if ds_name:  # JSON whatever its suffix (open-instruct's are .conf)
+        ds_path = cwd / ds_name
+        ds = (ds_path, _load(ds_path, "DeepSpeed config", as_json=True))
+    cli: dict[str, str | None] = {}
+    if kind == "accelerate":
+        for key in ("--num_processes", "--num_machines", "--mixed_precision"):
+            value = _option(argv[start:], key, key.replace("_", "-"))
+            if value is not None:
+                cli[key] = value
+    return Configs(accelerate=acc, deepspeed=ds, cli=cli)
+
+
+def _section(data: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    """A nested table of a config; empty when absent or not a table."""
+    value = data.get(key)
+    return value if isinstance(value, Mapping) else {}
+
+
+def _number(value: Any) -> int | None:
+    """An integer setting; None for "auto", absent or anything else."""
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        return None
+
+
+def _below_8(job: Job) -> bool:
+    try:
+        return bool(job.compute_capability) and float(job.compute_capability) < 8.0
+    except ValueError:
+        return False
+
+
+def _bf16(job: Job, where: str) -> str:
+    gpu = f"{job.gpu} GPUs" if job.gpu else "these GPUs"
+    return (
+        f"{where}: bf16 on {gpu} (compute capability {job.compute_capability}) cannot run: "
+        "bf16 needs 8.0 or newer; use fp16"
+    )
+
+
+def _judge_accelerate(cfg: Configs, job: Job) -> tuple[list[str], list[str], int]:
+    """Errors, warnings and the world size accelerate will use."""
+    errors: list[str] = []
+    warnings: list[str] = []
+    total = job.nodes * job.per_node
+    path, data = cfg.accelerate if cfg.accelerate else (Path("accelerate"), {})
+    precision = cfg.cli.get("--mixed_precision") or data.get("mixed_precision")
+    if precision == "bf16" and _below_8(job):
+        where = "--mixed_precision" if "--mixed_precision" in cfg.cli else f"{path}"
+        errors.append(_bf16(job, f"{where} mixed_precision: bf16"))
+    machines = _number(cfg.cli.get("--num_machines") or data.get("num_machines"))
+    if machines is not None and machines != job.nodes:
+        errors.append(
+            f"{path}: num_machines: {machines} but the job has {job.nodes} node(s); the "
+            f"rendezvous would wait for machines that never come; set num_machines: {job.nodes} "
+            "(or leave it out: hpcenv gives --num_machines)"
+        )
+    world = _number(cfg.cli.get("--num_processes") or data.get("num_processes"))
+    if world is not None and world > total:
+        errors.append(
+            f"{path}: num_processes: {world} but the job has {total} GPU(s) or task(s) "
+            f"({job.nodes} x {job.per_node}); set num_processes: {total}"
+        )
+    elif world is not None and world < total:
+        warnings.append(
+            f"{path}: num_processes: {world} while the job has {total} ({job.nodes} x "
+            f"{job.per_node}); {total - world} would sit idle (set num_processes: {total})"
+        )
+    nested = _section(data, "deepspeed_config")
+    offloaded = [
+        key
+        for key in ("offload_optimizer_device", "offload_param_device")
+        if nested.get(key) in ("cpu", "nvme")
+    ]
+    if offloaded:
+        warnings.append(_offload(job, f"{path}", offloaded))
+    return errors, warnings, world or total
+
+
+def _offload(job: Job, where: str, parts: Sequence[str]) -> str:
+    per_rank = f"{job.memory_gib / job.per_node:.0f} GiB" if job.memory_gib else "unknown"
+    have = f"{job.memory_gib:g} GiB" if job.memory_gib else "an unknown amount of memory"
+    return (
+        f"{where}: ZeRO offloads {' and '.join(parts)} to host memory: the node has "
+        f"{have} for {job.per_node} rank(s) ({per_rank} each); the offloaded state must fit "
+        "there or the job dies of OOM"
+    )
+
+
+def _judge_deepspeed(cfg: Configs, job: Job, world: int) -> tuple[list[str], list[str], list[str]]:
+    errors: list[str] = []
+    warnings: list[str] = []
+    notes: list[str] = []
+    if cfg.deepspeed is None:
+        return errors, warnings, notes
+    path, ds = cfg.deepspeed
+    bf16 = _section(ds, "bf16")
+    if bf16.get("enabled") is True and _below_8(job):
+        errors.append(_bf16(job, f"{path}: bf16.enabled"))
+    total = _number(ds.get("train_batch_size"))
+    micro = _number(ds.get("train_micro_batch_size_per_gpu"))
+    accum = _number(ds.get("gradient_accumulation_steps", 1))
+    if micro is not None and accum is not None:
+        product = micro * accum * world
+        shown = f"{micro} x {accum} x {world} GPUs = {product}"
+        if total is not None and total != product:
+            errors.append(
+                f"{path}: train_batch_size {total} is not train_micro_batch_size_per_gpu x "
+                f"gradient_accumulation_steps x world size ({shown}); DeepSpeed stops at start: "
+                f'set train_batch_size to {product} (or "auto")'
+            )
+        else:
+            notes.append(f"effective batch: {shown} (micro-batch x accumulation x world)")
+    zero = _section(ds, "zero_optimization")
+    offloaded = [
+        part
+        for part in ("offload_optimizer", "offload_param")
+        if _section(zero, part).get("device") in ("cpu", "nvme")
+    ]
+    if offloaded:
+        warnings.append(_offload(job, f"{path}", offloaded))
+    return errors, warnings, notes
+
+
+def judge(cfg: Configs, job: Job) -> Findings:
+    """The findings for ``cfg`` on ``job`` (pure)."""
+    errors, warnings, world = _judge_accelerate(cfg, job)
+    ds_errors, ds_warnings, notes = _judge_deepspeed(cfg, job, world)
+    return Findings(
+        errors=tuple(errors + ds_errors),
+        warnings=tuple(warnings + ds_warnings),
+        notes=tuple(notes),
+    )
+
+
+#: accelerate config keys the user's file sets that hpcenv then leaves alone (the rank of a
+#: machine is always the node's own: a config's machine_rank is that of the one it was
+#: written on).
+RESPECTED = ("num_processes", "num_machines", "main_process_ip", "main_process_port")
+
+
+def configured(cfg: Configs) -> frozenset[str]:
+    """The launcher options an accelerate config already gives (``RESPECTED``)."""
+    data = cfg.accelerate[1] if cfg.accelerate else {}
+    return frozenset(f"--{key}" for key in RESPECTED if data.get(key) is not None)
+
+
+def check(
+    argv: Sequence[str], *, kind: str, start: int, job: Job, cwd: Path, env: Mapping[str, str]
+) -> Findings:
+    """Read what ``argv`` names and judge it; BadInput (exit 2) when it cannot work."""
+    found = judge(read(argv, kind, start, cwd, env), job)
+    if found.errors:
+        raise BadInput("; ".join(found.errors))
+    return found
