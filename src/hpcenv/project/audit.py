@@ -625,6 +625,8 @@ def audit(
     """Which torch build ``path`` holds and whether the node in ``facts`` (described by
     ``node``) can run it. ``selection`` picks a uv.lock's extras and groups; ``python``
     overrides the Python the markers are evaluated for."""
+    # read: the install set (a hand-written file resolved for the node first), its CUDA
+    # packages, a venv's binaries
     pkgs = read(path)
     if pkgs.request is not None:
         pkgs = resolve_for(pkgs, facts, python=python, selection=selection)
@@ -636,105 +638,87 @@ def audit(
         python_from="--python" if python else node,
         selection=selection,
     )
-    version, build, cuda, evidence = found.astuple()
-    public = str(Version(version).public)
-    gpus = facts.gpus
-    nv = facts.nvidia
+    verdicts = _cuda_verdicts(found, facts)
+    kernels = None
+    if pkgs.kind == "venv" and facts.nvidia is not None and facts.gpus and found.cuda:
+        kernels = archs.check_venv(Path(pkgs.source), facts, torch_cuda=found.cuda)
+    # decide, then word
+    verdict = _judge(found, facts, kernels)
+    bad = [v.line() for v in verdicts if not v.ok]
+    message, ok = verdict.message, verdict.ok
+    if bad:
+        message, ok = f"{message}; {'but ' if ok else ''}{'; '.join(bad)}", False
+    advice: list[str] = []  # resolve's warnings about the fix it offers
+    fix = _better(facts, pkgs, found, advice) if verdict.wants_fix else None
+    return Audit(
+        packages=tuple(v.line() for v in verdicts),
+        source=pkgs.source,
+        kind=pkgs.kind,
+        torch_version=found.version,
+        build=found.build,
+        cuda=found.cuda,
+        evidence=found.evidence,
+        ok=ok,
+        message=message,
+        fix=fix,
+        warnings=(*pkgs.warnings, *found.warnings, *verdict.warnings, *advice),
+        resolved=pkgs.resolved,
+        notes=pkgs.notes,
+        selection=found.selection,
+        python=found.python or facts.python,
+        python_why=found.python_why,
+        node=node,
+    )
 
-    verdicts = cuda_packages.judge(
+
+def _cuda_verdicts(found: Found, facts: Facts) -> tuple[cuda_packages.Verdict, ...]:
+    """Every CUDA package of the install set but torch, judged for the node."""
+    nv = facts.nvidia
+    return cuda_packages.judge(
         {n: v for n, v in found.installed.items() if n != "torch"},
         cuda_packages.Node(
-            caps=tuple(g.compute_capability for g in gpus if g.compute_capability),
+            caps=tuple(g.compute_capability for g in facts.gpus if g.compute_capability),
             driver_cuda=nv.cuda_driver_version if nv else None,
-            torch_cuda=cuda,
-            torch_version=version,
+            torch_cuda=found.cuda,
+            torch_version=found.version,
             arch=facts.arch,
         ),
     )
-    bad = [v.line() for v in verdicts if not v.ok]
 
-    def result(
-        ok: bool, message: str, fix: str | None = None, warnings: tuple[str, ...] = ()
-    ) -> Audit:
-        if bad:
-            message = f"{message}; {'but ' if ok else ''}{'; '.join(bad)}"
-            ok = False
-        return Audit(
-            packages=tuple(v.line() for v in verdicts),
-            source=pkgs.source,
-            kind=pkgs.kind,
-            torch_version=version,
-            build=build,
-            cuda=cuda,
-            evidence=evidence,
-            ok=ok,
-            message=message,
-            fix=fix,
-            warnings=(*pkgs.warnings, *found.warnings, *warnings, *advice),
-            resolved=pkgs.resolved,
-            notes=pkgs.notes,
-            selection=found.selection,
-            python=found.python or facts.python,
-            python_why=found.python_why,
-            node=node,
-        )
 
+@dataclass(frozen=True, kw_only=True)
+class _Verdict:
+    """Whether the torch build runs on the node, in one line, and whether to offer a fix."""
+
+    ok: bool
+    message: str
+    wants_fix: bool = False
+    warnings: tuple[str, ...] = ()
+
+
+def _judge(found: Found, facts: Facts, kernels: archs.KernelCheck | None) -> _Verdict:
+    """The torch build ``found`` on the node ``facts`` (``kernels``: what a venv's
+    binaries carry, when read)."""
+    version, build, cuda, evidence = found.astuple()
+    public = str(Version(version).public)
+    gpus, nv = facts.gpus, facts.nvidia
     head = f"torch {version} ({evidence})"
     if found.selection:
         head = f"{found.selection}: {head}"
-
-    advice: list[str] = []  # resolve's warnings about the fix it offers
-
-    def better() -> str | None:
-        """resolve's answer: the same release's build that runs here, else the newest
-        release that has one (said with its version), with resolve's warnings."""
-        if pkgs.kind == "uv.lock":
-            where = Path(pkgs.source).parent
-            how = f"'hpcenv build PROFILE --project {where}' installs the project with it"
-        else:
-            how = "'hpcenv plan PROFILE' picks it"
-        for spec in (f"=={public}", ">=0"):
-            try:
-                choice = try_resolve_torch(facts, spec)
-            except BadInput:
-                continue
-            if choice.backend is None or (choice.backend == build and choice.version == public):
-                continue
-            advice.extend(w for w in choice.warnings if w not in advice)
-            if choice.version == public:
-                return f"use the {choice.backend} build from {choice.index_url} ({how})"
-            return (
-                f"no build of torch {public} runs here; use torch {choice.version} (its "
-                f"{choice.backend} build from {choice.index_url} runs here; {how})"
-            )
-        return None
-
-    if build == "cpu":
+    if build == "cpu" or build.startswith(("rocm", "xpu")):
+        kind = {"c": "a CPU-only", "r": "a ROCm (AMD GPU)", "x": "an XPU (Intel GPU)"}[build[0]]
         if gpus:
-            fix = better()
-            return result(
-                False,
-                message=f"{head} is a CPU-only build, but this node has {describe_gpus(gpus)}: "
-                "torch.cuda.is_available() will be False",
-                fix=fix,
-            )
-        return result(
-            True,
-            message=f"{head} is a CPU build; this node has no NVIDIA GPU",
-        )
-    if build.startswith(("rocm", "xpu")):
-        kind = "a ROCm (AMD GPU)" if build.startswith("rocm") else "an XPU (Intel GPU)"
-        if gpus:
-            return result(
-                False,
+            return _Verdict(
+                ok=False,
                 message=f"{head} is {kind} build, but this node has {describe_gpus(gpus)}: "
                 "torch.cuda.is_available() will be False",
-                fix=better(),
+                wants_fix=True,
             )
-        return result(True, message=f"{head} is {kind} build; this node has no NVIDIA GPU")
+        kind = "a CPU" if build == "cpu" else kind
+        return _Verdict(ok=True, message=f"{head} is {kind} build; this node has no NVIDIA GPU")
     if nv is None or not gpus:
-        return result(
-            True,
+        return _Verdict(
+            ok=True,
             message=f"{head} is a CUDA {cuda} build; this node has no NVIDIA GPU, so only "
             "CPU tensors work here",
         )
@@ -749,11 +733,7 @@ def audit(
             f"CUDA {cuda} runs on driver {nv.driver_version} only under minor-version "
             f"compatibility (no PTX JIT; update to >= {a.min_driver} for full support)"
         )
-    # a venv's binaries are read (hpcenv.binaries.archs): each distribution with CUDA code judged
-    kernels = (
-        archs.check_venv(Path(pkgs.source), facts, torch_cuda=cuda) if pkgs.kind == "venv" else None
-    )
-    if kernels is not None:
+    if kernels is not None:  # a venv's binaries were read: each distribution judged
         problems += kernels.problems
         warnings += kernels.warnings
     if kernels is not None and kernels.torch_read:
@@ -767,18 +747,44 @@ def audit(
         caps = ", ".join(f"sm_{c.replace('.', '')}" for c in a.missing)
         problems.append(f"carries no code for {caps} ({' '.join(a.archs.sass)} only)")
     if problems:
-        return result(
-            False,
+        return _Verdict(
+            ok=False,
             message=f"{head} is a CUDA {cuda} build: {'; '.join(problems)} ({describe_gpus(gpus)})",
-            fix=better(),
+            wants_fix=True,
             warnings=tuple(warnings),
         )
-    return result(
-        True,
+    return _Verdict(
+        ok=True,
         message=f"{head} is a CUDA {cuda} build that runs here: "
         f"{driver_reason(nv.driver_version)}; GPUs {describe_gpus(gpus)}",
         warnings=tuple(warnings),
     )
+
+
+def _better(facts: Facts, pkgs: Packages, found: Found, advice: list[str]) -> str | None:
+    """resolve's answer: the same release's build that runs here, else the newest release
+    that has one (said with its version); resolve's warnings about it go to ``advice``."""
+    public = str(Version(found.version).public)
+    if pkgs.kind == "uv.lock":
+        where = Path(pkgs.source).parent
+        how = f"'hpcenv build PROFILE --project {where}' installs the project with it"
+    else:
+        how = "'hpcenv plan PROFILE' picks it"
+    for spec in (f"=={public}", ">=0"):
+        try:
+            choice = try_resolve_torch(facts, spec)
+        except BadInput:
+            continue
+        if choice.backend is None or (choice.backend == found.build and choice.version == public):
+            continue
+        advice.extend(w for w in choice.warnings if w not in advice)
+        if choice.version == public:
+            return f"use the {choice.backend} build from {choice.index_url} ({how})"
+        return (
+            f"no build of torch {public} runs here; use torch {choice.version} (its "
+            f"{choice.backend} build from {choice.index_url} runs here; {how})"
+        )
+    return None
 
 
 __all__ = [

@@ -473,6 +473,31 @@ def resolve(
 
 
 def _resolve(lock: Lock, project: Project, ev: markers.Evaluator, sel: Selection) -> Resolved:
+    _check_supported(lock, ev)
+    roots = _roots(lock)
+    chosen = _selection(lock, roots, project, sel)
+    queue: list[tuple[LockPackage, str | None]] = []
+    for r in roots:
+        queue.append((r, None))
+        queue += [(r, e) for r, e in chosen.extras if r in roots]
+    group_deps = [(r, d) for r, g in chosen.groups for d in r.groups.get(g, ())]
+    ev1 = ev.with_active(i.encoded for i in chosen.active)
+    roots_group_deps = [(r, d) for r, d in group_deps if ev1(d.marker)]  # uv: root-level only
+    ev2 = ev.with_active(_activate(lock, queue, roots_group_deps, ev1, chosen))
+    installed, edges = _install(lock, roots, queue, roots_group_deps, ev2)
+    forks = tuple(m for m in lock.resolution_markers if ev2(m)) or ("",)
+    return Resolved(
+        lock=lock,
+        packages=_one_per_name(lock, installed),
+        edges={k: tuple(v) for k, v in edges.items()},
+        forks=forks,
+        extras=tuple(e for _, e in chosen.extras),
+        groups=tuple(g for _, g in chosen.groups),
+        groups_why=chosen.groups_why,
+    )
+
+
+def _check_supported(lock: Lock, ev: markers.Evaluator) -> None:
     if lock.supported_markers and not any(ev(m) for m in lock.supported_markers):
         raise NoCompatibleBuild(
             f"{lock.path}: this node ({ev.env.get('platform_machine')} Linux, Python "
@@ -480,12 +505,14 @@ def _resolve(lock: Lock, project: Project, ev: markers.Evaluator, sel: Selection
             f"({'; '.join(lock.supported_markers)}); add it to [tool.uv] environments and "
             "run 'uv lock'"
         )
+
+
+def _roots(lock: Lock) -> list[LockPackage]:
+    """What ``uv sync`` installs from: the project, the workspace members, or a script."""
     root = lock.root()
-    roots: list[LockPackage]
     if root is not None:
-        roots = [root]
-    else:
-        roots = [p for p in lock.packages if p.name in lock.members and p.local]
+        return [root]
+    roots = [p for p in lock.packages if p.name in lock.members and p.local]
     if not roots and lock.requirements:  # a script's lock: its requirements are the root's
         roots = [
             LockPackage(name="script", version=None, source="virtual=.", deps=lock.requirements)
@@ -495,6 +522,21 @@ def _resolve(lock: Lock, project: Project, ev: markers.Evaluator, sel: Selection
             f"{lock.path}: no project in this lock (no package with source '.'); "
             "audit the lock of a uv project, or a requirements file from 'uv pip compile'"
         )
+    return roots
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Chosen:
+    """The roots' extras and groups the selection turns on, checked against conflicts."""
+
+    active: tuple[ConflictItem, ...]
+    how: Mapping[str, str]  # why an item is on ("enabled by default")
+    groups: tuple[tuple[LockPackage, str], ...]
+    extras: tuple[tuple[LockPackage, str], ...]
+    groups_why: str
+
+
+def _selection(lock: Lock, roots: list[LockPackage], project: Project, sel: Selection) -> _Chosen:
     active: list[ConflictItem] = []
     how: dict[str, str] = {}
     groups_all: list[tuple[LockPackage, str]] = []
@@ -502,9 +544,8 @@ def _resolve(lock: Lock, project: Project, ev: markers.Evaluator, sel: Selection
     groups_why = ""
     for r in roots:
         active.append(ConflictItem(package=r.name))
-        extras = _selected_extras(r, sel)
         groups, groups_why = _selected_groups(r, project, sel)
-        for e in extras:
+        for e in _selected_extras(r, sel):
             active.append(ConflictItem(package=r.name, extra=e))
             extras_all.append((r, e))
         for g in groups:
@@ -514,16 +555,25 @@ def _resolve(lock: Lock, project: Project, ev: markers.Evaluator, sel: Selection
                 how[item.encoded] = " (enabled by default)"
             groups_all.append((r, g))
     _check_conflicts(lock, active, how)
+    return _Chosen(
+        active=tuple(active),
+        how=how,
+        groups=tuple(groups_all),
+        extras=tuple(extras_all),
+        groups_why=groups_why,
+    )
 
-    queue: list[tuple[LockPackage, str | None]] = []
-    for r in roots:
-        queue.append((r, None))
-        queue += [(r, e) for r, e in extras_all if r in roots]
-    # pass 1: every extra the walk activates (a dependency ``foo[bar]``)
-    ev1 = ev.with_active(i.encoded for i in active)
-    group_deps = [(r, d) for r, g in groups_all for d in r.groups.get(g, ())]
-    activated = {i.encoded for i in active}
-    roots_group_deps = [(r, d) for r, d in group_deps if ev1(d.marker)]  # uv: root-level only
+
+def _activate(
+    lock: Lock,
+    queue: list[tuple[LockPackage, str | None]],
+    roots_group_deps: list[tuple[LockPackage, LockDep]],
+    ev1: markers.Evaluator,
+    chosen: _Chosen,
+) -> set[str]:
+    """Pass 1: every extra the walk activates (a dependency ``foo[bar]``), then the
+    conflicts among them."""
+    activated = {i.encoded for i in chosen.active}
     todo = list(queue)
     for _, dep in roots_group_deps:
         if (target := _find(lock, dep)) is not None:
@@ -536,19 +586,24 @@ def _resolve(lock: Lock, project: Project, ev: markers.Evaluator, sel: Selection
         target = _find(lock, dep)
         if target is not None:
             todo += _visits(target, dep)
-    _check_conflicts(
-        lock,
-        [
-            ConflictItem(package=i.package, extra=i.extra)
-            for group in lock.conflicts
-            for i in group
-            if i.extra is not None and i.encoded in activated
-        ]
-        + [i for i in active if i.extra is None],
-        how,
-    )
-    # pass 2: the edges whose markers hold with everything activated
-    ev2 = ev.with_active(activated)
+    extras_on = [
+        ConflictItem(package=i.package, extra=i.extra)
+        for group in lock.conflicts
+        for i in group
+        if i.extra is not None and i.encoded in activated
+    ]
+    _check_conflicts(lock, extras_on + [i for i in chosen.active if i.extra is None], chosen.how)
+    return activated
+
+
+def _install(
+    lock: Lock,
+    roots: list[LockPackage],
+    queue: list[tuple[LockPackage, str | None]],
+    roots_group_deps: list[tuple[LockPackage, LockDep]],
+    ev2: markers.Evaluator,
+) -> tuple[dict[PackageId, LockPackage], dict[PackageId, list[PackageId]]]:
+    """Pass 2: the edges whose markers hold with everything activated."""
     installed: dict[PackageId, LockPackage] = {r.id: r for r in roots}
     edges: dict[PackageId, list[PackageId]] = {}
     todo = list(queue)
@@ -571,6 +626,10 @@ def _resolve(lock: Lock, project: Project, ev: markers.Evaluator, sel: Selection
         installed[target.id] = target
         edges.setdefault(pkg.id, []).append(target.id)
         todo += _visits(target, dep)
+    return installed, edges
+
+
+def _one_per_name(lock: Lock, installed: Mapping[PackageId, LockPackage]) -> dict[str, LockPackage]:
     by_name: dict[str, LockPackage] = {}
     for pkg in installed.values():
         other = by_name.get(pkg.name)
@@ -580,17 +639,7 @@ def _resolve(lock: Lock, project: Project, ev: markers.Evaluator, sel: Selection
                 "installed on this node; run 'uv lock' with a current uv"
             )
         by_name[pkg.name] = pkg
-    forks = tuple(m for m in lock.resolution_markers if ev2(m)) or ("",)
-    root_extras = tuple(e for _, e in extras_all)
-    return Resolved(
-        lock=lock,
-        packages=by_name,
-        edges={k: tuple(v) for k, v in edges.items()},
-        forks=forks,
-        extras=root_extras,
-        groups=tuple(g for _, g in groups_all),
-        groups_why=groups_why,
-    )
+    return by_name
 
 
 # --- wheels -----------------------------------------------------------------------------
