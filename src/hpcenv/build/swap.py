@@ -53,6 +53,7 @@ import importlib.metadata
 import platform
 import re
 import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -313,6 +314,67 @@ def project_set(
     """Steps 1 and 2 of the module docstring (no venv needed; ``uv export`` only)."""
     if not request.locked:
         return handwritten_set(request, plan, facts)
+    locked = _read_locked(request, plan, facts)
+    directory, resolved, base = request.directory, locked.resolved, locked.base
+    out = _Decisions()
+    if plan.torch.version and plan.torch.version != base:
+        planned = f"{plan.torch.version} ({plan.torch.backend})"
+        plan = plan_for_version(plan, base, facts)
+        out.warnings.append(
+            f"the project locks torch {base}, the plan chose {planned}: keeping {base} "
+            f"(packages compiled against torch are built for it) from the "
+            f"{plan.torch.backend} variant resolved for {base} on this node"
+        )
+        out.warnings += list(plan.torch.warnings)
+    variant = plan.torch.backend
+    text = uv.project_export(directory, selection=request.selection.uv_args(), log=log)
+    pins, local = _export_lines(text, locked.env)
+    if "torch" not in pins:
+        raise BuildFailed(
+            f"{directory}: uv export installs no torch where hpcenv's reading of the lock does "
+            f"({resolved.describe()}); please report this lock"
+        )
+    swapped = Version(locked.torch_version).local != variant
+    for name, line in sorted(pins.items()):
+        _decide_pin(out, name, line, locked, plan, swapped=swapped)
+    if request.with_profile_packages:
+        _profile_packages(out, plan, pins)
+    dropped = {c.name for c in out.changes if c.after is None or c.name in TORCH_FAMILY}
+    overrides = tuple(
+        o for o in locked.project.overrides if _req_name(o) in dropped - set(TORCH_FAMILY)
+    )
+    return ProjectSet(
+        requirements=tuple(out.reqs),
+        overrides=overrides,
+        indexes=tuple(out.indexes),
+        local=tuple(local),
+        python=locked.python,
+        selection=resolved.describe(),
+        torch_before=locked.torch_version,
+        torch_after=f"{base}+{variant}" if swapped and variant else locked.torch_version,
+        variant=variant,
+        changes=tuple(out.changes),
+        warnings=tuple(out.warnings),
+        complete=not swapped and len(out.reqs) == len(pins),
+        plan=plan,
+        names=tuple(sorted(set(pins) | {c.name for c in out.changes if c.after})),
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Locked:
+    """What a project's uv.lock installs on the node, and its torch."""
+
+    project: uvlock.Project
+    python: uvlock.PythonChoice
+    env: dict[str, str]
+    arch: str
+    resolved: uvlock.Resolved
+    torch_version: str  # as locked, with its label
+    base: str  # its public version
+
+
+def _read_locked(request: ProjectRequest, plan: Plan, facts: Facts) -> _Locked:
     directory = request.directory
     lock = uvlock.read_lock(_lock_path(directory))
     project = uvlock.read_project(directory)
@@ -330,103 +392,83 @@ def project_set(
         base = str(Version(torch.version).public)
     except InvalidVersion as exc:
         raise BuildFailed(f"{directory}: torch version {torch.version!r} is not a version") from exc
-    warnings: list[str] = []
-    if plan.torch.version and plan.torch.version != base:
-        planned = f"{plan.torch.version} ({plan.torch.backend})"
-        plan = plan_for_version(plan, base, facts)
-        warnings.append(
-            f"the project locks torch {base}, the plan chose {planned}: keeping {base} "
-            f"(packages compiled against torch are built for it) from the "
-            f"{plan.torch.backend} variant resolved for {base} on this node"
-        )
-        warnings += list(plan.torch.warnings)
+    return _Locked(
+        project=project, python=py, env=env, arch=arch, resolved=resolved,
+        torch_version=torch.version, base=base,
+    )  # fmt: skip
+
+
+@dataclass(kw_only=True)
+class _Decisions:
+    """The project's set as it is decided: requirements, indexes, changes, warnings."""
+
+    reqs: list[str] = field(default_factory=list)
+    indexes: list[str] = field(default_factory=list)
+    changes: list[Change] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def note(self, name: str, before: str | None, after: str | None, why: str) -> None:
+        """A decision for the report; ``after`` (when new) joins the requirements."""
+        self.changes.append(Change(name=name, before=before, after=after, why=why))
+        if after is not None and after != before:
+            self.reqs.append(after)
+
+
+def _decide_pin(
+    out: _Decisions, name: str, line: str, locked: _Locked, plan: Plan, *, swapped: bool
+) -> None:
+    """One exported pin: kept, replaced by the node's build, or left out (said why)."""
     variant = plan.torch.backend
     cuda = knowledge.variant_cuda(variant) if variant else None
     target_major = int(cuda.split(".")[0]) if cuda else None
-    text = uv.project_export(directory, selection=request.selection.uv_args(), log=log)
-    pins, local = _export_lines(text, env)
-    if "torch" not in pins:
-        raise BuildFailed(
-            f"{directory}: uv export installs no torch where hpcenv's reading of the lock does "
-            f"({resolved.describe()}); please report this lock"
+    pkg = locked.resolved.packages.get(name)
+    version = pkg.version if pkg else None
+    major = cuda_packages.cuda_major(name, version) if version else None
+    if swapped and name in TORCH_FAMILY:
+        public = str(Version(version).public) if version else locked.base
+        new = f"{name}=={public}+{variant}"
+        after: str | None = target_requirement(plan, locked.base) if name == "torch" else new
+        out.note(name, line, after, f"the {variant} build")
+    elif swapped and name in _torch_closure(locked) and name.startswith(("nvidia-", "cuda-")):
+        why = f"CUDA wheel of torch {locked.torch_version}: re-resolved for {variant}"
+        out.note(name, line, None, why)
+    elif swapped and major is not None and major != target_major and version:
+        registry = pkg is not None and pkg.source.startswith("registry=")
+        after, why, warning = other_major(name, version, major, target_major, registry=registry)
+        out.note(name, line, after, why)
+        if warning:
+            out.warnings.append(warning)
+    elif (
+        swapped
+        and version
+        and (plain := _plain_build_major(name, version, locked.base, locked.arch))
+        and plain[0] != target_major
+    ):
+        out.note(name, line, None, f"PyPI's build for CUDA {plain[0]} ({plain[1]})")
+        out.warnings.append(
+            f"{name} {version} is built for CUDA {plain[0]} ({plain[1]}) and no build for "
+            f"{variant} is known: left out (install its {variant} build from its own index)"
         )
-    old_label = Version(torch.version).local
-    swapped = old_label != variant
-    closure: set[str] = set()
-    if swapped:
-        for name in TORCH_FAMILY:
-            closure |= {n for n, _, _ in resolved.reachable(name)}
-    changes: list[Change] = []
-    reqs: list[str] = []
-    indexes: list[str] = []
+    else:
+        out.reqs.append(line)
+        if (url := _own_index(pkg)) and url not in out.indexes:
+            out.indexes.append(url)
 
-    def note(name: str, before: str | None, after: str | None, why: str) -> None:
-        """A decision for the report; ``after`` (when new) joins the requirements."""
-        changes.append(Change(name=name, before=before, after=after, why=why))
-        if after is not None and after != before:
-            reqs.append(after)
 
-    for name, line in sorted(pins.items()):
-        pkg = resolved.packages.get(name)
-        version = pkg.version if pkg else None
-        major = cuda_packages.cuda_major(name, version) if version else None
-        if swapped and name in TORCH_FAMILY:
-            public = str(Version(version).public) if version else base
-            new = f"{name}=={public}+{variant}"
-            note(name, line, target_requirement(plan, base) if name == "torch" else new,
-                 f"the {variant} build")  # fmt: skip
-        elif swapped and name in closure and name.startswith(("nvidia-", "cuda-")):
-            note(
-                name, line, None, f"CUDA wheel of torch {torch.version}: re-resolved for {variant}"
-            )
-        elif swapped and major is not None and major != target_major and version:
-            registry = pkg is not None and pkg.source.startswith("registry=")
-            after, why, warning = other_major(name, version, major, target_major, registry=registry)
-            note(name, line, after, why)
-            if warning:
-                warnings.append(warning)
-        elif swapped and version and (plain := _plain_build_major(name, version, base, arch)):
-            if plain[0] == target_major:
-                reqs.append(line)
-                continue
-            note(name, line, None, f"PyPI's build for CUDA {plain[0]} ({plain[1]})")
-            warnings.append(
-                f"{name} {version} is built for CUDA {plain[0]} ({plain[1]}) and no build for "
-                f"{variant} is known: left out (install its {variant} build from its own index)"
-            )
-        else:
-            reqs.append(line)
-            if (url := _own_index(pkg)) and url not in indexes:
-                indexes.append(url)
-    for req in plan.packages if request.with_profile_packages else ():
+def _torch_closure(locked: _Locked) -> set[str]:
+    """Every package torch's family pulls in (their CUDA wheels are re-resolved)."""
+    return {n for name in TORCH_FAMILY for n, _, _ in locked.resolved.reachable(name)}
+
+
+def _profile_packages(out: _Decisions, plan: Plan, pins: Mapping[str, str]) -> None:
+    """``--with-profile-packages``: the profile's [packages] install joins the set."""
+    for req in plan.packages:
         wanted = _req_name(req)
-        if wanted in pins:
-            note(
-                wanted,
-                pins[wanted],
-                pins[wanted],
-                f"the project pins it (the profile asks for {req})",
-            )
+        if wanted is not None and wanted in pins:
+            why = f"the project pins it (the profile asks for {req})"
+            out.note(wanted, pins[wanted], pins[wanted], why)
         elif wanted is not None:
-            note(wanted, None, req, f"profile {plan.profile}'s [packages] install")
-    dropped = {c.name for c in changes if c.after is None or c.name in TORCH_FAMILY}
-    overrides = tuple(o for o in project.overrides if _req_name(o) in dropped - set(TORCH_FAMILY))
-    return ProjectSet(
-        requirements=tuple(reqs),
-        overrides=overrides,
-        indexes=tuple(indexes),
-        local=tuple(local),
-        python=py,
-        selection=resolved.describe(),
-        torch_before=torch.version,
-        torch_after=f"{base}+{variant}" if swapped and variant else torch.version,
-        variant=variant,
-        changes=tuple(changes),
-        warnings=tuple(warnings),
-        complete=not swapped and len(reqs) == len(pins),
-        plan=plan,
-        names=tuple(sorted(set(pins) | {c.name for c in changes if c.after})),
-    )
+            out.note(wanted, None, req, f"profile {plan.profile}'s [packages] install")
 
 
 def _plain_build_major(name: str, version: str, torch: str, arch: str) -> tuple[int, str] | None:
