@@ -127,16 +127,9 @@ def add_args(p: argparse.ArgumentParser) -> None:
     )
 
 
-def body(ctx: probe.Context) -> None:
-    """Allreduce sweep checking every element (nccl-tests #wrong), with algbw/busbw."""
-    torch = probe.import_torch(ctx)
-    if torch is None:
-        return
-    import torch.distributed as dist
-
-    probe.export_rank(ctx.rank)
-    gpu = torch.cuda.is_available()
-    backend = "nccl" if gpu else "gloo"
+def size_range(ctx: probe.Context, *, gpu: bool) -> tuple[int, int]:
+    """The smallest and largest message: --sizes, --min/--max-bytes, the profile's, or
+    1 KiB to 1 GiB (capped on CPU ranks)."""
     a = ctx.args
     lo = a.min_bytes or int(ctx.config.get("nccl_min_bytes") or KIB)
     hi = a.max_bytes or int(ctx.config.get("nccl_max_bytes") or GIB)
@@ -146,16 +139,11 @@ def body(ctx: probe.Context) -> None:
     if not gpu and hi > CPU_MAX_BYTES and not (a.max_bytes or a.sizes):
         hi = CPU_MAX_BYTES
     hi = max(hi, lo)
-    if a.largest_only:
-        lo = hi
-    if gpu:
-        device = torch.device("cuda", ctx.rank.local_rank % torch.cuda.device_count())
-        torch.cuda.set_device(device)
-    else:
-        device = torch.device("cpu")
-    nccl_version = nccl.torch_nccl_version(torch) if gpu else None
-    ctx.details.update(backend=backend, device=str(device), nccl_version=nccl_version)
+    return (hi if a.largest_only else lo), hi
 
+
+def check_gh200(ctx: probe.Context, torch: Any, *, gpu: bool, nccl_version: str | None) -> str:
+    """The GH200 LL128 hazard: a failure across nodes, a warning on one; the hazard or ""."""
     caps = []
     if gpu:
         for i in range(torch.cuda.device_count()):
@@ -173,6 +161,30 @@ def body(ctx: probe.Context) -> None:
         ctx.check("gh200-ll128", Status.FAIL, risk, remedy=WORKAROUND)
     elif risk:
         ctx.details["warnings"] = [f"{risk}; matters once jobs span nodes: {WORKAROUND}"]
+    return risk or ""
+
+
+def body(ctx: probe.Context) -> None:
+    """Allreduce sweep checking every element (nccl-tests #wrong), with algbw/busbw."""
+    torch = probe.import_torch(ctx)
+    if torch is None:
+        return
+    import torch.distributed as dist
+
+    probe.export_rank(ctx.rank)
+    gpu = torch.cuda.is_available()
+    backend = "nccl" if gpu else "gloo"
+    a = ctx.args
+    lo, hi = size_range(ctx, gpu=gpu)
+    if gpu:
+        device = torch.device("cuda", ctx.rank.local_rank % torch.cuda.device_count())
+        torch.cuda.set_device(device)
+    else:
+        device = torch.device("cpu")
+    nccl_version = nccl.torch_nccl_version(torch) if gpu else None
+    ctx.details.update(backend=backend, device=str(device), nccl_version=nccl_version)
+
+    risk = check_gh200(ctx, torch, gpu=gpu, nccl_version=nccl_version)
 
     world = ctx.rank.world_size
     dist.init_process_group(

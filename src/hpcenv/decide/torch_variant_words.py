@@ -9,6 +9,7 @@ Nothing here decides anything, and nothing downstream parses these sentences bac
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from hpcenv import knowledge
@@ -183,117 +184,150 @@ def _data_warnings(d: Decision, facts: Facts) -> list[str]:
 def explain(d: Decision, facts: Facts, know: Knowledge | None = None) -> TorchChoice:
     """The ``TorchChoice`` (reasons, warnings, error) for decision ``d``."""
     know = know or knowledge.load()
-    c = d.candidate
-    plat = c.platform
-    nv = facts.nvidia
-    gpus = facts.gpus
-    spec = d.spec.strip()
-    reasons: list[str] = []
-    warnings: list[str] = []
-    if c.known:
-        reasons.append(
-            f"torch {c.version} is the newest release hpcenv knows that matches {spec!r}"
-        )
+    words = _Words(reasons=_release_reasons(d, facts, know), warnings=_gpu_warnings(facts))
+    error = None
+    if d.mode == "pin":
+        backend: str | None = _pinned(d, facts, words)
+    elif d.mode == "cpu":
+        backend = _cpu(d, facts, know, words)
+    elif d.chosen is None:
+        backend, error = None, _none_runs(d, facts, words)
     else:
-        reasons.append(f"torch {c.version} matches {spec!r}")
+        backend = _auto(d, d.chosen, facts, know, words)
+    return TorchChoice(
+        version=d.candidate.version,
+        backend=backend,
+        index_url=f"{d.index_base}/{backend}" if backend else None,
+        reasons=tuple(words.reasons),
+        warnings=tuple(words.warnings),
+        error=error,
+        pin=d.pin,
+        index_base=d.index_base,
+    )
+
+
+@dataclass(kw_only=True)
+class _Words:
+    reasons: list[str]
+    warnings: list[str]
+
+
+def _release_reasons(d: Decision, facts: Facts, know: Knowledge) -> list[str]:
+    """Why this release: the newest matching, the newer ones that cannot run, its variants,
+    and (on a GPU node) what the driver runs."""
+    c, spec, nv = d.candidate, d.spec.strip(), facts.nvidia
+    reasons = [
+        f"torch {c.version} is the newest release hpcenv knows that matches {spec!r}"
+        if c.known
+        else f"torch {c.version} matches {spec!r}"
+    ]
     for blocked in d.blocked:
         why = "; ".join(why_not(a, facts) for a in blocked.assessed) or "no variant published"
         reasons.append(
             f"torch {blocked.version} also matches {spec!r} but no build of it runs here ({why})"
         )
-    if plat is not None:
-        reasons.append(f"torch {c.version} publishes {', '.join(plat.variants)} for {facts.arch}")
-    unknown_caps = [g for g in gpus if not g.compute_capability]
-    if unknown_caps:
-        warnings.append(
-            f"compute capability unknown for {describe_gpus(tuple(unknown_caps))}: "
-            "their GPU architecture could not be checked"
-        )
-    if nv is not None and gpus and (d.mode != "cpu"):
+    if c.platform is not None:
+        variants = ", ".join(c.platform.variants)
+        reasons.append(f"torch {c.version} publishes {variants} for {facts.arch}")
+    if nv is not None and facts.gpus and d.mode != "cpu":
         reasons.insert(0, driver_reason(nv.driver_version, know, nv.cuda_driver_version))
+    return reasons
 
-    def choice(backend: str | None, error: str | None = None) -> TorchChoice:
-        url = f"{d.index_base}/{backend}" if backend else None
-        return TorchChoice(
-            version=c.version, backend=backend, index_url=url, reasons=tuple(reasons),
-            warnings=tuple(warnings), error=error, pin=d.pin, index_base=d.index_base,
-        )  # fmt: skip
 
-    if d.mode == "pin":
-        reasons.append(f"the profile pins the {d.pin} build")
-        a = d.chosen
-        assert a is not None
-        if d.pin == "cpu":
-            if gpus:
-                warnings.append(
-                    f"the cpu build is pinned but the node has {describe_gpus(gpus)}: "
-                    "torch will not use them"
-                )
-        elif nv is None or not gpus:
-            warnings.append(
-                f"{d.pin} is pinned but these facts show no NVIDIA GPU: it imports, "
-                "but only CPU tensors work here"
+def _gpu_warnings(facts: Facts) -> list[str]:
+    unknown_caps = [g for g in facts.gpus if not g.compute_capability]
+    if not unknown_caps:
+        return []
+    return [
+        f"compute capability unknown for {describe_gpus(tuple(unknown_caps))}: "
+        "their GPU architecture could not be checked"
+    ]
+
+
+def _pinned(d: Decision, facts: Facts, words: _Words) -> str:
+    """A backend pinned by the profile: used as pinned, with what is wrong said."""
+    nv, gpus, a = facts.nvidia, facts.gpus, d.chosen
+    assert a is not None
+    words.reasons.append(f"the profile pins the {d.pin} build")
+    if d.pin == "cpu":
+        if gpus:
+            words.warnings.append(
+                f"the cpu build is pinned but the node has {describe_gpus(gpus)}: "
+                "torch will not use them"
             )
-        elif not a.runs:
-            alt = f"; hpcenv would pick {d.auto.variant}" if d.auto else ""
-            warnings.append(f"pinned {d.pin} cannot run on this node ({why_not(a, facts)}){alt}")
-        elif a.minor_compat:
-            warnings.append(compat_warning(a, nv.driver_version))
-        warnings.extend(_data_warnings(d, facts))
-        return choice(d.pin)
-
-    if d.mode == "cpu":
-        why = (
-            "no NVIDIA driver in the facts"
-            if nv is None
-            else f"driver {nv.driver_version} is loaded but no GPU is visible"
+    elif nv is None or not gpus:
+        words.warnings.append(
+            f"{d.pin} is pinned but these facts show no NVIDIA GPU: it imports, "
+            "but only CPU tensors work here"
         )
-        reasons.append(f"{why}: the cpu build")
-        note = _pypi_note(c, "cpu", facts, know)
-        if note and "same" not in note:
-            reasons.append(note)
-        warnings.extend(w for w in _data_warnings(d, facts) if "not in hpcenv's data" in w)
-        return choice("cpu")
+    elif not a.runs:
+        alt = f"; hpcenv would pick {d.auto.variant}" if d.auto else ""
+        words.warnings.append(f"pinned {d.pin} cannot run on this node ({why_not(a, facts)}){alt}")
+    elif a.minor_compat:
+        words.warnings.append(compat_warning(a, nv.driver_version))
+    words.warnings.extend(_data_warnings(d, facts))
+    return d.pin
 
+
+def _cpu(d: Decision, facts: Facts, know: Knowledge, words: _Words) -> str:
+    nv = facts.nvidia
+    why = (
+        "no NVIDIA driver in the facts"
+        if nv is None
+        else f"driver {nv.driver_version} is loaded but no GPU is visible"
+    )
+    words.reasons.append(f"{why}: the cpu build")
+    note = _pypi_note(d.candidate, "cpu", facts, know)
+    if note and "same" not in note:
+        words.reasons.append(note)
+    words.warnings.extend(w for w in _data_warnings(d, facts) if "not in hpcenv's data" in w)
+    return "cpu"
+
+
+def _none_runs(d: Decision, facts: Facts, words: _Words) -> str:
+    """The one-line error when no variant runs, with every fix."""
+    nv = facts.nvidia
+    assert nv is not None and d.fixes is not None
+    why = "; ".join(why_not(a, facts) for a in d.assessed) or "no CUDA variant published"
+    fixes = "; or ".join(_fix_sentences(d.fixes, d.candidate.version, facts))
+    words.warnings.extend(w for w in _data_warnings(d, facts) if "not in hpcenv's data" in w)
+    return (
+        f"no torch {d.candidate.version} build for {facts.arch} runs on this node: driver "
+        f"{nv.driver_version}, GPUs {describe_gpus(facts.gpus)} ({why}); fixes: {fixes}"
+    )
+
+
+def _auto(d: Decision, chosen: Assessment, facts: Facts, know: Knowledge, words: _Words) -> str:
+    """The variant hpcenv chose: why the newer ones cannot, what it carries, the driver."""
+    nv, gpus = facts.nvidia, facts.gpus
     assert nv is not None
     driver = nv.driver_version
-    chosen = d.chosen
-    if chosen is None:
-        assert d.fixes is not None
-        why = "; ".join(why_not(a, facts) for a in d.assessed) or "no CUDA variant published"
-        fixes = "; or ".join(_fix_sentences(d.fixes, c.version, facts))
-        error = (
-            f"no torch {c.version} build for {facts.arch} runs on this node: driver {driver}, "
-            f"GPUs {describe_gpus(gpus)} ({why}); fixes: {fixes}"
-        )
-        warnings.extend(w for w in _data_warnings(d, facts) if "not in hpcenv's data" in w)
-        return choice(None, error)
     for a in d.assessed:
         if a is chosen:
             break
-        reasons.append(f"not {why_not(a, facts)}")
+        words.reasons.append(f"not {why_not(a, facts)}")
     carried = ", ".join(
         f"{how} for the {gpus_with_cap(gpus, cap)}"
         for cap, how in zip(facts.compute_capabilities, chosen.covered_by, strict=True)
     )
     if carried:
-        reasons.append(f"{chosen.variant} carries {carried}")
+        words.reasons.append(f"{chosen.variant} carries {carried}")
     if chosen.outright:
-        reasons.append(
+        words.reasons.append(
             f"{chosen.variant} is the newest variant that runs: CUDA {chosen.cuda} needs "
             f"driver >= {chosen.min_driver}, this node has {driver}"
         )
     else:
-        reasons.append(
+        words.reasons.append(
             f"no variant runs outright; {chosen.variant} is the nearest above the driver's CUDA "
             "under minor-version compatibility"
         )
-        warnings.append(compat_warning(chosen, driver))
-    note = _pypi_note(c, chosen.variant, facts, know)
+        words.warnings.append(compat_warning(chosen, driver))
+    note = _pypi_note(d.candidate, chosen.variant, facts, know)
     if note:
-        reasons.append(note)
-    warnings.extend(_data_warnings(d, facts))
-    return choice(chosen.variant)
+        words.reasons.append(note)
+    words.warnings.extend(_data_warnings(d, facts))
+    return chosen.variant
 
 
 __all__ = ["compat_warning", "describe_gpus", "driver_reason", "explain", "why_not"]
