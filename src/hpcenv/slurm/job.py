@@ -37,16 +37,18 @@ import os
 import re
 import shlex
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from hpcenv.job import env as jobenv
 from hpcenv.job import launch_config, launchers
 from hpcenv.kit import registry
+from hpcenv.kit.masking import MIN_VALUE_LEN, is_secret
 from hpcenv.models import walltime
 from hpcenv.profile.schema import Profile
 from hpcenv.slurm import sbatch
+from hpcenv.utils import redact
 from hpcenv.utils.errors import BadInput
 
 LAUNCHES = ("node", "task", "ray")
@@ -311,7 +313,7 @@ def render(
         "",
         f"# --- the command, {_describe(spec).split(';')[0]}, in its own process group:",
         "# SIGUSR1/SIGTERM/SIGINT/SIGHUP sent to this script are passed on to it",
-        f"cmd=({shlex.join(spec.argv)})",
+        *command_lines(spec.argv, {**os.environ, **env.secret_values}),
         *_wrap_launcher(spec),
         "cmd_pid=",
         "forward() {",
@@ -358,6 +360,46 @@ def check_launch_config(profile: Profile, spec: CommandJob, cwd: Path) -> launch
         gpu=profile.platform.gpu,
     )
     return launch_config.check(spec.argv, kind=kind, start=start, job=job, cwd=cwd, env=os.environ)
+
+
+def _with_references(word: str, refs: Sequence[tuple[str, str]]) -> str:
+    """``word`` for bash, each secret value in it a ``"${NAME}"`` reference and the rest
+    single-quoted around them (adjacent pieces make one word)."""
+    for value, name in refs:
+        if value in word:
+            parts = word.split(value)
+            return f'"${{{name}}}"'.join(_with_references(part, refs) for part in parts)
+    return shlex.quote(word) if word else ""
+
+
+def command_lines(argv: Sequence[str], environ: Mapping[str, str]) -> list[str]:
+    """``cmd=(...)``: CMD word for word. A secret's value inside a word (a secret-named
+    variable of ``environ``) becomes a reference to that variable, which the job inherits
+    (and checks it has): the script, which is printed and kept, never holds the value, and
+    masking never has to rewrite what runs. A secret hpcenv cannot refer to (credentials in
+    a URL, ``TOKEN=value``) is refused, naming the word."""
+    refs = sorted(
+        ((value, name) for name, value in environ.items()
+         if is_secret(name) and len(value) >= MIN_VALUE_LEN),
+        key=lambda vn: len(vn[0]), reverse=True,
+    )  # fmt: skip
+    words: list[str] = []
+    needed: list[str] = []
+    for k, word in enumerate(argv):
+        used = [n for v, n in refs if v in word]
+        needed += [n for n in used if n not in needed]
+        words.append(_with_references(word, refs) if used else shlex.quote(word))
+        if redact.text(words[-1], environ) != words[-1]:
+            raise BadInput(
+                f"word {k + 1} of the command holds a secret hpcenv cannot refer to (URL "
+                "credentials or NAME=value); pass it through an environment variable the job "
+                'inherits, e.g. --token "$HF_TOKEN" (single-quoted in your shell)'
+            )
+    checks = [
+        f': "${{{name}:?hpcenv: the command uses {name}; export it before sbatch}}"'
+        for name in needed
+    ]
+    return [*checks, f"cmd=({' '.join(words)})"]
 
 
 def _wrap_launcher(spec: CommandJob) -> list[str]:
