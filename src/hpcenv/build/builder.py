@@ -162,8 +162,9 @@ def stamp(plan: Plan, facts: Facts, lock_text: str, project_digest: str = "") ->
 
 
 def current_target(profile: str) -> Path | None:
-    """The build directory ``venvs/<profile>`` points to (None: no build yet)."""
-    link = paths.venv_dir(profile)
+    """The build directory ``venvs/<profile>`` points to (None: no build yet); a link
+    hpcenv did not make is refused (``paths.built_venv``)."""
+    link = paths.built_venv(profile)
     if not link.is_symlink():
         return None
     target = link.parent / os.readlink(link)

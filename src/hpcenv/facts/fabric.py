@@ -97,9 +97,12 @@ def cache_dir(env: Mapping[str, str]) -> Path:
 def _read(path: Path, binary: dict[str, Any]) -> tuple[str, ...] | None:
     """The entry's providers when its key still holds: the same binary and environment,
     and the library it recorded unchanged (re-stat, no ELF read)."""
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
+    from hpcenv.utils import fsio
+    from hpcenv.utils.errors import HpcenvError
+
+    try:  # a FIFO planted there must not hang the facts: fsio reads regular files only
+        data = json.loads(fsio.read_text(path, "fi_info cache entry"))
+    except (HpcenvError, ValueError):
         return None
     key = data.get("key") if isinstance(data, dict) else None
     if not isinstance(key, dict) or {k: key.get(k) for k in binary} != binary:

@@ -149,7 +149,7 @@ def for_profile(
 def venv_for(profile: Profile, given: str | None, *, must_exist: bool = True) -> Path:
     """The venv to activate: ``given`` (a venv directory), else the profile's build.
     ``must_exist``: a venv without ``bin/python`` is an error naming the fix."""
-    venv = Path(given).absolute() if given else paths.venv_dir(profile.name)
+    venv = Path(given).absolute() if given else paths.built_venv(profile.name)
     if must_exist and not paths.venv_python(venv).exists():
         if given:
             raise BadInput(f"--env {given}: no bin/python in that directory; give a venv")

@@ -512,9 +512,9 @@ def resolve_target(env: str, profile_name: str | None = None) -> Target:
     built_for = paths.environment_profile(env) if "/" not in env else None
     if built_for and built_for != env:  # venvs/<profile>-<project>: its profile's settings
         prof = profiles.load(profile_name or built_for)
-        return Target(name=env, python=paths.venv_python(paths.venv_dir(env)), profile=prof)
+        return Target(name=env, python=paths.venv_python(paths.built_venv(env)), profile=prof)
     prof = profiles.load(env)
-    venv = paths.venv_dir(prof.name)
+    venv = paths.built_venv(prof.name)
     python = paths.venv_python(venv)
     if not python.exists():
         raise BadInput(

@@ -320,13 +320,24 @@ class MaskedLog(io.TextIOBase):
 # --- reading --------------------------------------------------------------------------
 
 
-def read_text(path: Path, what: str = "file") -> str:
-    """The UTF-8 text of ``path``; BadInput naming it (and ``what`` it is) otherwise."""
+def read_bytes(path: Path, what: str = "file") -> bytes:
+    """The bytes of the regular file ``path``. A FIFO, device or socket there is refused
+    without blocking (opened non-blocking, checked before any read)."""
     try:
-        data = Path(path).read_bytes()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
         raise BadInput(f"{path}: cannot read {what} ({exc.strerror or exc})") from exc
-    return decode(data, f"{path}", what)
+    with os.fdopen(fd, "rb") as fh:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = "a FIFO" if stat.S_ISFIFO(mode) else "not a regular file"
+            raise BadInput(f"{path}: {what} is {kind}; hpcenv reads only regular files")
+        return fh.read()
+
+
+def read_text(path: Path, what: str = "file") -> str:
+    """The UTF-8 text of ``path``; BadInput naming it (and ``what`` it is) otherwise."""
+    return decode(read_bytes(path, what), f"{path}", what)
 
 
 def decode(data: bytes, where: str, what: str = "file") -> str:
@@ -378,6 +389,13 @@ def _too_deep(where: str) -> BadInput:
     )
 
 
+def _too_long_number(where: str) -> BadInput:
+    return BadInput(
+        f"{where}: holds a number with thousands of digits; this is not a file hpcenv or uv "
+        "writes: fix or regenerate it"
+    )
+
+
 def parse_json(text: str, where: str, hint: str = "") -> Any:
     """JSON ``text``; BadInput naming ``where`` (line, column, ``hint``) when it is not."""
     try:
@@ -387,6 +405,8 @@ def parse_json(text: str, where: str, hint: str = "") -> Any:
             f"{where}: not JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
             + (f"; {hint}" if hint else "")
         ) from exc
+    except ValueError as exc:  # an integer past Python's 4,300-digit limit
+        raise _too_long_number(where) from exc
     except RecursionError as exc:
         raise _too_deep(where) from exc
     if depth(data) > MAX_DEPTH:
@@ -400,6 +420,8 @@ def parse_toml(text: str, where: str) -> dict[str, Any]:
         data: dict[str, Any] = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise BadInput(f"{where}: invalid TOML: {exc}") from exc
+    except ValueError as exc:  # an integer past Python's 4,300-digit limit
+        raise _too_long_number(where) from exc
     except RecursionError as exc:
         raise _too_deep(where) from exc
     if depth(data) > MAX_DEPTH:

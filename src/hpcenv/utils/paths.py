@@ -24,7 +24,16 @@ BUILD_MARKER = ".hpcenv-build.json"
 
 def home(env: Mapping[str, str] | None = None) -> Path:
     env = os.environ if env is None else env
-    return Path(env.get("HPCENV_HOME") or Path.cwd() / ".hpcenv").absolute()
+    where = Path(env.get("HPCENV_HOME") or Path.cwd() / ".hpcenv").absolute()
+    if any(ord(c) < 32 or ord(c) == 127 for c in str(where)):
+        from hpcenv.utils.errors import BadInput
+
+        name = "HPCENV_HOME" if env.get("HPCENV_HOME") else "the working directory"
+        raise BadInput(
+            f"{name} {str(where)!r} holds a line break or control character: scripts in an "
+            "environment there could not run (their #! line would break); use another path"
+        )
+    return where
 
 
 def venvs_dir() -> Path:
@@ -36,12 +45,48 @@ def venv_dir(profile_name: str) -> Path:
     return venvs_dir() / profile_name
 
 
+def built_venv(name: str) -> Path:
+    """``venvs/<name>`` when it is hpcenv's own build link (or absent: not built yet): a
+    symlink to a build directory beside it (``<name>-...``, holding hpcenv's build marker).
+    Anything else there (a link elsewhere, a directory, a file) was not made by hpcenv and
+    is never run: BadInput naming it, what it is and its owner."""
+    import pwd
+    import stat
+
+    from hpcenv.utils.errors import BadInput
+
+    link = venv_dir(name)
+    try:
+        st = os.lstat(link)
+    except FileNotFoundError:
+        return link
+    if stat.S_ISLNK(st.st_mode):
+        target = os.readlink(link)
+        beside = link.parent / target
+        ours = "/" not in target and target.startswith(f"{name}-")
+        if ours and not beside.is_symlink() and (beside / BUILD_MARKER).is_file():
+            return link
+        what = f"a symlink to {target}"
+    else:
+        what = "a directory" if stat.S_ISDIR(st.st_mode) else "a file"
+    try:
+        owner = pwd.getpwuid(st.st_uid).pw_name
+    except KeyError:
+        owner = f"uid {st.st_uid}"
+    raise BadInput(
+        f"{link} is not an environment hpcenv built ({what}, owned by {owner}); hpcenv runs "
+        f"only its own builds. Remove it (or ask {owner} to) and run 'hpcenv build {name}'"
+    )
+
+
 def environment_profile(name: str) -> str | None:
     """The profile an environment ``venvs/<name>`` was built for (from its build marker),
     e.g. ``isambard`` for ``isambard-open-instruct``; None when there is no such build."""
+    from hpcenv.utils.errors import BadInput
+
     try:
-        data = json.loads((venv_dir(name) / BUILD_MARKER).read_text())
-    except (OSError, ValueError):
+        data = json.loads((built_venv(name) / BUILD_MARKER).read_text())
+    except (OSError, ValueError, BadInput):
         return None
     profile = data.get("profile") if isinstance(data, dict) else None
     return profile if isinstance(profile, str) else None
