@@ -1,7 +1,7 @@
 """Shared by the probe tests: a real target environment and a way to load probe modules.
 
 ``probe_python`` is a real uv venv (Python 3.11) with the CPU torch 2.13.0 wheel from
-the wheelhouse, numpy, and Ray and accelerate from PyPI: the probes run in it exactly as they run
+the wheelhouse, numpy, and Ray from PyPI: the probes run in it exactly as they run
 in a built environment. It is the tests' one such venv (``torch_venv.py``'s fixture
 is this one too). It is built once and kept in the temp directory (keyed by its
 contents, guarded by a file lock), so repeated sessions reuse it; the uv cache makes
@@ -33,9 +33,7 @@ from hpcenv.kit import registry
 PROBES = REPO / "probes"
 TORCH = "torch==2.13.0+cpu"
 RAY = "ray>=2.49"
-#: the launcher tests' accelerate (real, from PyPI, with the venv's torch)
-ACCELERATE = "accelerate>=1.0"
-VENV = Path(tempfile.gettempdir()) / "hpcenv-test-probe-venv-py311-torch2.13.0-cpu-acc"
+VENV = Path(tempfile.gettempdir()) / "hpcenv-test-probe-venv-py311-torch2.13.0-cpu"
 
 
 def wheel_dirs() -> list[str]:
@@ -69,10 +67,9 @@ def _build(venv: Path) -> bool:
         text=True,
     )
     require("torch-wheel", base.returncode == 0, f"uv pip install failed: {base.stderr[-500:]}")
-    # Ray and accelerate from PyPI; a failure (offline) leaves a torch-only venv: the Ray
-    # and accelerate tests skip
+    # Ray from PyPI; a failure (offline) leaves a torch-only venv: the Ray tests skip
     ray = subprocess.run(
-        [uv, "pip", "install", "-q", "--python", str(python), *links, TORCH, RAY, ACCELERATE],
+        [uv, "pip", "install", "-q", "--python", str(python), RAY],
         capture_output=True,
         text=True,
     )
@@ -106,16 +103,12 @@ def probe_python() -> Path:
 
 
 def has_ray(python: Path) -> bool:
-    return _imports(python, "ray")
-
-
-def has_accelerate(python: Path) -> bool:
-    return _imports(python, "accelerate")
-
-
-def _imports(python: Path, module: str) -> bool:
-    done = subprocess.run([str(python), "-c", f"import {module}"], capture_output=True, timeout=120)
-    return done.returncode == 0
+    return (
+        subprocess.run(
+            [str(python), "-c", "import ray"], capture_output=True, timeout=120
+        ).returncode
+        == 0
+    )
 
 
 def load_probe(name: str) -> ModuleType:

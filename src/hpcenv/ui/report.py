@@ -12,7 +12,9 @@ string that reaches them (table cells, titles, messages):
 - **masking**: every text is masked (``redact.text``) before it is laid out, so a
   secret cannot reach the terminal, not even split over two lines of a table cell.
 
-Table cells fold rather than end in an ellipsis: a long value is shown whole.
+Table cells fold rather than end in an ellipsis: a long value is shown whole. When the
+output is not a terminal (a job log), the probe and stage reports are laid out one line
+per probe or stage with details indented beneath, unwrapped (``for_log``).
 """
 
 from __future__ import annotations
@@ -213,11 +215,49 @@ def probe_metrics_text(name: str, metrics: Mapping[str, Any]) -> str:
     return ", ".join(f"{k}={_metric(metrics[k])}" for k in keys)
 
 
+def for_log(out: Console) -> bool:
+    """``out`` is not a terminal (a job log, a pipe): reports are laid out one line per
+    probe or check with details indented beneath, never squeezed into a table."""
+    return not out.is_terminal
+
+
+def print_log(out: Console, title: str, items: Iterable[tuple[str, Sequence[str]]]) -> None:
+    """``title``, then each item's line and its details indented beneath, unwrapped."""
+    out.print(title, soft_wrap=True)
+    for line, details in items:
+        out.print(f"  {line}", soft_wrap=True)
+        for d in details:
+            out.print(f"      {d}", soft_wrap=True)
+
+
+def _probe_log_items(results: Sequence[Any]) -> Iterable[tuple[str, Sequence[str]]]:
+    for r in results:
+        status = r.status.value
+        details = []
+        if metrics := probe_metrics_text(r.name, r.metrics):
+            details.append(f"metrics: {metrics}")
+        if r.remedy and status != "pass":
+            details.append(f"remedy: {r.remedy}")
+        if len({(x.status, x.summary) for x in r.ranks}) > 1:
+            for rank in r.ranks:
+                if rank.status.failed:
+                    details.append(
+                        f"rank {rank.rank} {rank.status.value}: {rank.host}: {rank.summary}"
+                    )
+                    if rank.remedy:
+                        details.append(f"  remedy: {rank.remedy}")
+        yield f"{r.name}: {status} ({r.seconds:.1f}s) {r.summary}", details
+
+
 def print_probe_results(
     results: Sequence[Any], *, title: str = "probes", out: Console | None = None
 ) -> None:
-    """One row per probe (and per failing rank of a multi-rank probe)."""
+    """One row per probe (and per failing rank of a multi-rank probe); in a log (not a
+    terminal) one line per probe, its metrics, remedy and failing ranks beneath."""
     out = out or console
+    if for_log(out):
+        print_log(out, title, _probe_log_items(results))
+        return
     table = Table(title=title, title_justify="left", show_lines=False)
     for col in ("probe", "status", "time", "summary", "metrics", "remedy"):
         table.add_column(col, overflow="fold")
@@ -286,8 +326,16 @@ def print_pairs(pairs: Mapping[str, Any], out: Console | None = None) -> None:
 def print_stages(
     stages: Sequence[Mapping[str, Any]], *, title: str, out: Console | None = None
 ) -> None:
-    """The doctor's stages (facts, plan, build): status, time, one-line summary."""
+    """The doctor's stages (facts, plan, build): status, time, one-line summary (in a
+    log: one line per stage)."""
     out = out or console
+    if for_log(out):
+        items = (
+            (f"{s['stage']}: {s['status']} ({float(s['seconds']):.1f}s) {s['summary']}", ())
+            for s in stages
+        )
+        print_log(out, title, items)
+        return
     table = Table(title=title, title_justify="left")
     for col in ("stage", "status", "seconds", "summary"):
         table.add_column(col)

@@ -1,0 +1,1 @@
+"""GPU code in binaries (archs) and one CUDA major per venv (cudalibs)."""

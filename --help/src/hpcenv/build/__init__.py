@@ -1,0 +1,1 @@
+"""The side effects of a build: venvs, lockfiles, the flash-attn build, fixes, checks."""

@@ -1,0 +1,1 @@
+"""Pure decisions: the torch variant (and its words), flash-attn, the plan."""

@@ -1,0 +1,1 @@
+"""Collecting a node's facts: NVML, nvidia-smi, /proc, fi_info."""

@@ -1,0 +1,1 @@
+"""Regenerating the knowledge data from the artifacts (hpcenv knowledge update/check)."""

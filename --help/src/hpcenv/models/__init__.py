@@ -1,0 +1,1 @@
+"""Frozen data, no I/O: the facts of a node, the plan, probe results."""

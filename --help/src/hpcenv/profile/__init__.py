@@ -1,0 +1,1 @@
+"""The cluster profile: its schema and loading."""

@@ -1,0 +1,1 @@
+"""Running probes in a target environment and gathering their results."""

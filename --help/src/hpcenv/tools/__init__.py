@@ -1,0 +1,1 @@
+"""The one subprocess wrapper (command) and the one uv caller (uv)."""

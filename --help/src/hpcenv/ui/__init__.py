@@ -1,0 +1,1 @@
+"""What leaves hpcenv for people: tables, JUnit XML, JSON and text output."""
