@@ -1,0 +1,90 @@
+"""Hardening, third round (issue 24): cases from a shared login node, each rerun as the
+issue wrote it. A planted ``venvs/<profile>`` is never run; a FIFO where hpcenv reads a
+file never hangs it; a number past Python's 4,300-digit limit, or a line break in
+HPCENV_HOME, ends in one line (exit 2), never a traceback."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from buildkit import hpcenv
+from conftest import REPO, require
+from hpcenv.facts import fabric
+
+BIG = "9" * 5000
+
+
+def _planted(tmp_path: Path) -> dict[str, str]:
+    """``venvs/local`` pointing at a venv that is not hpcenv's (another user's, say)."""
+    home = tmp_path / "home"
+    other = tmp_path / "theirs"
+    (other / "bin").mkdir(parents=True)
+    os.symlink(sys.executable, other / "bin" / "python")
+    (home / "venvs").mkdir(parents=True)
+    os.symlink(other, home / "venvs" / "local")
+    return {"HPCENV_HOME": str(home)}
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["run", "local", "--", "true"],
+        ["env", "local"],
+        ["probe", "torch", "--env", "local"],
+        ["sbatch", "local", "--", "true"],
+    ],
+    ids=["run", "env", "probe", "sbatch"],
+)
+def test_a_planted_venv_link_is_never_run(tmp_path: Path, args: list[str]) -> None:
+    done = hpcenv(*args, env=_planted(tmp_path), cwd=tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "venvs/local is not an environment hpcenv built (a symlink to " in done.stderr
+    assert "Traceback" not in done.stderr and done.stderr.count("\n") == 1
+
+
+def test_a_planted_directory_is_refused_by_the_build(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    (home / "venvs" / "local" / "bin").mkdir(parents=True)
+    done = hpcenv("build", "local", env={"HPCENV_HOME": str(home)}, cwd=tmp_path, timeout=300)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "is not an environment hpcenv built (a directory, owned by" in done.stderr
+
+
+def test_a_huge_integer_in_a_profile_or_facts_file_is_one_line(tmp_path: Path) -> None:
+    prof = tmp_path / "big.toml"
+    prof.write_text((REPO / "envs" / "local.toml").read_text() + f"\n[x]\nn = {BIG}\n")
+    facts = tmp_path / "facts.json"
+    facts.write_text(f'{{"schema": 1, "arch": "x86_64", "cpus": {BIG}}}')
+    for args in (["show", str(prof)], ["plan", "local", "--facts", str(facts)]):
+        done = hpcenv(*args, cwd=tmp_path)
+        assert done.returncode == 2, (args, done.stderr)
+        assert "a number with thousands of digits" in done.stderr
+        assert "Traceback" not in done.stderr
+
+
+def test_a_fifo_at_the_fi_info_cache_entry_does_not_hang_facts(tmp_path: Path) -> None:
+    require("fi_info", shutil.which("fi_info") is not None, "libfabric-bin is not installed")
+    env = {**os.environ, "HPCENV_CACHE": str(tmp_path / "cache")}
+    assert fabric.providers(env) is not None  # one real run fills the cache entry
+    (entry,) = fabric.cache_dir(env).glob("*.json")
+    entry.unlink()
+    os.mkfifo(entry)
+    done = hpcenv("facts", "--json", env={"HPCENV_CACHE": str(tmp_path / "cache")}, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert isinstance(json.loads(done.stdout)["network"]["libfabric_providers"], list)
+
+
+def test_hpcenv_home_with_a_line_break_is_refused_before_anything_is_built(
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / "a\nb"
+    done = hpcenv("build", "local", env={"HPCENV_HOME": str(home)}, cwd=tmp_path, timeout=300)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "HPCENV_HOME" in done.stderr and "line break" in done.stderr
+    assert not home.exists()
