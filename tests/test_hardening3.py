@@ -88,3 +88,28 @@ def test_hpcenv_home_with_a_line_break_is_refused_before_anything_is_built(
     assert done.returncode == 2, done.stdout + done.stderr
     assert "HPCENV_HOME" in done.stderr and "line break" in done.stderr
     assert not home.exists()
+
+
+OSC52_TOML = "\\u001b]52;c;ZXZpbA==\\u0007"  # an OSC 52 clipboard write, in TOML escapes
+
+
+@pytest.mark.parametrize("args", [["show"], ["plan", "--declared"]], ids=["show", "plan"])
+def test_escape_sequences_from_a_profile_are_printed_visibly(
+    tmp_path: Path, args: list[str]
+) -> None:
+    prof = tmp_path / "esc.toml"
+    text = (REPO / "envs" / "local.toml").read_text()
+    prof.write_text(text.replace('description = "', f'description = "{OSC52_TOML}', 1))
+    done = hpcenv(args[0], str(prof), *args[1:], cwd=tmp_path)
+    out = done.stdout + done.stderr
+    assert "\x1b" not in out and "\x07" not in out, out
+    if args[0] == "show":
+        assert "\\x1b]52;c;ZXZpbA==\\x07" in out
+
+
+def test_an_escape_sequence_in_a_key_name_is_printed_visibly(tmp_path: Path) -> None:
+    prof = tmp_path / "esc.toml"
+    prof.write_text((REPO / "envs" / "local.toml").read_text() + f'\n["x{OSC52_TOML}"]\nn = 1\n')
+    done = hpcenv("show", str(prof), cwd=tmp_path)
+    assert done.returncode == 2
+    assert "\x1b" not in done.stderr and "\\x1b]52" in done.stderr

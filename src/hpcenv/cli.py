@@ -91,8 +91,9 @@ def _handle_signals() -> None:
 
 def _say(line: str) -> None:
     from hpcenv.utils import redact
+    from hpcenv.utils.output import visible
 
-    print(f"hpcenv: {redact.text(line)}", file=sys.stderr)
+    print(f"hpcenv: {visible(redact.text(line))}", file=sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

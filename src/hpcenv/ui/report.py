@@ -31,6 +31,7 @@ from rich.text import Text
 from hpcenv.kit import registry
 from hpcenv.models.facts import Facts
 from hpcenv.utils import redact
+from hpcenv.utils.output import visible
 
 
 class MaskingConsole(Console):
@@ -47,9 +48,9 @@ class MaskingConsole(Console):
                 if column.overflow == "ellipsis":
                     column.overflow = "fold"
         if isinstance(renderable, str):
-            renderable = redact.text(renderable)
+            renderable = visible(redact.text(renderable))
         elif isinstance(renderable, Text):
-            masked = redact.text(renderable.plain)
+            masked = visible(redact.text(renderable.plain))
             if masked != renderable.plain:
                 renderable = Text(masked, style=renderable.style, justify=renderable.justify)
         return super().render(renderable, options)

@@ -5,8 +5,20 @@ does any process entry of hpcenv's own (``python -m hpcenv.slurm.ray_cluster``).
 from __future__ import annotations
 
 import json
+import re
 import sys
 from typing import Any
+
+#: What a terminal would act on: C0 controls but tab and newline, DEL, C1 controls (ESC
+#: and OSC sequences among them: an OSC 52 from a profile could write the clipboard).
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def visible(text: str) -> str:
+    """``text`` with every control character a terminal would act on written as a
+    visible escape (``\\x1b``), so values from profiles, facts and files cannot drive
+    the terminal they are printed on."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def print_json(data: Any) -> None:
@@ -22,5 +34,5 @@ def print_text(text: str, *, err: bool = False) -> None:
     from hpcenv.utils import redact
 
     stream = sys.stderr if err else sys.stdout
-    stream.write(redact.text(text))
+    stream.write(visible(redact.text(text)))
     stream.flush()
