@@ -73,6 +73,11 @@ PROBES: tuple[ProbeInfo, ...] = (
         summary="imports, flash_attn_func against torch SDPA on the GPU",
         key_metrics=("max_abs_diff",),
     ),
+    ProbeInfo(
+        name="deepspeed",
+        summary="version and accelerator, nvcc vs torch's CUDA, TORCH_CUDA_ARCH_LIST, a JIT op",
+        key_metrics=("jit_build_s",),
+    ),
 )
 
 NAMES: tuple[str, ...] = tuple(p.name for p in PROBES)
