@@ -40,7 +40,7 @@ def test_the_probe_builds_a_real_deepspeed_op(launcher_venv: Path, tmp_path: Pat
     assert list((tmp_path / "ext").rglob("cpu_adam*.so")), "no op was built"
 
 
-def test_without_deepspeed_the_probe_skips_with_the_fix(probe_python: Path, tmp_path: Path) -> None:
+def test_without_deepspeed_the_probe_skips_with_the_fix(probe_python: Path, tmp_path: Path) -> None:  # noqa: F811
     r = _probe(probe_python.parent.parent, tmp_path)
     assert r["status"] == "skip" and "deepspeed is not installed" in str(r["summary"])
     assert "add deepspeed to your project" in str(r["remedy"])
