@@ -283,3 +283,30 @@ def test_an_unreadable_config_is_one_line(tmp_path: Path) -> None:
     missing = _sbatch(str(REPO / "envs" / "brtx.toml"), "--", "deepspeed", "t.py",
                       "--deepspeed", "nope.json", cwd=tmp_path)  # fmt: skip
     assert missing.returncode == 2 and "nope.json" in missing.stderr
+
+
+def _preflight(tmp_path: Path, config: str) -> dict[str, str]:
+    (tmp_path / "acc.yaml").write_text(config)
+    done = subprocess.run(
+        [sys.executable, "-m", "hpcenv", "preflight", "supercloud", "--json", "--facts",
+         str(REPO / "tests" / "data" / "facts" / "v100-supercloud.json"),
+         "--", "accelerate", "launch", "--config_file", "acc.yaml", "t.py"],
+        capture_output=True, text=True, cwd=tmp_path, timeout=120, check=False,
+    )  # fmt: skip
+    checks = {c["name"]: c for c in json.loads(done.stdout)["checks"]}
+    return checks["launcher-config"]
+
+
+def test_preflight_repeats_the_config_check_on_the_node(tmp_path: Path) -> None:
+    """In the job the gate runs ``hpcenv preflight PROFILE -- CMD`` on every node: the
+    node's real GPUs (here the recorded V100 facts) judge the config again."""
+    bad = _preflight(tmp_path, "mixed_precision: bf16\n")
+    assert bad["status"] == "fail" and "bf16" in bad["reason"] and "use fp16" in bad["reason"]
+    ok = _preflight(tmp_path, "mixed_precision: fp16\n")
+    assert ok["status"] == "pass", ok
+
+
+def test_the_gate_passes_the_command_to_preflight() -> None:
+    script = _sbatch("brtx", "--nodes", "2", "--", "accelerate", "launch", "t.py").stdout
+    assert re.search(r'^gate "preflight .* preflight brtx -- "\$\{cmd\[@\]\}"$', script, re.M)
+    assert script.index("cmd=(accelerate launch t.py)") < script.index('gate "preflight')

@@ -2,7 +2,9 @@
 allocation, GPUs visible against allocated, scratch on local storage with enough
 free space, the log directory, loaded modules, GPU memory and uncorrected ECC
 errors. Exits 8 when a check fails. With --facts FILE the node checks read the
-recorded facts (and not this shell's environment)."""
+recorded facts (and not this shell's environment). With '-- CMD' the accelerate or
+DeepSpeed config CMD names is checked too, against this node's GPUs and allocation (the
+gate of 'hpcenv sbatch -- CMD' passes its command)."""
 
 from __future__ import annotations
 
@@ -21,11 +23,13 @@ from hpcenv.utils.errors import PreflightFailed
 NAME = "preflight"
 HELP = "check this job's node against the profile (GPUs, scratch, logs, modules, ECC)"
 ORDER = 55
+TAKES_COMMAND = True
 
 STYLE = {Status.PASS: "green", Status.FAIL: "bold red", Status.SKIP: "yellow"}
 
 
-def configure(parser: argparse.ArgumentParser) -> None:
+def configure(parser: argparse.ArgumentParser, *, with_command: bool = False) -> None:
+    parser.usage = "%(prog)s PROFILE [--facts FILE] [--json] [-- CMD...]"
     parser.add_argument("profile", help="profile name (envs/<name>.toml) or path")
     add_facts_option(parser)
     add_json_option(parser)
@@ -35,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
     prof = profile.load(args.profile)
     found = facts.for_args(args.facts)
     ctx = preflight.context(prof, found, {} if args.facts else None)
-    checks = preflight.run(ctx)
+    checks = preflight.run(ctx, args.command_argv)
     overall = preflight.status(checks)
     if args.json:
         print_json(

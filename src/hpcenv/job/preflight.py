@@ -23,7 +23,7 @@ from pathlib import Path
 from hpcenv.kit import slurm_env
 from hpcenv.kit.status import Status
 from hpcenv.models import hostlist
-from hpcenv.models.facts import Facts
+from hpcenv.models.facts import Facts, SlurmFacts
 from hpcenv.profile.schema import Profile
 from hpcenv.utils.errors import BadInput
 
@@ -460,8 +460,48 @@ CHECKS: tuple[Callable[[Context], Check], ...] = (
 )
 
 
-def run(ctx: Context) -> list[Check]:
-    return [check(ctx) for check in CHECKS]
+def run(ctx: Context, command: Sequence[str] | None = None) -> list[Check]:
+    """Every check; with the job's ``command``, its launcher's config too."""
+    checks = [check(ctx) for check in CHECKS]
+    return checks + ([check_launcher_config(ctx, command)] if command else [])
+
+
+def check_launcher_config(ctx: Context, command: Sequence[str]) -> Check:
+    """The accelerate/DeepSpeed config the command names, against this node's real GPUs,
+    memory and allocation (the render-time check, repeated where the job runs)."""
+    from hpcenv.job import launch_config, launchers
+
+    name = "launcher-config"
+    kind, start = launchers.kind_of(command)
+    gpus = ctx.facts.gpus
+    caps = sorted((g.compute_capability for g in gpus if g.compute_capability), key=float)
+    slurm = ctx.facts.slurm or slurm_env_facts(ctx)
+    nodes = (slurm.nnodes if slurm else None) or 1
+    per_node = (
+        allocated_gpu_count(ctx) or len(gpus) or int(ctx.environ.get("HPCENV_LAUNCH_PER_NODE") or 1)
+    )
+    job = launch_config.Job(
+        nodes=nodes,
+        per_node=per_node,
+        compute_capability=caps[0] if caps else "",
+        gpu=gpus[0].name if gpus else "",
+        memory_gib=ctx.facts.memory_gib or 0.0,
+    )
+    try:
+        found = launch_config.check(
+            command, kind=kind, start=start, job=job, cwd=ctx.cwd, env=ctx.environ
+        )
+    except BadInput as exc:
+        return Check(name=name, status=Status.FAIL, reason=str(exc), fix="fix the config file")
+    said = [*found.notes, *(f"warning: {w}" for w in found.warnings)]
+    what = f"{nodes} node(s) x {per_node}"
+    return Check(name=name, status=Status.PASS, reason="; ".join(said) or f"fits {what}")
+
+
+def slurm_env_facts(ctx: Context) -> SlurmFacts | None:
+    from hpcenv.facts.allocation import from_env
+
+    return from_env(ctx.environ)
 
 
 def read_mounts(path: Path = Path("/proc/mounts")) -> str:

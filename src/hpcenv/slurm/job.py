@@ -307,13 +307,14 @@ def render(
             "trap scratch_end EXIT",
         ]
     lines += _chain_lines(spec)
+    lines += ["", "# --- the command, word for word (secrets as references to your variables)"]
+    lines += command_lines(spec.argv, {**os.environ, **env.secret_values})
     lines += _gate_lines(spec, hpcenv, ref)
     lines += launcher_lines(profile, spec, log_dir)
     lines += [
         "",
         f"# --- the command, {_describe(spec).split(';')[0]}, in its own process group:",
         "# SIGUSR1/SIGTERM/SIGINT/SIGHUP sent to this script are passed on to it",
-        *command_lines(spec.argv, {**os.environ, **env.secret_values}),
         *_wrap_launcher(spec),
         "cmd_pid=",
         "forward() {",
@@ -475,7 +476,8 @@ def _gate_lines(spec: CommandJob, hpcenv: Sequence[str], ref: str) -> list[str]:
         "  fi",
         "}",
         'gate "venv $VIRTUAL_ENV (built? hpcenv build)" test -x "$VIRTUAL_ENV/bin/python"',
-        f'gate "preflight on $nodes node(s)" on_nodes {shlex.join([*hpcenv, "preflight", ref])}',
+        f'gate "preflight on $nodes node(s)" on_nodes {shlex.join([*hpcenv, "preflight", ref])}'
+        + (' -- "${cmd[@]}"' if launchers.kind_of(spec.argv)[0] else ""),
     ]
     if spec.gate:
         probe = sbatch.probe_argv_for(ref, spec.gate, spec.venv, json=False)
