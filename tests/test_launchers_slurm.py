@@ -56,11 +56,12 @@ dist.destroy_process_group()
 """
 
 
-def _run(cluster: SlurmCluster, tmp_path: Path, venv: Path, *cmd: str) -> str:
+def _run(cluster: SlurmCluster, tmp_path: Path, venv: Path, *cmd: str, gate: bool = False) -> str:
     profile = local_profile(tmp_path, "", scratch=True)
     done = subprocess.run(
         [sys.executable, "-m", "hpcenv", "sbatch", str(profile), "--env", str(venv),
-         "--nodes", "2", "--ntasks-per-node", "2", "--no-gate", "--submit", "--wait", "--", *cmd],
+         "--nodes", "2", "--ntasks-per-node", "2", *([] if gate else ["--no-gate"]),
+         "--submit", "--wait", "--", *cmd],
         env={**cluster.env, "HPCENV_HOME": str(tmp_path / "home"),
              "HF_HOME": str(tmp_path / "hf"), "DS_ACCELERATOR": "cpu"},
         capture_output=True, text=True, cwd=tmp_path, timeout=600, check=False,
@@ -85,13 +86,15 @@ def test_accelerate_across_two_nodes(
     cluster: SlurmCluster, launcher_venv: Path, tmp_path: Path
 ) -> None:
     (tmp_path / "world.py").write_text(ACCELERATE_WORLD)
-    logs = _run(cluster, tmp_path, launcher_venv, "accelerate", "launch", "world.py")
+    # through the gate: preflight on both nodes checks the launcher's config there too
+    logs = _run(cluster, tmp_path, launcher_venv, "accelerate", "launch", "world.py", gate=True)
     _one_world_of_four_on_two_nodes(tmp_path, logs)
     for node in (0, 1):  # what hpcenv added, said once per node
         assert (
             f"hpcenv: node {node}: accelerate gets --num_machines 2 --machine_rank {node} "
         ) in logs
     assert "--num_processes 4 --multi_gpu" in logs
+    assert "hpcenv gate: preflight on 2 node(s)" in logs and "launcher-config" in logs
 
 
 def test_deepspeed_across_two_nodes_without_ssh(
