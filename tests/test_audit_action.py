@@ -161,10 +161,17 @@ def test_action_steps_run_on_a_real_lock(tmp_path: Path) -> None:
     summary = Path(runner["GITHUB_STEP_SUMMARY"]).read_text()
     assert "**cannot run**" in summary and "groups dev, cuda12" in summary
 
-    # supercloud (x86_64, 575 driver): the default cuda12 group's cu128 runs -> exit 0
+    # supercloud (x86_64, 575 driver, V100s): the default cuda12 group's cu128 torch runs,
+    # but its flash-attn 2 (8.0+) and FA3 (9.0) cannot: exit 3 naming both packages
     done = run_step(audit, {**defaults, "profile": "supercloud"}, runner, project)
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "flash-attn 2 needs compute capability >= 8.0" in done.stderr
+    assert ET.parse(project / "hpcenv-audit-supercloud.xml").getroot().get("failures") == "1"
+
+    # local (no GPU): the CUDA builds import and run on CPU tensors -> exit 0
+    done = run_step(audit, {**defaults, "profile": "local"}, runner, project)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert ET.parse(project / "hpcenv-audit-supercloud.xml").getroot().get("failures") == "0"
+    assert ET.parse(project / "hpcenv-audit-local.xml").getroot().get("failures") == "0"
 
     # the cuda13 group instead: cu130 needs 580 -> exit 3, JUnit written under its name
     inputs = {
