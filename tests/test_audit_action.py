@@ -190,5 +190,5 @@ def test_action_steps_run_on_a_real_lock(tmp_path: Path) -> None:
     # the project's files: only the JUnit files were added
     assert sorted(p.name for p in project.iterdir()) == sorted(
         ["ORIGIN", "pyproject.toml", "uv.lock", "cuda13.xml", "hpcenv-audit-isambard.xml",
-         "hpcenv-audit-supercloud.xml"]
+         "hpcenv-audit-supercloud.xml", "hpcenv-audit-local.xml"]
     )  # fmt: skip
