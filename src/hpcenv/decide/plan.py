@@ -27,7 +27,7 @@ from hpcenv.models.facts import Facts
 from hpcenv.models.plan import Plan, Step, TorchChoice
 from hpcenv.profile import schema as profile
 from hpcenv.profile.schema import Profile
-from hpcenv.utils.errors import BadInput
+from hpcenv.utils.errors import BadInput, NoCompatibleBuild
 
 FIND_LINKS_ENV = ("PIP_FIND_LINKS", "HPCENV_FIND_LINKS")
 
@@ -193,6 +193,37 @@ def make_plan(p: Profile, facts: Facts, *, environ: Mapping[str, str] | None = N
     return replace(plan, steps=describe(p, facts, plan, environ=env), warnings=tuple(warnings))
 
 
+def check_python(version: str, arch: str, python: str, *, where: str) -> None:
+    """NoCompatibleBuild (exit 3) before anything is built when torch ``version`` has no
+    wheel for CPython ``python`` on ``arch`` (the CPython tags PyPI lists for it, in
+    hpcenv's data), naming the Pythons it has and the newest release that has one for
+    ``python``. Unknown pythons (a release or arch the data lacks) pass."""
+    from hpcenv import knowledge
+
+    know = knowledge.load()
+    release = know.release_of(version)
+    plat = release.platforms.get(arch) if release else None
+    if plat is None or not plat.pythons or not python or python in plat.pythons:
+        return
+    newest = next(
+        (
+            v
+            for v in reversed(know.known_versions())
+            if (r := know.release_of(v)) is not None
+            and (q := r.platforms.get(arch)) is not None
+            and python in q.pythons
+        ),
+        None,
+    )
+    fix = f"use Python {plat.pythons[-1]} ([profile] python in {where})"
+    if newest:
+        fix += f", or torch {newest}, the newest release with a CPython {python} wheel"
+    raise NoCompatibleBuild(
+        f"torch {version} has no wheel for Python {python} on {arch} (PyPI lists its wheels "
+        f"for CPython {', '.join(plat.pythons)}): {fix}"
+    )
+
+
 def decide(p: Profile, facts: Facts, *, arch: str, environ: Mapping[str, str]) -> Plan:
     """What a build of ``p`` does on this node, without the prose: torch (version,
     variant, index; a wheelhouse file when one matches), packages, flash-attn, fixes,
@@ -200,6 +231,8 @@ def decide(p: Profile, facts: Facts, *, arch: str, environ: Mapping[str, str]) -
     python = p.profile.python
     base = index_base(p.torch.index_url, environ)
     torch = resolve_torch(facts, p.torch.version, pin=p.torch.backend, index_base=base)
+    if torch.version:
+        check_python(torch.version, arch, python, where=f"profile {p.name}")
     links = find_links(p, environ)
     packages = tuple(p.packages.install)
     vllm = vllm_warning(packages, facts)
