@@ -48,13 +48,15 @@ def test_build_imports_torch_from_the_wheelhouse(built: dict[str, object]) -> No
     assert report["torch"]["from"].startswith("/")  # the wheelhouse file, not the index
     assert "--find-links" in report["sources"]
     assert not any("download.pytorch.org" in s for s in report["sources"])
-    assert [s["step"] for s in report["steps"]][-5:] == [
+    assert [s["step"] for s in report["steps"]][-6:] == [
         "venv",
         "sync",
         "flash-attn",
         "fixes",
+        "verify",
         "probe",
     ]
+    assert "repaired" not in report  # every file matched its RECORD hash
     assert report["flash_attn"]["action"] == "skip" and report["flash_attn"]["reason"]
     assert report["fixes"] == []  # the plan lists no fix for a CPU node
     assert Path(report["report_path"]).is_file()

@@ -113,3 +113,47 @@ def test_an_escape_sequence_in_a_key_name_is_printed_visibly(tmp_path: Path) -> 
     done = hpcenv("show", str(prof), cwd=tmp_path)
     assert done.returncode == 2
     assert "\x1b" not in done.stderr and "\\x1b]52" in done.stderr
+
+
+@pytest.mark.slow
+def test_a_build_never_rewrites_the_checkouts_tracked_locks(tmp_path: Path) -> None:
+    """Case 13: a build whose inputs differ from the checkout's ``lockfiles/`` (made on
+    another node, or with another index URL) compiles its own lock into $HPCENV_HOME/locks; the tracked file is left
+    as it was, and a dead run's work directory in $TMPDIR is removed by a no-op build."""
+    from buildkit import require_local_build
+
+    require_local_build()
+    checkout = tmp_path / "checkout"
+    shutil.copytree(REPO / "lockfiles", checkout / "lockfiles")
+    tracked = checkout / "lockfiles" / "local-x86_64.txt"
+    # a lock made elsewhere: the header says other inputs (the body, hashed, is untouched)
+    text = tracked.read_text()
+    digest = next(line for line in text.splitlines() if line.startswith("# inputs-digest: "))
+    tracked.write_text(text.replace(digest, "# inputs-digest: 0000000000000000"))
+    before = tracked.read_bytes()
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {
+        "HPCENV_HOME": str(tmp_path / "home"),
+        "HPCENV_LOCKFILES": "",
+        "TMPDIR": str(tmp),
+    }
+    first = hpcenv("build", "local", "--json", env=env, cwd=checkout)
+    assert first.returncode == 0, first.stderr
+    lock = json.loads(first.stdout)["lock"]
+    assert tracked.read_bytes() == before
+    own = tmp_path / "home" / "locks" / "local-x86_64.txt"
+    assert lock["path"] == str(own) and own.is_file(), lock
+    assert f"compiled into {own.parent}" in lock["action"], lock
+    # a SIGKILLed run's work directory (a pid that is gone), then a build with nothing to do
+    dead = os.fork()
+    if dead == 0:
+        os._exit(0)
+    os.waitpid(dead, 0)
+    leftover = tmp / f"hpcenv-run-{dead}-abcd"
+    leftover.mkdir()
+    again = hpcenv("build", "local", "--json", env=env, cwd=checkout)
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["noop"] is True
+    assert not leftover.exists()
+    assert tracked.read_bytes() == before

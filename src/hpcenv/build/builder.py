@@ -7,11 +7,15 @@ The chain (each step timed into the JSON build report, shown through a ``Progres
 2. the lock: kept when its inputs digest matches (``lock.mismatch``), else compiled;
 3. the stamp: hash of plan digest, lock content, the facts that matter, the fixes'
    sources and hpcenv's version. The current build has the same stamp and is still
-   whole (``venv_check``: every distribution and every file its RECORD lists) ->
-   nothing to do (no uv call; well under a second); a damaged one is rebuilt;
+   whole (``venv_check``: no file, link or directory added, removed or changed since
+   the build, every distribution at its version) -> nothing to do (no uv call); a
+   changed one is rebuilt, naming what changed;
 4. ``uv venv`` into a new sibling ``venvs/<profile>-<stamp>-<time>``; ``uv pip sync``
-   of the lock (or, with a project, ``swap``); flash-attn per plan; fixes;
-5. import check with the new venv's Python (torch and every package: ``import_check``);
+   of the lock (or, with a project, ``swap``), files copied or cloned, never hard-linked
+   into uv's cache (``uv.link_mode``); flash-attn per plan; fixes;
+5. every file against its RECORD hash (a damaged uv cache entry is cleaned and
+   reinstalled); import check with the new venv's Python (torch and every package:
+   ``import_check``); the file list a no-op compares with;
 6. marker file, then ``os.replace`` of a temporary symlink over ``venvs/<profile>``:
    readers see the old build or the new one, never a half-built one;
 7. older builds removed, the previous one kept (for a quick manual roll-back).
@@ -94,6 +98,7 @@ class BuildReport:
     sources: tuple[str, ...] | None = None
     leftovers_removed: tuple[str, ...] | None = None
     damaged: tuple[str, ...] | None = None  # why the current build was not kept
+    repaired: tuple[str, ...] | None = None  # damaged uv cache entries cleaned and reinstalled
     steps: tuple[StepTime, ...] | None = None
     log: str | None = None
     lock: Mapping[str, str] | None = None
@@ -319,7 +324,15 @@ def _noop(
     if not marker or marker.get("stamp") != new_stamp:
         return None
     installed = marker.get("installed")
-    problem = venv_check.damage(current, installed if isinstance(installed, dict) else {})
+    changes = venv_check.tree_changes(current)
+    if changes:
+        damaged.append(
+            f"the environment changed since its build ({'; '.join(changes)}); rebuilding it"
+        )
+        return None
+    problem = venv_check.damage(
+        current, installed if isinstance(installed, dict) else {}, records=changes is None
+    )
     if problem:
         damaged.append(f"the environment is damaged ({problem}); rebuilding it")
         return None
@@ -357,10 +370,11 @@ class _Decision:
 def _decide(plan: Plan, facts: Facts, *, name: str, project: ProjectRequest | None) -> _Decision:
     current = current_target(name)
     leftovers = clean_leftovers(name, {current} if current else set())
-    lock_path = lock.lock_path(plan, facts)
+    fsio.remove_dead_work_dirs()  # what SIGKILLed runs left in $TMPDIR, no-op or not
+    lock_path, lock_why = lock.lock_path(plan, facts), None
     if project is None:
         lock.check_not_edited(lock_path)
-    lock_why = lock.mismatch(lock_path, plan, facts) if project is None else None
+        lock_path, lock_why = lock.build_lock_path(plan, facts)
     project_digest, python = "", plan.python
     if project is not None:
         from hpcenv.build import swap
@@ -555,14 +569,51 @@ def _install(
     installed_fixes = steps("fixes", "installing fixes", lambda: fixes.install(target, plan.fixes))
     # with a project: every package built against torch, and the profile's (swap names them)
     names = package_names(plan) if project_report is None else list(project_report["checked"])
+    repaired = steps("verify", "checking files against their RECORD hashes",
+                     lambda: _prove(target, plan, log=log))  # fmt: skip
     imports = steps("probe", "import check", lambda: import_check.check(target, names, log=log))
+    venv_check.record_tree(target)  # last: what a no-op compares with
     return replace(
         report,
         project=project_report,
         flash_attn=fa,
         fixes=tuple(installed_fixes),
+        repaired=repaired or None,
         imports=imports,
         installed=uv.freeze(target, log=log),
+    )
+
+
+def _prove(target: Path, plan: Plan, *, log: IO[str]) -> tuple[str, ...]:
+    """Every installed file against its RECORD hash. A mismatch in a new environment is a
+    damaged uv cache entry (a file edited through a hard link of an older build): the entry
+    is cleaned, the distribution reinstalled and checked again; still wrong: exit 4."""
+    bad = venv_check.hash_mismatches(target)
+    if not bad:
+        return ()
+    names = sorted(bad)
+    versions = uv.freeze(target, log=log)
+    log.write(f"# damaged in uv's cache: {', '.join(names)}; cleaning and reinstalling\n")
+    uv.cache_clean(names, log=log)
+    uv.install(
+        target,
+        [f"{n}=={versions[n]}" for n in names if n in versions],
+        plan=plan,
+        extra=["--reinstall", "--no-deps"],
+        log=log,
+    )
+    still = venv_check.hash_mismatches(target)
+    if still:
+        name = sorted(still)[0]
+        raise BuildFailed(
+            f"{name}'s files differ from its RECORD even after 'uv cache clean {name}' "
+            f"({still[name][0]}): check where uv finds {name} (a wheelhouse or index with a "
+            f"changed file); the previous environment is untouched"
+        )
+    return tuple(
+        f"uv's cache held a damaged {n} ({bad[n][0]} differed from its RECORD): cleaned "
+        f"(uv cache clean {n}) and reinstalled"
+        for n in names
     )
 
 

@@ -40,7 +40,7 @@ from hpcenv.models.facts import Facts
 from hpcenv.models.plan import Plan
 from hpcenv.tools import uv
 from hpcenv.tools.command import quote
-from hpcenv.utils import fsio, redact
+from hpcenv.utils import fsio, paths, redact
 from hpcenv.utils.errors import BadInput, BuildFailed, CommandFailed
 
 HEADER_MARK = "# hpcenv-lock"
@@ -49,6 +49,24 @@ HEADER_MARK = "# hpcenv-lock"
 def lockfiles_dir() -> Path:
     """``$HPCENV_LOCKFILES``, else ``./lockfiles`` (the repository's, under version control)."""
     return Path(os.environ.get("HPCENV_LOCKFILES") or Path.cwd() / "lockfiles").absolute()
+
+
+def build_lock_path(plan: Plan, facts: Facts) -> tuple[Path, str | None]:
+    """The lock a build uses and why it must be compiled (None: it fits).
+
+    ``lockfiles/`` in the working directory is a checkout's tracked locks, written only by
+    ``hpcenv lock``: a build whose inputs differ (another index URL, other facts) compiles
+    its own into ``$HPCENV_HOME/locks/`` and keeps it there. ``$HPCENV_LOCKFILES`` names a
+    directory the user chose for builds to write."""
+    shared = lock_path(plan, facts)
+    why = mismatch(shared, plan, facts)
+    if why is None or os.environ.get("HPCENV_LOCKFILES"):
+        return shared, why
+    own = paths.home() / "locks" / shared.name
+    own_why = mismatch(own, plan, facts)
+    if own_why is None:
+        return own, None
+    return own, f"{why}; compiled into {own.parent} ('hpcenv lock {plan.profile}' updates {shared})"
 
 
 def target_arch(plan: Plan, facts: Facts) -> str:

@@ -11,7 +11,9 @@ for the ``local`` build's 27 distributions and 20,000 files, measured here.
 
 from __future__ import annotations
 
+import base64
 import csv
+import hashlib
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -80,8 +82,10 @@ def _record_problem(site: Path, dist: str, info: Path, listings: dict[str, set[s
     return None
 
 
-def damage(venv: Path, installed: Mapping[str, str]) -> str | None:
-    """What is wrong with ``venv`` against ``installed`` (name -> version); None: whole."""
+def damage(venv: Path, installed: Mapping[str, str], *, records: bool = True) -> str | None:
+    """What is wrong with ``venv`` against ``installed`` (name -> version); None: whole.
+    ``records=False`` skips the RECORD walk (the file list of ``tree_changes`` saw every
+    file already)."""
     sites = paths.site_packages(venv)
     if not sites or not (venv / "bin" / "python").exists():
         return f"{venv} has no bin/python or site-packages"
@@ -95,9 +99,132 @@ def damage(venv: Path, installed: Mapping[str, str]) -> str | None:
         if have[0] != version:
             return f"{name} is {have[0]}, the build installed {version}"
     listings: dict[str, set[str]] = {}
-    for site in sites:
+    for site in sites if records else []:
         for name, (_, info) in sorted(_dist_infos(site).items()):
             problem = _record_problem(site, name, info, listings)
             if problem:
                 return problem
     return None
+
+
+# -- the tree fingerprint: what a no-op build compares -------------------------------
+#
+# The RECORD check above finds missing and resized files; it cannot see a file edited in
+# place (a patched ``.py``, a library zeroed at its size), a ``.pth`` file added beside
+# the packages, ``pyvenv.cfg`` removed or ``bin/python`` replaced. A build therefore
+# records every path of its environment with its type, size and modification time (and a
+# link's target) in ``FILES`` beside the marker; the no-op compares a fresh walk with it.
+# Any write through the filesystem moves a file's mtime, so an edit is caught without
+# hashing gigabytes; the list, not a digest, lets the rebuild say which files changed.
+
+#: The list of a build's files (``path<TAB>kind<TAB>size<TAB>mtime_ns[<TAB>link]``).
+FILES = ".hpcenv-files"
+
+#: Written by Python itself as it runs (bytecode), or by hpcenv after the list.
+_SKIP_NAMES = frozenset({"__pycache__", FILES, paths.BUILD_MARKER})
+
+
+def tree(venv: Path) -> list[str]:
+    """One line per file, link and directory under ``venv`` (bytecode left out), sorted."""
+    out: list[str] = []
+    root = str(venv)
+    todo = [root]
+    while todo:
+        folder = todo.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.name in _SKIP_NAMES or entry.name.endswith(".pyc"):
+                continue
+            rel = entry.path[len(root) + 1 :]
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if entry.is_symlink():
+                out.append(f"{rel}\tl\t0\t0\t{os.readlink(entry.path)}")
+            elif entry.is_dir(follow_symlinks=False):
+                out.append(f"{rel}\td\t0\t0")
+                todo.append(entry.path)
+            else:
+                out.append(f"{rel}\tf\t{st.st_size}\t{st.st_mtime_ns}")
+    out.sort()
+    return out
+
+
+def record_tree(venv: Path) -> None:
+    """Write ``venv``'s file list (called last, once the environment is complete)."""
+    text = "\n".join(tree(venv)) + "\n"
+    (venv / FILES).write_text(text, encoding="utf-8")
+
+
+def _split(lines: list[str]) -> dict[str, str]:
+    return {line.partition("\t")[0]: line for line in lines if line}
+
+
+def tree_changes(venv: Path, *, limit: int = 3) -> list[str] | None:
+    """What changed in ``venv`` since its build (at most ``limit`` items, then a count);
+    [] when nothing did; None when the build recorded no list (built by an older hpcenv)."""
+    try:
+        recorded = (venv / FILES).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeError):
+        return None
+    now = tree(venv)
+    if now == recorded:
+        return []
+    before, after = _split(recorded), _split(now)
+    changes: list[str] = []
+    for rel in sorted(before.keys() | after.keys()):
+        if before.get(rel) == after.get(rel):
+            continue
+        if rel not in after:
+            changes.append(f"{rel} was removed")
+        elif rel not in before:
+            changes.append(f"{rel} was added")
+        elif after[rel].split("\t")[1] != before[rel].split("\t")[1]:
+            changes.append(f"{rel} was replaced")
+        else:
+            changes.append(f"{rel} was changed")
+    if len(changes) > limit:
+        changes = [*changes[:limit], f"and {len(changes) - limit} more"]
+    return changes
+
+
+# -- RECORD hashes: what a new build proves before it is switched in ------------------
+
+
+def _sha256_b64(path: str) -> str | None:
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as fh:
+            while chunk := fh.read(1 << 20):
+                digest.update(chunk)
+    except OSError:
+        return None
+    return base64.urlsafe_b64encode(digest.digest()).rstrip(b"=").decode()
+
+
+def hash_mismatches(venv: Path) -> dict[str, list[str]]:
+    """distribution -> the files whose content differs from the sha256 its RECORD lists.
+
+    A new environment's files come from uv's cache: a cache entry changed after uv
+    unpacked it (an edit through a hard link of an older build) shows up here."""
+    bad: dict[str, list[str]] = {}
+    for site in paths.site_packages(venv):
+        base = str(site)
+        for name, (_, info) in sorted(_dist_infos(site).items()):
+            try:
+                with open(info / "RECORD", encoding="utf-8", errors="replace", newline="") as fh:
+                    rows = list(csv.reader(fh))
+            except OSError:
+                continue
+            for row in rows:
+                if len(row) < 2 or not row[1].startswith("sha256="):
+                    continue
+                full = os.path.normpath(os.path.join(base, row[0]))
+                got = _sha256_b64(full)
+                if got is not None and got != row[1][len("sha256=") :]:
+                    bad.setdefault(name, []).append(row[0])
+    return bad

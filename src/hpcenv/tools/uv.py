@@ -32,6 +32,7 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from hpcenv.models.plan import Plan
 from hpcenv.tools import command
 from hpcenv.tools.command import Completed
+from hpcenv.utils import fsio
 from hpcenv.utils.errors import BadInput
 
 
@@ -207,6 +208,13 @@ def compile_argv_for_header(plan: Plan, *, python_platform: str, python_version:
     ]
 
 
+def link_mode(venv_path: Path) -> str:
+    """How uv puts files into a venv: never hard links into its cache (uv's fallback when
+    it cannot clone), which an edit in the venv would carry into the cache and into every
+    later build. A copy-on-write clone where the filesystem has them, else a copy."""
+    return "clone" if fsio.reflinks(venv_path.parent) else "copy"
+
+
 def sync(
     venv_path: Path,
     lockfile: Path,
@@ -223,6 +231,8 @@ def sync(
             str(lockfile),
             "--python",
             str(venv_path / "bin" / "python"),
+            "--link-mode",
+            link_mode(venv_path),
             *source_args(plan),
             *extra,
         ],
@@ -246,6 +256,8 @@ def install(
             "install",
             "--python",
             str(venv_path / "bin" / "python"),
+            "--link-mode",
+            link_mode(venv_path),
             *(source_args(plan) if plan else []),
             *extra,
             *reqs,
@@ -259,6 +271,11 @@ def uninstall(venv_path: Path, names: Sequence[str], *, log: IO[str] | None = No
     return _run(
         ["pip", "uninstall", "--python", str(venv_path / "bin" / "python"), *names], log=log
     )
+
+
+def cache_clean(names: Sequence[str], *, log: IO[str] | None = None) -> Completed:
+    """``uv cache clean NAME...``: drop uv's cached files of these distributions."""
+    return _run(["cache", "clean", *names], log=log)
 
 
 def freeze(venv_path: Path, *, log: IO[str] | None = None) -> dict[str, str]:

@@ -21,6 +21,7 @@ with a bound on nesting (``MAX_DEPTH``) so a hostile file is bad input, never a
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import io
 import json
@@ -171,6 +172,20 @@ def _remove_dead_work_dirs(root: Path, prefix: str) -> None:
                 shutil.rmtree(entry.path, ignore_errors=True)
         except OSError:
             continue
+
+
+#: The prefixes of hpcenv's work directories in $TMPDIR (``work_dir``).
+WORK_PREFIXES = (
+    "hpcenv-run-", "hpcenv-lock-", "hpcenv-archs-", "hpcenv-plan-", "hpcenv-project-"
+)
+
+
+def remove_dead_work_dirs() -> None:
+    """Remove every work directory a SIGKILLed hpcenv process of this user left in
+    $TMPDIR (called at the start of a build, which may run no command at all)."""
+    root = Path(tempfile.gettempdir())
+    for prefix in WORK_PREFIXES:
+        _remove_dead_work_dirs(root, prefix)
 
 
 @contextmanager
@@ -435,3 +450,39 @@ def load_json(path: Path, what: str = "JSON file", hint: str = "") -> Any:
 
 def load_toml(path: Path, what: str = "TOML file") -> dict[str, Any]:
     return parse_toml(read_text(path, what), str(path))
+
+
+#: Linux's FICLONE ioctl (``_IOW(0x94, 9, int)``): share a file's blocks copy-on-write.
+_FICLONE = 0x40049409
+
+
+def reflinks(directory: Path) -> bool:
+    """Whether ``directory``'s filesystem clones files copy-on-write (btrfs, XFS with
+    reflink, bcachefs): two scratch files, one ``ioctl``, removed again. False where the
+    probe cannot even be written (then nothing will be installed there either)."""
+    try:
+        import fcntl
+    except ImportError:  # not Linux
+        return False
+    src = dst = -1
+    names: list[str] = []
+    try:
+        for _ in range(2):
+            fd, name = tempfile.mkstemp(prefix=".hpcenv-reflink-", dir=directory)
+            names.append(name)
+            if src < 0:
+                src = fd
+                os.write(src, b"x")
+            else:
+                dst = fd
+        fcntl.ioctl(dst, _FICLONE, src)
+    except OSError:
+        return False
+    finally:
+        for fd in (src, dst):
+            if fd >= 0:
+                os.close(fd)
+        for name in names:
+            with contextlib.suppress(OSError):
+                os.unlink(name)
+    return True

@@ -1,1 +1,0 @@
-"""GPU code in binaries (archs) and one CUDA major per venv (cudalibs)."""

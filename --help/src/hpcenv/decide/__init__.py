@@ -1,1 +1,0 @@
-"""Pure decisions: the torch variant (and its words), flash-attn, the plan."""

@@ -1,1 +1,0 @@
-"""Collecting a node's facts: NVML, nvidia-smi, /proc, fi_info."""

@@ -1,1 +1,0 @@
-"""The user's own job: its environment (env/run) and the preflight checks."""

@@ -1,1 +1,0 @@
-"""Regenerating the knowledge data from the artifacts (hpcenv knowledge update/check)."""

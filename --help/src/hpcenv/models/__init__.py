@@ -1,1 +1,0 @@
-"""Frozen data, no I/O: the facts of a node, the plan, probe results."""

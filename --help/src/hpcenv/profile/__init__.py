@@ -1,1 +1,0 @@
-"""The cluster profile: its schema and loading."""

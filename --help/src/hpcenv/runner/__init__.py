@@ -1,1 +1,0 @@
-"""Running probes in a target environment and gathering their results."""

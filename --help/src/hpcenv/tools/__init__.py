@@ -1,1 +1,0 @@
-"""The one subprocess wrapper (command) and the one uv caller (uv)."""

@@ -1,1 +1,0 @@
-"""What leaves hpcenv for people: tables, JUnit XML, JSON and text output."""
