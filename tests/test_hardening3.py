@@ -118,8 +118,9 @@ def test_an_escape_sequence_in_a_key_name_is_printed_visibly(tmp_path: Path) -> 
 @pytest.mark.slow
 def test_a_build_never_rewrites_the_checkouts_tracked_locks(tmp_path: Path) -> None:
     """Case 13: a build whose inputs differ from the checkout's ``lockfiles/`` (made on
-    another node, or with another index URL) compiles its own lock into $HPCENV_HOME/locks; the tracked file is left
-    as it was, and a dead run's work directory in $TMPDIR is removed by a no-op build."""
+    another node, or with another index URL) compiles its own lock into
+    $HPCENV_HOME/locks; the tracked file is left as it was, and a dead run's work
+    directory in $TMPDIR is removed by a no-op build."""
     from buildkit import require_local_build
 
     require_local_build()
