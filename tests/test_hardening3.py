@@ -158,3 +158,98 @@ def test_a_build_never_rewrites_the_checkouts_tracked_locks(tmp_path: Path) -> N
     assert json.loads(again.stdout)["noop"] is True
     assert not leftover.exists()
     assert tracked.read_bytes() == before
+
+
+_DISKS = r"""
+import json, os, subprocess, sys
+home, mode, out = sys.argv[1], sys.argv[2], sys.argv[3]
+hpcenv = [sys.executable, "-m", "hpcenv"]
+def run(*args):
+    done = subprocess.run([*hpcenv, *args], capture_output=True, text=True, timeout=600)
+    return {"rc": done.returncode, "out": done.stdout, "err": done.stderr}
+said = {}
+if mode == "ro":
+    subprocess.run(["mount", "--bind", home, home], check=True)
+    subprocess.run(["mount", "-o", "remount,bind,ro", home], check=True)
+else:
+    os.makedirs(home, exist_ok=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1600m", "tmpfs", home], check=True)
+    said["first"] = run("build", "local", "--json")
+    with open(os.path.join(home, "filler"), "wb") as fh:  # the disk fills up
+        try:
+            while True:
+                fh.write(bytes(1 << 20))
+        except OSError:
+            pass
+said["noop"] = run("build", "local", "--json")
+said["probe"] = run("probe", "torch", "--env", "local", "--json")
+said["force"] = run("build", "local", "--force")
+with open(out, "w") as fh:
+    json.dump(said, fh)
+"""
+
+
+def _on_disk(tmp_path: Path, home: Path, mode: str) -> dict[str, dict[str, object]]:
+    """Run builds and a probe with HPCENV_HOME read-only (``ro``: a bind mount) or on a
+    small tmpfs that fills up (``full``), in a private mount namespace (root only)."""
+    require(
+        "mount-namespace",
+        os.geteuid() == 0 and shutil.which("unshare") is not None,
+        "needs root and unshare(1) to mount a read-only or a full file system",
+    )
+    script, out = tmp_path / "disks.py", tmp_path / "said.json"
+    script.write_text(_DISKS)
+    env = {**os.environ, "HPCENV_HOME": str(home), "HPCENV_LOCKFILES": str(tmp_path / "locks")}
+    shutil.copytree(REPO / "lockfiles", tmp_path / "locks", dirs_exist_ok=True)
+    import subprocess
+
+    subprocess.run(
+        ["unshare", "--mount", "--propagation", "private", "--",
+         sys.executable, str(script), str(home), mode, str(out)],
+        check=True, env=env, cwd=tmp_path, timeout=1500,
+    )  # fmt: skip
+    said: dict[str, dict[str, object]] = json.loads(out.read_text())
+    return said
+
+
+@pytest.mark.slow
+def test_a_read_only_home_still_serves_noop_builds_and_probes(tmp_path: Path) -> None:
+    """Case 7: a read-only HPCENV_HOME (a shared software tree) no longer breaks a no-op
+    build or a probe; a build that must write says so in one line (exit 2)."""
+    from buildkit import require_local_build
+
+    require_local_build()
+    home = tmp_path / "home"
+    env = {"HPCENV_HOME": str(home), "HPCENV_LOCKFILES": str(tmp_path / "locks")}
+    shutil.copytree(REPO / "lockfiles", tmp_path / "locks")
+    assert hpcenv("build", "local", env=env).returncode == 0
+    said = _on_disk(tmp_path, home, "ro")
+    assert said["noop"]["rc"] == 0 and json.loads(str(said["noop"]["out"]))["noop"] is True
+    assert said["probe"]["rc"] == 0, said["probe"]
+    assert "/hpcenv-results-local-" in json.loads(str(said["probe"]["out"]))["results_dir"]
+    force = said["force"]
+    assert force["rc"] == 2, force
+    assert "is on a read-only file system" in str(force["err"]) and "HPCENV_HOME" in str(
+        force["err"]
+    )
+    assert str(force["err"]).count("\n") == 1
+
+
+@pytest.mark.slow
+def test_a_full_disk_is_named_never_a_crash(tmp_path: Path) -> None:
+    """Case 8: with HPCENV_HOME's disk full, a no-op build needs no write (exit 0), a
+    forced build says "disk full at PATH" with exit 4 (uv's failure is not replaced by the
+    report's), and a probe whose rank cannot write its result says the same."""
+    from buildkit import require_local_build
+
+    require_local_build()
+    said = _on_disk(tmp_path, tmp_path / "home", "full")
+    assert said["first"]["rc"] == 0, said["first"]
+    assert said["noop"]["rc"] == 0 and json.loads(str(said["noop"]["out"]))["noop"] is True
+    force = said["force"]
+    assert force["rc"] == 4, force
+    assert "disk full at " in str(force["err"]) and "MiB free" in str(force["err"])
+    probe = said["probe"]
+    text = str(probe["out"]) + str(probe["err"])
+    assert probe["rc"] != 0 and "disk full at " in text, probe
+    assert "crashed" not in text

@@ -95,7 +95,9 @@ def site() -> Iterator[dict[str, object]]:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def _as(site: dict[str, object], user: str, *args: str) -> subprocess.CompletedProcess[str]:
+def _as(
+    site: dict[str, object], user: str, *args: str, umask: int = 0o002
+) -> subprocess.CompletedProcess[str]:
     root, shared = Path(str(site["root"])), Path(str(site["shared"]))
     home = root / user
     env = {
@@ -118,7 +120,7 @@ def _as(site: dict[str, object], user: str, *args: str) -> subprocess.CompletedP
         capture_output=True,
         text=True,
         timeout=900,
-        preexec_fn=lambda: os.umask(0o002),
+        preexec_fn=lambda: os.umask(umask),
     )
 
 
@@ -139,3 +141,27 @@ def test_two_users_of_a_group_both_build_in_one_home(site: dict[str, object]) ->
     done = _as(site, b, "probe", "imports", "--env", "shared")
     assert done.returncode == 0, done.stderr + done.stdout
     assert venv.is_symlink()
+
+
+def test_a_private_build_of_another_user_is_named_with_its_owner_and_fix(
+    site: dict[str, object],
+) -> None:
+    """Issue 24, case 9: a group member built with umask 077; the other member's run,
+    probe and build got a bare "Permission denied: .../bin/python" (exit 1). Now each is
+    one line naming the path, its owner and mode, and the fix (exit 2)."""
+    a, b = site["users"]  # type: ignore[misc]
+    private = _as(site, a, "build", "shared", "--force", umask=0o077)
+    assert private.returncode == 0, private.stderr
+    for args in (
+        ("run", "shared", "--", "python", "-c", "pass"),
+        ("probe", "imports", "--env", "shared"),
+        ("build", "shared"),
+    ):
+        done = _as(site, b, *args)
+        assert done.returncode == 2, (args, done.stdout, done.stderr)
+        err = done.stderr
+        assert f"owned by {a}" in err and "umask 002" in err, (args, err)
+        assert err.count("\n") == 1 and "Traceback" not in err, (args, err)
+    # and a's next build with the group's umask serves both again
+    assert _as(site, a, "build", "shared", "--force").returncode == 0
+    assert _as(site, b, "run", "shared", "--", "python", "-c", "pass").returncode == 0

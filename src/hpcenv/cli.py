@@ -127,6 +127,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # `hpcenv facts --json | head`
         return 0
     except OSError as exc:  # a path hpcenv was given cannot be read or written
+        from hpcenv.utils import fsio  # only here: the fast commands do not import it
+
+        known = fsio.write_failure(exc)
+        if known is not None:
+            _say(f"error: {known}")
+            return known.exit_code
         where = f": {exc.filename}" if exc.filename else ""
         _say(f"error: {exc.strerror or exc}{where}")
         return 1

@@ -26,6 +26,7 @@ SIGKILL leaves the directory, which the next build removes in step 1.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -470,15 +471,14 @@ def _build_locked(
     except BaseException as exc:
         if new_dir is not None and current_target(profile) != new_dir:
             shutil.rmtree(new_dir, ignore_errors=True)
-        _write_report(report_path, replace(report, steps=tuple(steps.done), error=str(exc)))
-        log_fh.close()
-        if isinstance(exc, CommandFailed):
-            detail = uv.error_summary(exc.output) or str(exc)
-            raise BuildFailed(
-                f"building {profile} failed: {detail}; the previous environment is untouched "
-                f"(log: {log_path})"
-            ) from exc
-        raise
+        with contextlib.suppress(OSError):  # a full disk must not hide why the build failed
+            _write_report(report_path, replace(report, steps=tuple(steps.done), error=str(exc)))
+        with contextlib.suppress(OSError):
+            log_fh.close()
+        failure = _build_failure(exc, profile, new_dir or paths.venvs_dir(), log_path)
+        if failure is exc:
+            raise
+        raise failure from exc
     report = replace(report, seconds=_since(start), finished_at=time.time())
     _write_report(report_path, report)
     log_fh.close()
@@ -493,6 +493,21 @@ def _build_locked(
         report_path=report_path,
         log_path=log_path,
     )
+
+
+def _build_failure(exc: BaseException, profile: str, where: Path, log_path: Path) -> BaseException:
+    """What a failed build raises: uv's own message, or "disk full at PATH", exit 4."""
+    untouched = f"the previous environment is untouched (log: {log_path})"
+    no_space = isinstance(exc, OSError) and exc.errno in fsio.NO_SPACE
+    if isinstance(exc, CommandFailed):
+        detail = uv.error_summary(exc.output) or str(exc)
+        no_space = "No space left on device" in exc.output or "Disk quota exceeded" in exc.output
+        if not no_space:
+            return BuildFailed(f"building {profile} failed: {detail}; {untouched}")
+    if no_space:
+        full = fsio.disk_full(getattr(exc, "filename", None) or where)
+        return BuildFailed(f"building {profile} failed: {full}; {untouched}")
+    return exc
 
 
 def _since(start: float) -> float:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -43,6 +44,17 @@ from hpcenv.profile.schema import Profile
 from hpcenv.tools import command
 from hpcenv.utils import fsio, paths
 from hpcenv.utils.errors import BadInput, Interrupted
+
+def _no_space(tail: str, directory: Path) -> bool:
+    """Did a rank die of a full disk? Its stderr says so, or (when even that file could
+    not be written) the disk it writes to has less than a MiB left."""
+    if "No space left on device" in tail or "Disk quota exceeded" in tail:
+        return True
+    try:
+        return shutil.disk_usage(directory).free < (1 << 20)
+    except OSError:
+        return False
+
 
 #: After one rank crashed, how long the others get before they are stopped: a
 #: collective without that rank would only wait for the full timeout.
@@ -382,6 +394,20 @@ def collect(
             continue
         if isinstance(started, dict) and isinstance(started.get("host"), str):
             host = started["host"] or host
+        if code not in (0, None) and _no_space(tail, result_file.parent):  # the disk, not the environment
+            full = fsio.disk_full(result_file.parent)
+            out.append(
+                RankResult(
+                    rank=k,
+                    host=host,
+                    status=Status.ERROR,
+                    summary=f"rank {k} on host {host} could not write: {full}",
+                    remedy="free space there, or give the probes another place with "
+                    "--results-dir DIR (or HPCENV_HOME)",
+                    stderr_tail=tail,
+                )
+            )
+            continue
         if code not in (0, None):  # exited by itself, not stopped by the runner
             last = tail.splitlines()[-1] if tail else "no output on stderr"
             out.append(

@@ -9,8 +9,10 @@ layer neither touches SLURM nor prints.
 from __future__ import annotations
 
 import datetime
+import errno
 import math
 import re
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -37,8 +39,16 @@ def result_dir(target: probes.Target, results_dir: str | None, timeout: float | 
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     # the name is only a label: never a path (a python given by path names its venv)
     label = re.sub(r"[^A-Za-z0-9_.-]", "_", target.name).lstrip(".") or "env"
-    where = Path(results_dir) if results_dir else paths.home() / "results" / f"{label}-{stamp}"
-    return fsio.ensure_dir(where.absolute())
+    if results_dir:
+        return fsio.ensure_dir(Path(results_dir).absolute())
+    try:
+        return fsio.ensure_dir(paths.home().absolute() / "results" / f"{label}-{stamp}")
+    except OSError as exc:
+        if exc.errno != errno.EROFS:
+            raise
+    # a read-only HPCENV_HOME (a shared, read-only software tree): probing needs no write
+    # there; the ranks write into a private directory, named in the report
+    return Path(tempfile.mkdtemp(prefix=f"hpcenv-results-{label}-{stamp}-"))
 
 
 def execute(

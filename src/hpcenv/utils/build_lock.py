@@ -15,6 +15,7 @@ only without the holder note.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import math
@@ -86,14 +87,16 @@ def hold(path: Path, *, timeout: float | None = None, what: str = "build") -> It
             "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "what": what,
         }
-        if writable:
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, json.dumps(info).encode(), 0)
+        if writable:  # who holds it, for a waiting build's message; a full disk may refuse
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, json.dumps(info).encode(), 0)
         try:
             yield
         finally:
             if writable:
-                os.ftruncate(fd, 0)
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, 0)
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)

@@ -62,6 +62,13 @@ class JobFailed(HpcenvError):
     exit_code = 9
 
 
+class DiskFull(HpcenvError):
+    """A disk hpcenv had to write is full or over quota (not the input's fault, and not
+    the environment's): the message names the path, its free space and the fix."""
+
+    exit_code = 12
+
+
 class CommandFailed(HpcenvError):
     """A subprocess exited non-zero (raised by ``command.run``)."""
 

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from hpcenv.utils import redact
-from hpcenv.utils.errors import BadInput
+from hpcenv.utils.errors import BadInput, DiskFull, HpcenvError
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -109,6 +109,42 @@ def denied(path: Path, exc: OSError) -> BadInput:
     return BadInput(f"{path}: {exc.strerror or exc}")  # pragma: no cover - '/' always exists
 
 
+#: errno values of a disk that is full or over quota
+NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
+
+
+def _free(path: Path) -> str:
+    for p in (path, *path.parents):
+        try:
+            return f"{shutil.disk_usage(p).free / (1 << 20):.0f} MiB free"
+        except OSError:
+            continue
+    return "free space unknown"  # pragma: no cover - '/' always exists
+
+
+def disk_full(path: Path | str | None) -> DiskFull:
+    where = Path(path or tempfile.gettempdir())
+    return DiskFull(
+        f"disk full at {where} ({_free(where)}): free space there, or point HPCENV_HOME "
+        "(environments, logs, results) or TMPDIR at a file system with room"
+    )
+
+
+def write_failure(exc: OSError, path: Path | str | None = None) -> HpcenvError | None:
+    """The one line for a write the disk refused (full, read-only, not ours), or None."""
+    where = path or exc.filename
+    if exc.errno in NO_SPACE:
+        return disk_full(where)
+    if exc.errno == errno.EROFS:
+        return BadInput(
+            f"{where} is on a read-only file system: hpcenv writes its environments, logs "
+            "and results under HPCENV_HOME; set HPCENV_HOME to a writable directory"
+        )
+    if isinstance(exc, PermissionError) and where:
+        return denied(Path(where), exc)
+    return None
+
+
 def ensure_dir(path: Path) -> Path:
     """Create ``path`` (and its parents) with umask modes; refuse foreign symlinks on it."""
     check_dir(path)
@@ -175,9 +211,7 @@ def _remove_dead_work_dirs(root: Path, prefix: str) -> None:
 
 
 #: The prefixes of hpcenv's work directories in $TMPDIR (``work_dir``).
-WORK_PREFIXES = (
-    "hpcenv-run-", "hpcenv-lock-", "hpcenv-archs-", "hpcenv-plan-", "hpcenv-project-"
-)
+WORK_PREFIXES = ("hpcenv-run-", "hpcenv-lock-", "hpcenv-archs-", "hpcenv-plan-", "hpcenv-project-")
 
 
 def remove_dead_work_dirs() -> None:
@@ -305,6 +339,13 @@ def open_lock(path: Path) -> tuple[int, bool]:
     except BadInput:
         if not path.is_file() or path.is_symlink():
             raise
+    except OSError as exc:
+        if exc.errno != errno.EROFS:
+            raise
+        # a read-only HPCENV_HOME: nobody builds here, reading needs no lock of its own;
+        # the directory stands in for a lock file that cannot be made
+        if not path.is_file():
+            return os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC), False
     return _open_nofollow(path, os.O_RDONLY), False
 
 
