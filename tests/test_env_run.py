@@ -72,12 +72,20 @@ scratch = "{tmp_path / "scratch dir"}"
     return path
 
 
-def _base_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+#: The caller's own secrets (the profile's literal ones are never used: ``check_secrets``).
+CALLERS = {
+    "HF_TOKEN": "hf_callers_own_value_1234",
+    "PIP_INDEX_URL": "https://carol:pw777@pypi.example/simple",
+}
+
+
+def _base_env(tmp_path: Path, *, secrets: bool = True, **extra: str) -> dict[str, str]:
     return {
         "PATH": "/usr/bin:/bin",
         "HOME": str(tmp_path / "home"),
         "HPCENV_HOME": str(tmp_path / "hpcenv-home"),
         "PYTHONPATH": str(REPO / "src"),
+        **(CALLERS if secrets else {}),
         **extra,
     }
 
@@ -191,32 +199,42 @@ def test_modules_where_there_is_no_module_command_is_one_line(tmp_path: Path, ve
 
 def test_secrets_are_never_printed(tmp_path: Path, venv: Path) -> None:
     prof = _profile(tmp_path)
-    env = _base_env(tmp_path)
+    env = _base_env(tmp_path, secrets=False)
+    callers = _base_env(tmp_path)
     for fmt in ([], ["--json"]):
         out = subprocess.run(
             [*HPCENV, "env", str(prof), "--env", str(venv), *fmt],
-            env=env,
+            env=callers,
             capture_output=True,
             text=True,
             check=True,
         ).stdout
         assert TOKEN not in out and "pw999" not in out
+        assert "hf_callers_own_value_1234" not in out and "pw777" not in out
     data = json.loads(out)
     assert data["from_caller"] == ["HF_TOKEN", "PIP_INDEX_URL"]
     assert "HF_TOKEN" not in data["set"]
-    # without the caller's value, sourcing stops with the reason; run uses the profile's
+    # Issue 24, case 11: the profile gives HF_TOKEN a value of its own. env could not print
+    # it, run passed it: they disagreed. One rule now: without the caller's value both
+    # refuse, naming the variable and the fix; with it, both use the caller's.
+    for args in (["env", str(prof), "--env", str(venv)], ["run", str(prof), "--env",
+                 str(venv), "--", "true"]):  # fmt: skip
+        done = subprocess.run([*HPCENV, *args], env=env, capture_output=True, text=True)
+        assert done.returncode == 2, done.stderr
+        assert "HF_TOKEN: profile" in done.stderr and "export HF_TOKEN" in done.stderr
+        assert TOKEN not in done.stderr + done.stdout and done.stderr.count("\n") == 1
+    mine = callers
     printed = subprocess.run(
-        [*HPCENV, "env", str(prof), "--env", str(venv)], env=env, capture_output=True, text=True
+        [*HPCENV, "env", str(prof), "--env", str(venv)], env=mine, capture_output=True, text=True
     ).stdout
     shell = subprocess.run(
-        ["bash", "-c", 'eval "$1"; echo "reached $?"', "bash", printed],
-        env=env,
+        ["bash", "-c", 'eval "$1"; echo "$HF_TOKEN"', "bash", printed],
+        env=mine,
         capture_output=True,
         text=True,
     )
-    assert "set HF_TOKEN in your environment" in shell.stderr and TOKEN not in shell.stderr
-    ran = _run(prof, venv, env)
-    assert ran["HF_TOKEN"] == TOKEN
+    assert shell.stdout.strip().endswith("hf_callers_own_value_1234")
+    assert _run(prof, venv, mine)["HF_TOKEN"] == "hf_callers_own_value_1234"
 
 
 def test_run_is_the_command_its_pid_exit_code_and_signals(tmp_path: Path, venv: Path) -> None:

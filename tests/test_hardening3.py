@@ -253,3 +253,22 @@ def test_a_full_disk_is_named_never_a_crash(tmp_path: Path) -> None:
     text = str(probe["out"]) + str(probe["err"])
     assert probe["rc"] != 0 and "disk full at " in text, probe
     assert "crashed" not in text
+
+
+def test_a_token_inside_a_quoted_profile_value_is_masked(tmp_path: Path) -> None:
+    """Case 12: ``hpcenv env`` printed ``export NOTE='value-with-token=hf_... inside'``
+    unmasked (the quoted value hid the assignment inside it from the masking)."""
+    secret = "hf_QuotedInside1234567"
+    prof = tmp_path / "q.toml"
+    prof.write_text(
+        f'[profile]\npython = "3.11"\n[env.always]\nNOTE = "value-with-token={secret} inside"\n'
+    )
+    venv = tmp_path / "v"
+    (venv / "bin").mkdir(parents=True)
+    os.symlink(sys.executable, venv / "bin" / "python")
+    for fmt in ([], ["--json"]):
+        done = hpcenv(
+            "env", str(prof), "--env", str(venv), *fmt, env={"HPCENV_HOME": str(tmp_path)}
+        )
+        assert done.returncode == 0, done.stderr
+        assert secret not in done.stdout and "token=REDACTED" in done.stdout, done.stdout

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
-from hpcenv.utils import paths
+from hpcenv.utils import fsio, paths
 
 #: Files at least this big have their size compared with RECORD's.
 SIZE_CHECK_BYTES = 64 << 10
@@ -157,7 +157,7 @@ def tree(venv: Path) -> list[str]:
 def record_tree(venv: Path) -> None:
     """Write ``venv``'s file list (called last, once the environment is complete)."""
     text = "\n".join(tree(venv)) + "\n"
-    (venv / FILES).write_text(text, encoding="utf-8")
+    fsio.write_bytes(venv / FILES, text.encode())  # paths, not prose: written as they are
 
 
 def _split(lines: list[str]) -> dict[str, str]:

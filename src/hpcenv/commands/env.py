@@ -2,7 +2,8 @@
 export lines for eval or source (shell-quoted), or JSON with --json. The venv's
 activation, the profile's variables (the multi-node ones only for --nodes > 1), TMPDIR
 on the node-local scratch, the build's fixes. A secret-named variable is never printed:
-its line takes the value from the caller's environment. Use it as
+its line takes the value from the caller's environment (a value the profile gives it is
+refused, as 'run' refuses it). Use it as
 eval "$(hpcenv env PROFILE)"; 'hpcenv run PROFILE -- CMD' gives CMD the same."""
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ def run(args: argparse.Namespace) -> int:
     nodes = args.nodes if args.nodes is not None else jobenv.default_nodes(os.environ)
     venv = jobenv.venv_for(prof, args.env)
     job = jobenv.for_profile(prof, nodes=nodes, venv=venv)
+    jobenv.check_secrets(job, os.environ)  # the rule `run` applies: they never disagree
     if args.json:
         print_json(job.to_json())
         return 0

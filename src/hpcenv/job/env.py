@@ -9,8 +9,9 @@ One ``JobEnv`` for ``hpcenv env`` (shell lines for ``eval``/``source``, or JSON)
 - the profile's variables (``[env] always``, and ``multi_node`` only for N > 1 nodes);
   a secret-named variable, or one whose value carries URL credentials, is never
   printed: the shell lines refer to the caller's environment
-  (``"${HF_TOKEN:?...}"``), and ``run`` gives the command the caller's value, else the
-  profile's, through the environment alone;
+  (``"${HF_TOKEN:?...}"``), and ``run`` gives the command the caller's value; a value
+  the profile gives a secret itself is used by neither (``check_secrets``: both refuse
+  without the caller's, naming the fix);
 - the venv's activation (``VIRTUAL_ENV``, its ``bin`` first on PATH, no
   ``PYTHONHOME``): the build's fixes (``hpcenv_fix_*.pth`` in its site-packages) then
   load in every Python the command starts from it;
@@ -189,16 +190,30 @@ def shell_lines(
     return lines
 
 
+def check_secrets(job: JobEnv, environ: Mapping[str, str]) -> None:
+    """The one rule of ``env`` and ``run`` for a secret the profile gives a value of its
+    own: it comes from the caller's environment, never from the profile. ``env`` cannot
+    print the profile's value, so ``run`` does not use it either: without the caller's,
+    both refuse, naming the variable and the fix (exit 2)."""
+    for name in job.secrets:
+        if not environ.get(name) and job.secret_values.get(name):
+            raise BadInput(
+                f"{name}: profile {job.profile} gives this secret a value of its own, which "
+                f"hpcenv never prints nor passes on; export {name} in your shell (or "
+                "~/.bashrc) and remove it from the profile's [env]"
+            )
+
+
 def apply(job: JobEnv, environ: Mapping[str, str]) -> dict[str, str]:
     """``environ`` as the shell lines leave it (modules aside): what ``run`` gives CMD.
 
-    A secret keeps the caller's value; without one, the profile's value is used (it
-    reaches the command through its environment only).
+    A secret keeps the caller's value (``check_secrets``: the profile's is never used).
     """
+    check_secrets(job, environ)
     out = dict(environ)
     out.update(job.values)
     for name in job.secrets:
-        out[name] = environ.get(name) or job.secret_values.get(name, "")
+        out[name] = environ.get(name, "")
     if job.bin_dir is not None:
         out["PATH"] = f"{job.bin_dir}:{out.get('PATH', '')}"
         for name in UNSET:
@@ -209,13 +224,10 @@ def apply(job: JobEnv, environ: Mapping[str, str]) -> dict[str, str]:
 
 
 def caller_with_secrets(job: JobEnv, environ: Mapping[str, str]) -> dict[str, str]:
-    """``environ`` plus the profile's secret values the caller does not have: what a
-    shell running ``shell_lines`` needs so that its ``${NAME:?}`` references hold."""
-    out = dict(environ)
-    for name in job.secrets:
-        if not out.get(name):
-            out[name] = job.secret_values.get(name, "")
-    return out
+    """``environ`` for a shell running ``shell_lines``, once ``check_secrets`` holds (its
+    ``${NAME:?}`` references take the caller's values)."""
+    check_secrets(job, environ)
+    return dict(environ)
 
 
 def exec_command(job: JobEnv, argv: Sequence[str], environ: Mapping[str, str]) -> NoReturn:
@@ -298,6 +310,7 @@ __all__ = [
     "apply",
     "caller_environ",
     "caller_with_secrets",
+    "check_secrets",
     "default_nodes",
     "exec_command",
     "for_profile",

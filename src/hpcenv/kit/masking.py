@@ -72,8 +72,14 @@ def ordered(values: Iterable[str]) -> list[str]:
 
 
 def _assignment(m: re.Match[str]) -> str:
-    reference = m["value"].lstrip("'\"").startswith("$")  # "${HF_TOKEN:?...}": no value
-    return f"{m['name']}={MASK}" if is_secret(m["name"]) and not reference else m.group(0)
+    value = m["value"]
+    reference = value.lstrip("'\"").startswith("$")  # "${HF_TOKEN:?...}": no value
+    if is_secret(m["name"]) and not reference:
+        return f"{m['name']}={MASK}"
+    if len(value) > 1 and value[0] in "'\"" and "=" in value:  # X='... token=hf_x ...'
+        inner = ASSIGNMENT.sub(_assignment, value[1:-1])
+        return f"{m['name']}={value[0]}{inner}{value[-1]}"
+    return m.group(0)
 
 
 def mask(value: str, secrets: Iterable[str]) -> str:

@@ -45,6 +45,7 @@ from hpcenv.tools import command
 from hpcenv.utils import fsio, paths
 from hpcenv.utils.errors import BadInput, Interrupted
 
+
 def _no_space(tail: str, directory: Path) -> bool:
     """Did a rank die of a full disk? Its stderr says so, or (when even that file could
     not be written) the disk it writes to has less than a MiB left."""
@@ -394,7 +395,9 @@ def collect(
             continue
         if isinstance(started, dict) and isinstance(started.get("host"), str):
             host = started["host"] or host
-        if code not in (0, None) and _no_space(tail, result_file.parent):  # the disk, not the environment
+        if code not in (0, None) and _no_space(
+            tail, result_file.parent
+        ):  # the disk, not the environment
             full = fsio.disk_full(result_file.parent)
             out.append(
                 RankResult(
