@@ -358,6 +358,11 @@ def _line_of(text: str, section: str, name: str | None) -> int | None:
     return section_line
 
 
+def line_of(text: str, section: str, name: str) -> int | None:
+    """The line of ``name = ...`` in ``[section]`` of profile ``text`` (else the section's)."""
+    return _line_of(text, section, name)
+
+
 def _type_name(tp: Any) -> str:
     return {
         str: "a string",
