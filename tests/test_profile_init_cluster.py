@@ -137,9 +137,16 @@ def test_check_on_the_cluster_names_each_drift(
                "575.57.08: set driver = '575.57.08'" in x for x in lines), lines  # fmt: skip
     assert any("[modules] load: names 'cuda/12.6', which 'module -t avail' no longer lists; "
                "available now: cuda/12.4, cuda/12.8" in x for x in lines), lines  # fmt: skip
-    # a partition renamed and GRES retyped: edit the profile as if the site had changed
-    text = path.read_text().replace('partition = "debug"', 'partition = "gpu"')
+    # GRES retyped, then a partition renamed: the profile edited as if the site had changed
+    text = path.read_text()
     path.write_text(text.replace('gres_type = "tstgpu"', 'gres_type = "volta"'))
+    retyped = hpcenv(site, tmp_path, "profile", "check", str(path), "--facts", str(GH200))
+    assert retyped.returncode == 2
+    assert (
+        "[slurm] gres_type: = 'volta' but partition debug's GRES is gpu:tstgpu:4: set "
+        "gres_type = 'tstgpu'" in retyped.stdout
+    )
+    path.write_text(text.replace('partition = "debug"', 'partition = "gpu"'))
     renamed = hpcenv(site, tmp_path, "profile", "check", str(path), "--facts", str(GH200))
     assert renamed.returncode == 2
     assert "[slurm] partition: = 'gpu' but SLURM has no such partition now; it has debug" in (
