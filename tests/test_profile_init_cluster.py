@@ -84,6 +84,13 @@ def test_init_with_gh200_facts_on_the_test_cluster(site: dict[str, str], tmp_pat
     plan = hpcenv(site, tmp_path, "plan", "envs/newcl.toml", "--declared", "--json")
     assert plan.returncode == 0, plan.stderr
     assert json.loads(plan.stdout)["torch"]["backend"] == "cu126"
+    wrong = hpcenv(site, tmp_path, "profile", "init", "x", "--facts", str(GH200),
+                   "--partition", "gpu")  # fmt: skip
+    assert wrong.returncode == 2
+    assert wrong.stderr == (
+        "hpcenv: error: --partition gpu: SLURM has no such partition; it has debug\n"
+    )
+    assert not (tmp_path / "envs" / "x.toml").exists()
 
 
 def test_init_through_srun_then_show_plan_and_a_job_on_the_cluster(
