@@ -288,3 +288,20 @@ def test_check_command_exits_2_naming_each_drift(
     code = main(["profile", "check", "isambard", "--facts", str(GH200)])
     assert code == 0, capsys.readouterr().out
     assert shutil.which("scontrol") is None
+
+
+def test_module_choice_follows_torchs_cuda_and_says_what_is_missing() -> None:
+    from hpcenv.decide import profile_init
+
+    facts = load(GH200)  # cu126 on driver 565; the cxi recipe wants aws-ofi-nccl
+    mods = ("cuda/12.9", "cuda/12.10", "nccl/2.9.1", "nccl/2.21.5", "gcc/12")
+    result = profile_init.draft("m", facts, Survey(slurm=None, modules=mods))
+    p = schema.parse(result.text, "m.toml")
+    assert p.modules.load == ("cuda/12.10", "nccl/2.21.5")  # 12.10 after 12.9, 2.21 after 2.9
+    assert "no CUDA 12.6 module: the newest of CUDA 12.x" in result.text
+    assert "NOT DETERMINED: no aws-ofi-nccl or libfabric module" in result.text
+    more = (*mods, "cuda/12.6", "x/aws-ofi-nccl/1.9")
+    exact = profile_init.draft("m", facts, Survey(slurm=None, modules=more))
+    assert schema.parse(exact.text, "m.toml").modules.load == (
+        "cuda/12.6", "nccl/2.21.5", "x/aws-ofi-nccl/1.9",
+    )  # fmt: skip

@@ -133,14 +133,24 @@ def _python(d: Draft, facts: Facts, src: str) -> None:
         d.todo("profile", "python", "the facts name no Python")
 
 
-def _pick_module(available: tuple[str, ...], fragment: str, version: str = "") -> str | None:
-    found = lmod.matching(available, fragment)
+def _version_key(module: str) -> tuple[tuple[int, ...], str]:
+    """``cuda/12.10`` after ``cuda/12.9``: the numbers of the version part, then the text."""
+    version = module.rsplit("/", 1)[-1]
+    return tuple(int(n) for n in re.findall(r"\d+", version)), module
+
+
+def _pick_module(
+    available: tuple[str, ...], fragment: str, version: str = "", *, without: str = ""
+) -> str | None:
+    """The newest module whose name holds ``fragment`` (not ``without``); with
+    ``version``, that exact version, else the newest of its major."""
+    found = [m for m in lmod.matching(available, fragment) if not without or without not in m]
     if version:
         exact = [m for m in found if m.rsplit("/", 1)[-1] == version]
         major = version.split(".", maxsplit=1)[0] + "."
         same = [m for m in found if m.rsplit("/", 1)[-1].startswith(major)]
-        found = tuple(exact or same)
-    return found[-1] if found else None
+        found = exact or same
+    return max(found, key=_version_key) if found else None
 
 
 def _modules(d: Draft, survey: Survey, backend: str | None, recipe: network.Recipe) -> None:
@@ -153,17 +163,27 @@ def _modules(d: Draft, survey: Survey, backend: str | None, recipe: network.Reci
     if cuda:
         m = _pick_module(survey.modules, "cuda", cuda)
         if m:
-            chosen.append((m, f"CUDA {cuda} for torch's {backend} build"))
+            exact = m.rsplit("/", 1)[-1] == cuda
+            why = (
+                f"CUDA {cuda} for torch's {backend} build"
+                if exact
+                else (
+                    f"no CUDA {cuda} module: the newest of CUDA {cuda.split('.')[0]}.x, torch's "
+                    f"{backend} major (nvcc for extensions must match it)"
+                )
+            )
+            chosen.append((m, why))
         else:
             d.note("modules", f"no CUDA {cuda.split('.')[0]}.x module in 'module -t avail'")
-    nccl = _pick_module(survey.modules, "nccl")
-    if nccl and "ofi" not in nccl.lower():
+    nccl = _pick_module(survey.modules, "nccl", without="ofi")
+    if nccl:
         chosen.append((nccl, "NCCL"))
-    for fragment in recipe.modules:
-        m = _pick_module(survey.modules, fragment)
-        if m and m not in [c[0] for c in chosen]:
-            chosen.append((m, f"the {recipe.name} recipe needs {fragment}"))
-            break  # the plugin module brings its libfabric
+    plugin = next((m for f in recipe.modules if (m := _pick_module(survey.modules, f))), None)
+    if plugin:  # the plugin module brings its libfabric
+        chosen.append((plugin, f"the {recipe.name} recipe needs {', '.join(recipe.modules)}"))
+    elif recipe.modules:
+        d.note("modules", f"NOT DETERMINED: no {' or '.join(recipe.modules)} module in "
+               "'module -t avail'; add the module that provides the OFI plugin")  # fmt: skip
     for name, why in chosen:
         d.note("modules", f"{name}: {why} (module -t avail)")
     d.set("modules", "load", tuple(c[0] for c in chosen), "Lmod: module -t avail")
