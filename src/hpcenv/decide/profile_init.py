@@ -122,6 +122,7 @@ def _torch(d: Draft, facts: Facts, src: str) -> str | None:
     why = choice.reasons[0] if choice.reasons else ""
     d.set("torch", "version", f"=={choice.version}", f"the newest release that runs ({why})")
     d.set("torch", "backend", "auto", f"resolves to {choice.backend} on {src}")
+    d.note("torch", "a torch already on the node is not read: hpcenv facts never imports torch")
     return choice.backend
 
 
@@ -221,8 +222,11 @@ def _slurm(d: Draft, survey: Survey, partition: str | None) -> Partition | None:
     why = "the cluster's default partition" if part.default and not partition else "--partition"
     d.set("slurm", "partition", part.name, f"{why} (scontrol show partition: {names})")
     _gpu_request(d, part, sl.gpu_requests)
-    d.note("slurm", f"partition {part.name}: {part.nodes} node(s), MaxTime {part.max_time}, "
-           f"state {part.state}")  # fmt: skip
+    for p in sl.partitions:  # every partition, to choose another with --partition
+        gres = ", ".join(str(g) for g in p.gres) or "no GRES"
+        mark = " (default)" if p.default else ""
+        d.note("slurm", f"partition {p.name}{mark}: {p.nodes} node(s), {gres}, MaxTime "
+               f"{p.max_time}, state {p.state}")  # fmt: skip
     limit = _minutes(part.max_time)
     for key, default in (("time", "00:20:00"), ("build_time", "02:00:00")):
         if limit is not None and limit < (_minutes(default) or 0):
