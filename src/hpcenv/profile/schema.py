@@ -134,7 +134,8 @@ def _requirements(value: tuple[str, ...]) -> str | None:
         try:
             parsed = Requirement(req)
         except InvalidRequirement as exc:
-            return f"holds {req!r}, which is not a PEP 508 requirement ({exc})"
+            why = str(exc).splitlines()[0] if str(exc) else "unparsable"
+            return f"holds {req!r}, which is not a PEP 508 requirement ({why})"
         if parsed.url and redact.URL_USERINFO.search(parsed.url):
             return (
                 f"holds a requirement for {parsed.name} with credentials in its URL; a lock "
