@@ -19,6 +19,12 @@ so that several clusters (other sessions' tests) never collide, and recorded in
   a program on node k sees node k's hostname, interfaces and hosts;
 - one ``munged`` on its own socket and key (``AuthInfo=socket=``) and one
   ``slurmctld``, in the host namespace;
+- ``--gres gpu:TYPE:N``: every node declares that GRES (``GresTypes=gpu``, a
+  ``gres.conf`` whose device files ``<root>/dev/nvidia<i>`` are links to /dev/null, as
+  slurmd wants character devices): SLURM schedules GPU requests (``--gpus-per-node``,
+  ``--gres=gpu:TYPE:N``) and sets ``CUDA_VISIBLE_DEVICES`` for GPUs this machine does
+  not have; a fake ``nvidia-smi`` on the nodes (``Cluster.set_node_env``: PATH) stands
+  in for their driver;
 - ``--slow NODE``: a ``tc ... tbf`` qdisc on every link of that node, both directions
   (inside its namespace and on the host end of its veths), so traffic to or from it is
   capped at ``--rate`` (default 100 Mbit/s).
@@ -37,7 +43,8 @@ which the next ``up`` removes (``reap``). A cluster of the command line has no o
 runs until ``down``. It needs root, iproute2 (``ip``, ``tc``), util-linux
 ``unshare``, and Debian's slurmctld, slurmd, slurm-client and munge.
 
-    python tests/cluster.py up [--nodes 3] [--slow node3] [--rate 100mbit] [--root DIR]
+    python tests/cluster.py up [--nodes 3] [--slow node3] [--rate 100mbit] [--gres gpu:t:4]
+                               [--root DIR]
     . .hpcenv/cluster/env.sh && srun -N3 hostname
     python tests/cluster.py status | down [--root DIR]
 """
@@ -159,6 +166,7 @@ class State:
     rate: str = DEFAULT_RATE
     controller: str = ""
     subnets: list[str] = field(default_factory=list)
+    gres: str = ""  # "gpu:TYPE:N" on every node; "" none
     #: [pid, start time] of the process the cluster dies with (a pytest session); None
     #: for one started by the command line, which lives until 'down'
     owner: list[int] | None = None
@@ -305,10 +313,33 @@ def _memory_mib() -> int:
     return int(m.group(1)) // 1024 if m else 2048
 
 
+def _gres(text: str) -> tuple[str, str, int]:
+    """``gpu:TYPE:N`` -> (gpu, TYPE, N)."""
+    m = re.fullmatch(r"(gpu):([A-Za-z0-9_]+):(\d+)", text)
+    if not m:
+        raise ClusterError(f"--gres {text!r}: write it like gpu:tstgpu:4")
+    return m[1], m[2], int(m[3])
+
+
+def gres_conf_text(state: State) -> str:
+    """gres.conf, and the stand-in device files it names (links to /dev/null)."""
+    name, kind, count = _gres(state.gres)
+    dev = Path(state.root) / "dev"
+    dev.mkdir(exist_ok=True)
+    for i in range(count):
+        (dev / f"nvidia{i}").symlink_to("/dev/null")
+    return (
+        "# Written by tests/cluster.py up: stand-in device files (no GPUs here)\n"
+        f"Name={name} Type={kind} File={dev}/nvidia[0-{count - 1}]\n"
+    )
+
+
 def conf_text(state: State, *, cpus: int, memory_mib: int, ctld_port: int) -> str:
     root = state.root
+    gres = f" Gres={state.gres}" if state.gres else ""
     nodes = "\n".join(
-        f"NodeName={n.name} NodeAddr={n.eth0} CPUs={cpus} RealMemory={memory_mib} State=UNKNOWN"
+        f"NodeName={n.name} NodeAddr={n.eth0} CPUs={cpus} RealMemory={memory_mib}{gres} "
+        "State=UNKNOWN"
         for n in state.nodes
     )
     return f"""\
@@ -323,6 +354,7 @@ AuthType=auth/munge
 CredType=cred/munge
 AuthInfo=socket={root}/munge/munge.socket
 MpiDefault=none
+{"GresTypes=gpu" if state.gres else "# no GresTypes"}
 TaskProlog={root}/task_prolog.sh
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
@@ -552,6 +584,7 @@ def up(
     slow: Sequence[str] = (),
     rate: str = DEFAULT_RATE,
     detach: bool = False,
+    gres: str = "",
 ) -> Cluster:
     """Start the cluster under ``root`` (which must not hold one); on failure everything
     made so far is removed and the error carries the daemon logs.
@@ -565,6 +598,8 @@ def up(
     if nodes < 1 or nodes > 250:
         raise ClusterError(f"--nodes {nodes}: must be between 1 and 250")
     _tbf(rate)  # check it before anything is made
+    if gres:
+        _gres(gres)
     reap()
     root = root.absolute()
     if (root / "state.json").exists():
@@ -576,7 +611,7 @@ def up(
     prolog = root / "task_prolog.sh"
     prolog.write_text(TASK_PROLOG.format(nodeenv=shlex.quote(str(root / "nodeenv"))))
     prolog.chmod(0o755)
-    state = State(prefix=f"hc{secrets.token_hex(2)}", root=str(root), rate=rate)
+    state = State(prefix=f"hc{secrets.token_hex(2)}", root=str(root), rate=rate, gres=gres)
     if not detach:
         me = os.getpid()
         state.owner = [me, _start_time(me) or 0]
@@ -591,6 +626,8 @@ def up(
         memory = max(512, _memory_mib() // (2 * nodes))
         Path(state.conf).write_text(conf_text(state, cpus=cpus, memory_mib=memory,
                                               ctld_port=_free_port()))  # fmt: skip
+        if gres:  # slurmd and slurmctld read it beside slurm.conf
+            (root / "gres.conf").write_text(gres_conf_text(state))
         _daemons(state, cluster, detach=detach)
         _wait_idle(cluster)
     except (ClusterError, OSError, subprocess.SubprocessError) as exc:
@@ -735,6 +772,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p_up.add_argument("--slow", action="append", default=[], metavar="NODE",
                       help="throttle this node's links (repeatable)")  # fmt: skip
     p_up.add_argument("--rate", default=DEFAULT_RATE, help="the slow node's cap (tbf rate)")
+    p_up.add_argument("--gres", default="", metavar="gpu:TYPE:N",
+                      help="GPUs SLURM schedules on every node (a stand-in)")  # fmt: skip
     for p in (p_up, sub.add_parser("down", help="stop and remove everything up made"),
               sub.add_parser("status", help="the nodes, as sinfo sees them")):  # fmt: skip
         p.add_argument("--root", type=Path, default=DEFAULT_ROOT)
@@ -742,7 +781,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.cmd == "up":
             cluster = up(args.root, nodes=args.nodes, slow=args.slow, rate=args.rate,
-                         detach=True)  # fmt: skip
+                         detach=True, gres=args.gres)  # fmt: skip
             print(f"cluster {cluster.state.prefix} up: {', '.join(cluster.nodes)} "
                   f"(slow: {', '.join(cluster.state.slow) or 'none'}); "
                   f". {cluster.root / 'env.sh'}")  # fmt: skip

@@ -2,7 +2,9 @@
 
 - ``slurm``: one node (``node1``), for the tests of one allocation;
 - ``cluster``: three nodes, ``node3`` throttled (``--slow node3``), for the multi-node
-  tests and the bad-node finder.
+  tests and the bad-node finder;
+- ``gres_cluster``: one node with four stand-in GPUs as GRES (``--gres gpu:tstgpu:4``),
+  for ``hpcenv profile init``/``check`` (no GPUs here: a fake nvidia-smi stands in).
 
 Import the fixture into a test module
 (``from slurm_cluster import SlurmCluster, slurm_cluster_fixture``). Each is started
@@ -84,6 +86,16 @@ def multinode_cluster_fixture(
 ) -> Iterator[SlurmCluster]:
     """Three nodes, node3's links throttled to 100 Mbit/s both ways."""
     yield from _session_cluster("cluster", request, tmp_path_factory, nodes=3, slow=("node3",))
+
+
+@pytest.fixture(scope="session", name="gres_cluster")
+def gres_cluster_fixture(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[SlurmCluster]:
+    """One node (node1) whose SLURM schedules 4 GPUs of type tstgpu (stand-in devices)."""
+    yield from _session_cluster(
+        "gres_cluster", request, tmp_path_factory, nodes=1, gres="gpu:tstgpu:4"
+    )
 
 
 @pytest.fixture(autouse=True, name="_daemon_logs_when_failing")

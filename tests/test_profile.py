@@ -158,3 +158,11 @@ def test_fuzz_arbitrary_text_never_traceback(text: str) -> None:
         profile.parse(text, "fuzz.toml", "fuzz")
     except BadInput as exc:
         assert str(exc).startswith("fuzz.toml")
+
+
+def test_a_bad_requirement_is_one_line() -> None:
+    """packaging's InvalidRequirement spans lines (a caret under the spot): one line here."""
+    with pytest.raises(BadInput) as exc:
+        profile.parse('[packages]\ninstall = [""]\n', "fuzz.toml", "fuzz")
+    assert "\n" not in str(exc.value)
+    assert "is not a PEP 508 requirement (Expected package name" in str(exc.value)

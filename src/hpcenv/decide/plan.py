@@ -343,7 +343,7 @@ def describe(
             Step(
                 kind="env",
                 what=_env_words(plan.env),
-                why="[env.always]: set in every job and probe",
+                why=f"{_recipe_words(p)}[env.always]: set in every job and probe",
             )
         )
     if plan.multi_node_env:
@@ -351,10 +351,17 @@ def describe(
             Step(
                 kind="env",
                 what=_env_words(plan.multi_node_env),
-                why="[env.multi_node]: only when a job spans several nodes",
+                why=f"{_recipe_words(p)}[env.multi_node]: only when a job spans several nodes",
             )
         )
     return tuple(steps)
+
+
+def _recipe_words(p: Profile) -> str:
+    """Where the variables come from when a network recipe gives some of them."""
+    if not p.env.recipe:
+        return ""
+    return f"the {p.env.recipe} network recipe (knowledge/network.toml, with sources) + "
 
 
 def _sm90a_step(p: Profile, facts: Facts, plan: Plan) -> Step:

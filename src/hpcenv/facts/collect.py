@@ -14,7 +14,7 @@ import threading
 from collections.abc import Mapping
 from pathlib import Path
 
-from hpcenv.facts import allocation, fabric, nvidia
+from hpcenv.facts import allocation, fabric, nvidia, scratch
 from hpcenv.kit.netplugin import find_net_plugin
 from hpcenv.models.facts import Facts, NetworkFacts, load
 
@@ -43,14 +43,17 @@ def loaded_modules(env: Mapping[str, str]) -> tuple[str, ...]:
 HELPER_TIMEOUT_S = 5.0
 
 
-def collect(env: Mapping[str, str] | None = None, *, network: bool = True) -> Facts:
+def collect(
+    env: Mapping[str, str] | None = None, *, network: bool = True, with_scratch: bool = False
+) -> Facts:
     """The facts of this host.
 
     ``fi_info -l`` is the slowest read (libfabric loads every provider, ~0.3 s): it is
     cached (``hpcenv.facts.fabric``), and when it runs it runs in a thread while the NVIDIA
     driver and the rest are read. ``network=False`` skips it and the plugin search
     (building needs no network facts, and a no-op build must be fast): the network
-    facts are then unknown.
+    facts are then unknown. ``with_scratch`` adds the node-local scratch candidates
+    (``hpcenv.facts.scratch``; ``hpcenv facts --scratch``).
     """
     env = os.environ if env is None else env
     providers: list[tuple[str, ...] | None] = [None]
@@ -79,6 +82,7 @@ def collect(env: Mapping[str, str] | None = None, *, network: bool = True) -> Fa
         if network
         else NetworkFacts(),
         modules=loaded_modules(env),
+        scratch=scratch.candidates(env) if with_scratch else None,
         warnings=tuple(problems + net_problems),
         source="this host",
     )

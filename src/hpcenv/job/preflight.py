@@ -20,39 +20,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from hpcenv.facts.scratch import NETWORK_FS, mount_of
 from hpcenv.kit import slurm_env
 from hpcenv.kit.status import Status
 from hpcenv.models import hostlist
 from hpcenv.models.facts import Facts, SlurmFacts
 from hpcenv.profile.schema import Profile
 from hpcenv.utils.errors import BadInput
-
-#: Filesystems that are shared over the network: slow for TMPDIR and for builds.
-NETWORK_FS = frozenset(
-    {
-        "nfs",
-        "nfs4",
-        "lustre",
-        "gpfs",
-        "beegfs",
-        "cifs",
-        "smb3",
-        "smbfs",
-        "ceph",
-        "cephfs",
-        "fuse.sshfs",
-        "fuse.ceph",
-        "pvfs2",
-        "orangefs",
-        "panfs",
-        "wekafs",
-        "fuse.glusterfs",
-        "glusterfs",
-        "afs",
-        "9p",
-        "fuse.juicefs",
-    }
-)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -237,21 +211,6 @@ def check_gpu_count(ctx: Context) -> Check:
         fix="fewer: a GPU fell off the bus or CUDA_VISIBLE_DEVICES hides some "
         "(nvidia-smi -L); more: request all GPUs you use (--gpus-per-node)",
     )
-
-
-def mount_of(path: Path, mounts: str) -> tuple[str, str] | None:
-    """(mount point, fs type) of the longest mount point containing ``path``."""
-    best: tuple[str, str] | None = None
-    target = str(path)
-    for line in mounts.splitlines():
-        fields = line.split()
-        if len(fields) < 3:
-            continue
-        point = fields[1].replace("\\040", " ")
-        inside = target == point or target.startswith(point.rstrip("/") + "/")
-        if inside and (best is None or len(point) >= len(best[0])):
-            best = (point, fields[2])
-    return best
 
 
 def _expand(value: str, ctx: Context) -> Path:

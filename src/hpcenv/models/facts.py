@@ -58,6 +58,18 @@ class NetworkFacts:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ScratchCandidate:
+    """A place for node-local scratch (``hpcenv facts --scratch``)."""
+
+    path: str
+    found_as: str  # "$TMPDIR", "/local", "/srv/local*", ...
+    mount_point: str | None
+    fstype: str  # from /proc/mounts; "unknown" when no mount holds it
+    free_gib: float | None
+    local: bool  # False: a network filesystem (NFS, Lustre, GPFS, ...), never scratch
+
+
+@dataclass(frozen=True, kw_only=True)
 class Facts:
     schema: int = SCHEMA
     hostname: str | None = None
@@ -70,6 +82,8 @@ class Facts:
     slurm: SlurmFacts | None = None
     network: NetworkFacts = field(default_factory=NetworkFacts)
     modules: tuple[str, ...] = ()
+    #: node-local scratch candidates; None: not looked for (``hpcenv facts --scratch``)
+    scratch: tuple[ScratchCandidate, ...] | None = None
     #: what could not be read and why (a helper that hangs), for people; may be empty
     warnings: tuple[str, ...] = ()
     source: str | None = None  # "this host" or the file it was read from; not serialised
@@ -89,7 +103,7 @@ def to_json(facts: Facts) -> dict[str, Any]:
     """The ``hpcenv facts --json`` contract (schema 1, docs/design.md)."""
     nv = facts.nvidia
     sl = facts.slurm
-    return {
+    out: dict[str, Any] = {
         "schema": facts.schema,
         "hostname": facts.hostname,
         "arch": facts.arch,
@@ -139,6 +153,19 @@ def to_json(facts: Facts) -> dict[str, Any]:
         "modules": list(facts.modules),
         "warnings": list(facts.warnings),
     }
+    if facts.scratch is not None:
+        out["scratch"] = [
+            {
+                "path": c.path,
+                "found_as": c.found_as,
+                "mount_point": c.mount_point,
+                "fstype": c.fstype,
+                "free_gib": c.free_gib,
+                "local": c.local,
+            }
+            for c in facts.scratch
+        ]
+    return out
 
 
 class _Reader:
@@ -275,6 +302,20 @@ def from_json(data: Any, where: str = "facts") -> Facts:
             nccl_net_plugin=net.text("nccl_net_plugin"),
         )
     )
+    scratch = None
+    if r.data.get("scratch") is not None:
+        scratch = tuple(
+            ScratchCandidate(
+                path=c.text("path") or "",
+                found_as=c.text("found_as") or "",
+                mount_point=c.text("mount_point"),
+                fstype=c.text("fstype") or "unknown",
+                free_gib=c.number("free_gib"),
+                local=c.data.get("local") is True,
+            )
+            for c in r.objs("scratch")
+            if c.text("path")
+        )
     return Facts(
         schema=schema,
         hostname=r.text("hostname"),
@@ -287,6 +328,7 @@ def from_json(data: Any, where: str = "facts") -> Facts:
         slurm=slurm,
         network=network,
         modules=r.strs("modules") or (),
+        scratch=scratch,
         warnings=r.strs("warnings") or (),
         source=where,
     )

@@ -15,7 +15,7 @@ Sections and keys (``hpcenv show --schema`` prints this table from the code)::
     [flash_attn] mode, version
     [fixes]      sitecustomize
     [modules]    load
-    [env]        always (table), multi_node (table)
+    [env]        recipe, always (table), multi_node (table)
     [slurm]      partition, gpu_request, gres_type, time, build_time, account
     [job]        scratch, scratch_min_gib, log_dir, gpu_memory_gib, nccl
     [probes]     run, timeout_s, nccl_min_bytes, nccl_max_bytes
@@ -134,7 +134,8 @@ def _requirements(value: tuple[str, ...]) -> str | None:
         try:
             parsed = Requirement(req)
         except InvalidRequirement as exc:
-            return f"holds {req!r}, which is not a PEP 508 requirement ({exc})"
+            why = str(exc).splitlines()[0] if str(exc) else "unparsable"
+            return f"holds {req!r}, which is not a PEP 508 requirement ({why})"
         if parsed.url and redact.URL_USERINFO.search(parsed.url):
             return (
                 f"holds a requirement for {parsed.name} with credentials in its URL; a lock "
@@ -217,8 +218,22 @@ class ModulesSection:
     load: tuple[str, ...] = key("environment modules to load, in order", default=())
 
 
+def _recipe(value: str) -> str | None:
+    from hpcenv.knowledge import network
+
+    if value == "" or network.get(value):
+        return None
+    return f"names no network recipe; known: {', '.join(network.names())} (knowledge/network.toml)"
+
+
 @dataclass(frozen=True, kw_only=True)
 class EnvSection:
+    recipe: str = key(
+        "network recipe (knowledge/network.toml: cxi, efa, verbs, tcp) whose variables "
+        "come first; the tables below add to them and win",
+        default="",
+        check=_recipe,
+    )
     always: dict[str, str] = key(
         "variables set in every job and probe", default={}, check=_env_table
     )
@@ -344,6 +359,11 @@ def _line_of(text: str, section: str, name: str | None) -> int | None:
     return section_line
 
 
+def line_of(text: str, section: str, name: str) -> int | None:
+    """The line of ``name = ...`` in ``[section]`` of profile ``text`` (else the section's)."""
+    return _line_of(text, section, name)
+
+
 def _type_name(tp: Any) -> str:
     return {
         str: "a string",
@@ -462,9 +482,29 @@ def parse(text: str, where: str, default_name: str = "") -> Profile:
             f"= {pr.nccl_min_bytes} is larger than nccl_max_bytes = {pr.nccl_max_bytes}; swap them",
         )
     sections["profile"] = dataclasses.replace(sections["profile"], name=name)
+    sections["env"] = _with_recipe(sections["env"])
     if sections["slurm"].gpu_request == "gres" and not sections["slurm"].gres_type:
         raise fail("slurm", "gres_type", "is needed when gpu_request = 'gres' (e.g. 'volta')")
     return Profile(name=name, path=Path(where) if where else None, **sections)
+
+
+def _with_recipe(env: EnvSection) -> EnvSection:
+    """``[env]`` with its recipe's variables first; the profile's own values win (a
+    variable the profile sets in ``always`` is not reset by the recipe's ``multi_node``)."""
+    if not env.recipe:
+        return env
+    from hpcenv.knowledge import network
+
+    recipe = network.get(env.recipe)
+    assert recipe is not None  # checked by _recipe
+    return dataclasses.replace(
+        env,
+        always={**recipe.env("always"), **env.always},
+        multi_node={
+            **{k: v for k, v in recipe.env("multi_node").items() if k not in env.always},
+            **env.multi_node,
+        },
+    )
 
 
 def declared_facts(p: Profile) -> Facts:
