@@ -322,24 +322,20 @@ def test_unknown_gpu_code_is_said_not_mistaken_for_no_code() -> None:
 # --- releases the data lacks -------------------------------------------------------------------
 
 
-def test_an_unknown_newer_release_offline_is_inferred_and_warned() -> None:
+def test_an_unknown_release_offline_is_exit_3_never_a_guess() -> None:
+    """Offline, a release the data lacks is not inferred from a neighbour: which variants
+    it published cannot be known without a listing of it."""
     h100_580 = node("x86_64", "580.95.05", ("9.0",))
-    choice = resolve_torch(h100_580, "==2.16.0")
-    assert (choice.version, choice.backend) == ("2.16.0", "cu130")
-    text = " ".join(choice.warnings)
-    assert "torch 2.16.0 is not in hpcenv's data (newest known: 2.15.0)" in text
-    assert "inferred from torch 2.15.0" in text
-    assert "hpcenv knowledge update" in text
-
-
-def test_an_unknown_older_release_offline_is_inferred_from_the_nearest() -> None:
-    choice = resolve_torch(V100, "==2.0.1")
-    assert choice.backend == "cu121"
-    assert any("inferred from torch 2.1.0" in w for w in choice.warnings)
+    with pytest.raises(NoCompatibleBuild) as info:
+        resolve_torch(h100_580, "==2.16.0")
+    message = str(info.value)
+    assert "torch 2.16.0 is not in hpcenv's data and nothing was consulted" in message
+    assert "hpcenv knowledge update" in message and "without --offline" in message
+    assert "inferred" not in message and "cu130" not in message
 
 
 def test_an_unknown_release_nothing_runs_is_exit_3_not_bad_input() -> None:
-    with pytest.raises(NoCompatibleBuild, match=re.escape("no torch 2.16.0 build")):
+    with pytest.raises(NoCompatibleBuild, match="not in hpcenv's data"):
         resolve_torch(GH200, "==2.16.0")
 
 
@@ -379,11 +375,25 @@ def test_a_release_no_index_lists_is_exit_3(index: StandIn) -> None:
         resolve_torch(V100, "==9.9.9", lookup=lookup)
 
 
-def test_an_unreachable_index_falls_back_to_inference() -> None:
+def test_an_unreachable_index_is_exit_3_naming_it() -> None:
     lookup = Lookup(index_base="http://127.0.0.1:9/whl", pypi="http://127.0.0.1:9", timeout=2)
-    choice = resolve_torch(node("x86_64", "580.95.05", ("8.0",)), "==2.16.0", lookup=lookup)
-    assert choice.backend == "cu130"
-    assert any("unreachable" in w for w in choice.warnings)
+    with pytest.raises(NoCompatibleBuild) as info:
+        resolve_torch(node("x86_64", "580.95.05", ("8.0",)), "==2.16.0", lookup=lookup)
+    message = str(info.value)
+    assert "not in hpcenv's data and looking it up failed" in message
+    assert "127.0.0.1:9" in message
+
+
+def test_a_release_only_pypi_lists_has_unknown_variants_exit_3(index: StandIn) -> None:
+    """PyPI lists 2.16.0 but the PyTorch index is unreachable: hpcenv does not copy 2.15's
+    variant list onto it."""
+    lookup = Lookup(index_base="http://127.0.0.1:9/whl", pypi=index.url, timeout=2)
+    with pytest.raises(NoCompatibleBuild) as info:
+        resolve_torch(node("x86_64", "580.95.05", ("8.0",)), "==2.16.0", lookup=lookup)
+    message = str(info.value)
+    assert "torch 2.16.0 is listed by PyPI but not in hpcenv's data" in message
+    assert "which CUDA builds it publishes is unknown" in message
+    assert "hpcenv knowledge update --index URL" in message
 
 
 # --- the rules as a property ---------------------------------------------------------------------
