@@ -45,7 +45,7 @@ from packaging.version import InvalidVersion, Version
 
 from hpcenv import knowledge
 from hpcenv.binaries import archs
-from hpcenv.decide import cuda_packages
+from hpcenv.decide import cuda_packages, torch_fit
 from hpcenv.decide.torch_variant import assess, describe_gpus, driver_reason, try_resolve_torch
 from hpcenv.models.facts import Facts
 from hpcenv.project import compile as project_resolve
@@ -447,6 +447,7 @@ def examine(
     python: str | None = None,
     python_from: str = "the node",
     selection: uvlock.Selection = uvlock.DEFAULT_SELECTION,
+    glibc: str | None = None,
 ) -> Found:
     """The torch build in ``pkgs`` on a Linux node with CPU ``arch`` and Python ``python``.
 
@@ -455,7 +456,7 @@ def examine(
     the node (without ``arch``, every marker is taken to hold).
     """
     if pkgs.lock is not None:
-        return _examine_lock(pkgs, arch, python, python_from, selection)
+        return _examine_lock(pkgs, arch, python, python_from, selection, glibc=glibc)
     if selection != uvlock.DEFAULT_SELECTION:
         raise BadInput(
             f"{pkgs.source}: --extra/--group/--no-default-groups select from a uv.lock; "
@@ -524,6 +525,8 @@ def _examine_lock(
     python: str | None,
     python_from: str,
     selection: uvlock.Selection,
+    *,
+    glibc: str | None = None,
 ) -> Found:
     lock, project = pkgs.lock, pkgs.project
     assert lock is not None and project is not None
@@ -549,6 +552,20 @@ def _examine_lock(
             f"CPython {py.version} (its {len(torch.wheels)} wheels are for "
             f"{', '.join(arches)}): uv sync fails on this node; fix: send {arch} to an index "
             f"that publishes {arch} wheels ([tool.uv.sources] torch with a marker) and 'uv lock'"
+        )
+    if (
+        fits
+        and glibc
+        and not torch.sdist
+        and not [w for w in fits if uvlock.wheel_fits(w, arch, py.version, glibc)]
+    ):
+        plats = sorted({w.removesuffix(".whl").rsplit("-", 1)[-1] for w in fits})
+        raise NoCompatibleBuild(
+            f"{pkgs.source}: torch {torch.version} ({where}) has no wheel for glibc "
+            f"{glibc}, the node's (its wheels for CPython {py.version} are "
+            f"{', '.join(plats)}): uv sync fails on this node; fix: lock a torch release "
+            f"with a wheel for glibc {glibc} (an older manylinux tag), or run on a node or "
+            "in a container with a newer glibc"
         )
     installed = {n: (p.version,) for n, p in resolved.packages.items() if p.version}
     common: dict[str, Any] = {
@@ -637,7 +654,18 @@ def audit(
         python=python or facts.python,
         python_from="--python" if python else node,
         selection=selection,
+        glibc=facts.glibc,
     )
+    if pkgs.kind != "venv" and pkgs.lock is None and found.version:
+        # a pinned torch of a hand-written file: PyPI's wheels of that release (hpcenv's data)
+        torch_fit.check(
+            found.version,
+            facts.arch or "",
+            found.python or python or facts.python,
+            facts.glibc,
+            where=node,
+            python_where="--python" if python else f"the Python of {node}",
+        )
     verdicts = _cuda_verdicts(found, facts)
     kernels = None
     if pkgs.kind == "venv" and facts.nvidia is not None and facts.gpus and found.cuda:
