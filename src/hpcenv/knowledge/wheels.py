@@ -31,6 +31,9 @@ from hpcenv.utils.errors import BadInput
 VERSION_PY = "torch/version.py"
 TORCH_CONFIG = "torch/share/cmake/Torch/TorchConfig.cmake"
 LIBTORCH_CUDA = "torch/lib/libtorch_cuda.so"
+# 1.9-1.12 CUDA 11 builds split the library in two (BUILD_SPLIT_CUDA): the kernels are in
+# libtorch_cuda_cu.so, the C++ side in libtorch_cuda_cpp.so
+LIBTORCH_CUDA_SPLIT = "torch/lib/libtorch_cuda_cu.so"
 CACHE_FORMAT = 1
 
 _VERSION = re.compile(r"^__version__\s*(?::[^=]*)?=\s*['\"]([^'\"]+)['\"]", re.M)
@@ -109,7 +112,9 @@ def read(url: str, *, sha256: str | None, tmpdir: str | None = None) -> WheelFac
         code: dict[str, Any] = {}
         if cuda is not None:
             with tempfile.NamedTemporaryFile(prefix="hpcenv-libtorch-", dir=tmpdir) as tmp:
-                if not remote.copy_member(wheel, LIBTORCH_CUDA, tmp):
+                if not remote.copy_member(wheel, LIBTORCH_CUDA, tmp) and not remote.copy_member(
+                    wheel, LIBTORCH_CUDA_SPLIT, tmp
+                ):
                     raise BadInput(f"{where}: a CUDA {cuda} build without {LIBTORCH_CUDA}")
                 code = _scan(Path(tmp.name))
         return WheelFacts(
