@@ -26,8 +26,16 @@ def short_python(python: str | None) -> str | None:
     return f"{major}.{minor}{'t' if free else ''}"
 
 
+def _has_python(plat: PlatformVariants, arch: str, python: str) -> bool:
+    """Whether PyPI has a wheel of this release for CPython ``python`` (its tags when
+    recorded: a free-threaded ``3.13t`` needs a ``cp313t`` wheel; else its CPython list)."""
+    if plat.tags:
+        return wheel_fit.tags_fit(plat.tags, python=python, arch=arch, glibc=None)
+    return not plat.pythons or python in plat.pythons
+
+
 def _fits(plat: PlatformVariants, arch: str, python: str | None, glibc: str | None) -> bool:
-    if python and plat.pythons and python not in plat.pythons:
+    if python and not _has_python(plat, arch, python):
         return False
     if glibc is None or not plat.tags:
         return True
@@ -67,7 +75,7 @@ def check(
     py = short_python(python)
     if plat is None:
         return
-    if py and plat.pythons and py not in plat.pythons:
+    if py and plat.pythons and not _has_python(plat, arch, py):
         newest = newest_fitting(arch, py, None, know)
         fix = f"use Python {plat.pythons[-1]} ({python_where or where})"
         if newest:

@@ -50,6 +50,7 @@ from hpcenv.knowledge import (
     variant_cuda,
 )
 from hpcenv.knowledge.lookup import Listed, Lookup
+from hpcenv.knowledge.releases import ARCHES
 from hpcenv.models.facts import Facts
 from hpcenv.models.plan import DEFAULT_INDEX_URL, TorchChoice
 from hpcenv.utils.errors import BadInput, NoCompatibleBuild
@@ -283,6 +284,16 @@ def _listed(
 # --- deciding -------------------------------------------------------------------------------
 
 
+def _nearest_with_arch(version: str, arch: str, know: Knowledge) -> str | None:
+    """The known release nearest to ``version`` (a tie goes to the newer) with ``arch`` wheels."""
+    known = [r.version for r in know.releases if arch in r.platforms]
+    if not known:
+        return None
+    order = sorted({*known, version}, key=Version)
+    at = order.index(version)
+    return min(known, key=lambda v: (abs(order.index(v) - at), -order.index(v)))
+
+
 def _fixes(facts: Facts, c: Candidate, assessed: tuple[Assessment, ...], know: Knowledge) -> Fixes:
     older = None
     for other in reversed(know.known_versions()):
@@ -349,9 +360,16 @@ def decide(
         top = cands[0]
         release = know.release_of(top.version)
         have = ", ".join(release.platforms) if release else "none known"
-        raise BadInput(
-            f"torch {top.version} has no wheels for CPU arch {arch!r} in hpcenv's data "
-            f"(known: {have})"
+        if arch not in ARCHES:
+            raise BadInput(
+                f"torch {top.version} has no wheels for CPU arch {arch!r} in hpcenv's data "
+                f"(known: {have})"
+            )
+        nearest = _nearest_with_arch(top.version, arch, know)
+        fix = f": use torch {nearest}, the nearest release with {arch} wheels" if nearest else ""
+        raise NoCompatibleBuild(
+            f"torch {top.version} has no wheels for {arch} (PyPI and hpcenv's data have it "
+            f"for {have}){fix}"
         )
     base = index_base.rstrip("/")
     newest = know.known_versions()[-1]
