@@ -214,3 +214,26 @@ def test_audit_refuses_a_lock_whose_torch_needs_a_newer_glibc(
     code = main(["audit", str(lock), "--facts", str(new), "--json"])
     data = json.loads(capsys.readouterr().out)
     assert "no wheel for glibc" not in json.dumps(data)
+
+
+def test_resolve_the_issues_v100_example_offline(capsys: pytest.CaptureFixture[str]) -> None:
+    """'hpcenv resolve --facts <V100, driver 575> --torch ==2.0.1' picked cu121, which 2.0.1
+    never published; now cu118, offline, from 2.0.1's own row."""
+    code, out, err = _run(capsys, "resolve", "--facts", str(V100_FILE), "--torch", "==2.0.1",
+                          "--offline", "--json")  # fmt: skip
+    assert code == 0, err
+    torch = json.loads(out)["torch"]
+    assert torch["backend"] == "cu118" and torch["index_url"].endswith("/cu118")
+    assert not any("inferred from torch" in w for w in torch["warnings"])
+
+
+def test_resolve_refuses_a_glibc_the_wheels_need_more_than(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    old = write(replace(facts_model.load(GH200_FILE), glibc="2.17"), tmp_path / "gh200-old.json")
+    code, out, err = _run(capsys, "resolve", "--facts", str(old), "--torch", "==2.9.1", "--json")
+    assert code == 3 and err.count("\n") == 1
+    torch = json.loads(out)["torch"]
+    assert torch["backend"] is None
+    assert "torch 2.9.1's aarch64 wheels need glibc >= 2.28" in torch["error"]
+    assert "has glibc 2.17" in torch["error"] and "use torch 2.5.1" in torch["error"]
