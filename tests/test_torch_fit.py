@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from conftest import FACTS, REPO
+from conftest import FACTS, REPO, require
 from fakenodes import node, write
 from hpcenv import knowledge
 from hpcenv.cli import main
@@ -22,6 +23,7 @@ from hpcenv.models import facts as facts_model
 from hpcenv.models import wheel_fit
 from hpcenv.models.plan import TorchChoice
 from hpcenv.project import uv_lock
+from hpcenv.tools import uv
 from hpcenv.utils.errors import NoCompatibleBuild
 
 V100_FILE = FACTS / "v100-supercloud.json"
@@ -237,3 +239,31 @@ def test_resolve_refuses_a_glibc_the_wheels_need_more_than(
     assert torch["backend"] is None
     assert "torch 2.9.1's aarch64 wheels need glibc >= 2.28" in torch["error"]
     assert "has glibc 2.17" in torch["error"] and "use torch 2.5.1" in torch["error"]
+
+
+def test_audit_of_a_hand_written_old_pin(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A paper's requirements.txt pinning torch==1.12.1: on the V100 node's Python 3.11 it is
+    refused before uv runs, naming the fix; with Python 3.10 it is resolved with real uv
+    against PyPI and judged as the cu102 build PyPI carries (CUDA inside the wheel, no
+    nvidia-* wheels to tell it by), which runs on the V100."""
+    monkeypatch.setenv("HPCENV_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("UV_FIND_LINKS", raising=False)
+    req = tmp_path / "requirements.txt"
+    req.write_text("torch==1.12.1\nnumpy<2\n")
+    code = main(["audit", str(req), "--facts", str(V100_FILE), "--json"])
+    error = json.loads(capsys.readouterr().out)["error"]
+    assert code == 3
+    assert "torch 1.12.1 has no wheel for Python 3.11 on x86_64" in error
+    assert "use Python 3.10 (--python X.Y, or the node's Python)" in error
+    require("uv", uv.available(), "uv not found")
+    try:
+        with socket.create_connection(("pypi.org", 443), timeout=5):
+            pass
+    except OSError:
+        require("pypi", False, "pypi.org:443 unreachable")
+    code = main(["audit", str(req), "--facts", str(V100_FILE), "--python", "3.10", "--json"])
+    data = json.loads(capsys.readouterr().out)
+    assert code == 0, data
+    assert data["build"] == "cu102" and "CUDA runtime inside the wheel" in data["evidence"]

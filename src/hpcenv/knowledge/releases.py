@@ -60,6 +60,7 @@ class PlatformVariants:
     inferred_from: str | None = None  # the release whose variant list this is
     cxx11abi: bool | None = None  # PyPI's wheel's C++ ABI (TorchConfig.cmake); None: unknown
     tags: tuple[str, ...] = ()  # PyPI's wheels' tags ("cp311-cp311-manylinux_2_28_x86_64")
+    bundles_cudart: bool = False  # PyPI's CUDA build carries its CUDA runtime (1.8-1.13)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -243,6 +244,7 @@ def build(
                 confirmed=confirmed,
                 cxx11abi=row.get("cxx11abi") if row else None,
                 tags=_strs(row.get("tags", ())) if row else (),
+                bundles_cudart=bool(row.get("bundles_cudart")) if row else False,
             )
         releases.append(
             TorchRelease(

@@ -39,6 +39,7 @@ from packaging.markers import (
     UndefinedEnvironmentName,
     default_environment,
 )
+from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
@@ -248,6 +249,21 @@ def _is_venv(path: Path) -> bool:
     return (path / "pyvenv.cfg").is_file() or any(path.glob("lib/python*/site-packages"))
 
 
+def _pinned_torch(lines: tuple[str, ...]) -> str | None:
+    """The release an exact ``torch==X`` line (no marker) pins, else None."""
+    for line in lines:
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
+            continue
+        specs = list(req.specifier)
+        if canonicalize_name(req.name) == "torch" and not req.marker and len(specs) == 1:
+            spec = specs[0]
+            if spec.operator in ("==", "===") and "*" not in spec.version:
+                return Version(spec.version).public
+    return None
+
+
 def resolve_for(
     pkgs: Packages,
     facts: Facts,
@@ -281,6 +297,12 @@ def resolve_for(
         or f"{sys.version_info.major}.{sys.version_info.minor}"
     )
     target = project_resolve.Target(arch=arch, glibc=facts.glibc, python=py)
+    pinned = _pinned_torch(request.requirements)
+    if pinned:  # before uv: exit 3 naming the fix, not uv's resolver error
+        torch_fit.check(
+            pinned, arch, py, facts.glibc, where="the node",
+            python_where="--python" if python else "--python X.Y, or the node's Python",
+        )  # fmt: skip
     notes, warnings = request.notes, request.warnings
     try:
         resolution = project_resolve.resolve(request, target)
@@ -484,10 +506,31 @@ def examine(
             f"{pkgs.source}: several torch versions{on} ({', '.join(torches)}); a "
             f"{pkgs.kind} installs one: regenerate it for this node's platform"
         )
-    return replace(_torch_build(pkgs, versions, torches[0]), installed=versions)
+    return replace(_torch_build(pkgs, versions, torches[0], arch), installed=versions)
 
 
-def _torch_build(pkgs: Packages, versions: dict[str, tuple[str, ...]], version: str) -> Found:
+def _bundled(version: str, arch: str | None) -> Found | None:
+    """PyPI's plain ``torch==X`` of 1.8-1.13: a CUDA build with the runtime inside the
+    wheel (no nvidia-* wheels to tell it by), from torch_pypi.toml; else None."""
+    release = knowledge.load().release_of(version)
+    plat = release.platforms.get(arch or "") if release else None
+    if plat is None or not plat.bundles_cudart or not plat.pypi or plat.pypi == "cpu":
+        return None
+    cuda = knowledge.variant_cuda(plat.pypi)
+    return Found(
+        version=version,
+        build=plat.pypi,
+        cuda=cuda,
+        evidence=(
+            f"PyPI's torch {version} for {arch} is its {plat.pypi} build, the CUDA runtime "
+            "inside the wheel (torch_pypi.toml)"
+        ),
+    )
+
+
+def _torch_build(
+    pkgs: Packages, versions: dict[str, tuple[str, ...]], version: str, arch: str | None = None
+) -> Found:
     found = _by_label(pkgs.source, version)
     if found is not None:
         return found
@@ -498,6 +541,8 @@ def _torch_build(pkgs: Packages, versions: dict[str, tuple[str, ...]], version: 
                 return Found(version=version, build=build, cuda=cuda, evidence=f"pulls {name} {rt}")
     if pkgs.kind == "venv" and (binary := archs.torch_build(Path(pkgs.source))):
         return Found(version=version, build=binary[0], cuda=binary[1], evidence=binary[2])
+    if pkgs.kind != "venv" and (bundled := _bundled(version, arch)) is not None:
+        return bundled
     return Found(
         version=version,
         build="cpu",
@@ -588,6 +633,8 @@ def _examine_lock(
                 warnings=tuple(warnings),
                 **common,
             )
+    if (bundled := _bundled(torch.version, arch)) is not None:
+        return replace(bundled, warnings=tuple(warnings), **common)
     others = [f"{p.name} {p.version}" for n in RUNTIME_PACKAGES for p in lock.by_name(n)]
     evidence = "pulls no nvidia-cuda-runtime wheel (a CPU build)"
     if others:
@@ -664,7 +711,7 @@ def audit(
             found.python or python or facts.python,
             facts.glibc,
             where=node,
-            python_where="--python" if python else f"the Python of {node}",
+            python_where="--python" if python else f"--python X.Y, or the Python of {node}",
         )
     verdicts = _cuda_verdicts(found, facts)
     kernels = None
