@@ -91,15 +91,14 @@ def test_resolve_table_for_people(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_resolve_a_release_the_data_lacks_offline(capsys: pytest.CaptureFixture[str]) -> None:
-    """Never a bare refusal: inferred from the nearest known release, with a warning; on a
-    V100 (sm_70, no cu13 build has it) nothing newer than 2.14 runs: exit 3 with the fixes."""
+    """Never a guess: offline, a release the data lacks is exit 3 with one line naming the
+    fixes; a range still picks among the releases hpcenv knows."""
     code, out, err = _run(
         capsys, "resolve", "--facts", V100, "--torch", "==2.16.0", "--offline", "--json"
     )
-    torch = json.loads(out)["torch"]
-    assert code == 3 and torch["backend"] is None and torch["version"] == "2.16.0"
-    assert any("not in hpcenv's data" in w for w in torch["warnings"])
-    assert "use torch 2.14.1" in err and err.count("\n") == 1
+    assert code == 3 and out == ""
+    assert "torch 2.16.0 is not in hpcenv's data and nothing was consulted" in err
+    assert "hpcenv knowledge update" in err and err.count("\n") == 1
     code, out, _ = _run(
         capsys, "resolve", "--facts", V100, "--torch", ">=2.9", "--offline", "--json"
     )

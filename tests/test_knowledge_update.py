@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import require
+from hpcenv import knowledge
 from hpcenv.cli import main
 from hpcenv.knowledge import listing, remote, vllm, wheels
 from hpcenv.knowledge.refresh import update
@@ -36,7 +37,7 @@ def _populate(s: StandIn) -> None:
         s.add_pypi(torch_wheel(f, "2.9.1", python=py, cuda="12.8", sass=SASS_CU128))
         s.add_pypi(torch_wheel(f, "2.9.1", python=py, arch="aarch64", cuda=None))
     s.add_pypi(torch_wheel(f, "2.15.0", cuda="13.2", sass=(75, 80, 90, 100, 120), abi=None))
-    s.add_pypi(torch_wheel(f, "2.0.1", cuda="11.7", sass=(70,)))  # older than the data covers
+    s.add_pypi(torch_wheel(f, "1.7.1", cuda="10.2", sass=(70,)))  # older than the data covers
     s.add_index("cu126", torch_wheel(f, "2.9.1", label="cu126", cuda="12.6", sass=(70, 80, 90)))
     s.add_index(
         "cu130", torch_wheel(f, "2.9.1", label="cu130", cuda="13.0", sass=(75, 90), ptx=(120,))
@@ -80,6 +81,7 @@ def test_update_reads_the_wheels_by_range_and_writes_sources(
     assert x86["variant"] == "cu128" and x86["build"] == "2.9.1+cu128" and x86["cuda"] == "12.8"
     assert x86["sass"] == ["7.0", "7.5", "8.0", "8.6", "9.0", "10.0", "12.0"]
     assert x86["ptx"] == [] and x86["pythons"] == ["3.11", "3.12"] and x86["cxx11abi"] is True
+    assert x86["tags"] == ["cp311-cp311-manylinux_2_28_x86_64", "cp312-cp312-manylinux_2_28_x86_64"]
     wheel = standin.files / "torch-2.9.1-cp311-cp311-manylinux_2_28_x86_64.whl"
     assert x86["source"] == f"{standin.url}/files/{wheel.name}#sha256={standin.sha256(wheel)}"
     arm = rows[("2.9.1", "aarch64")]
@@ -249,6 +251,49 @@ def test_check_passes_against_real_pypi(capsys: pytest.CaptureFixture[str]) -> N
     code, out, err = _cli(capsys, "knowledge", "check")
     assert code == 0, err
     assert "current" in out
+
+
+# --- flash-attn ------------------------------------------------------------------------------
+
+
+def _flash_attn_pypi(s: StandIn, monkeypatch: pytest.MonkeyPatch, versions: list[str]) -> None:
+    """The stand-in PyPI also serves flash-attn's project JSON with ``versions`` (one sdist
+    each, as PyPI lists flash-attn), and 404 for vLLM (a mirror without it)."""
+    releases = {
+        v: [{"filename": f"flash_attn-{v}.tar.gz", "packagetype": "sdist", "yanked": False}]
+        for v in versions
+    }
+    served = s.page
+
+    def page(path: str, accept: str) -> bytes | None:
+        if path == "/pypi/flash-attn/json":
+            return json.dumps({"info": {"name": "flash-attn"}, "releases": releases}).encode()
+        return served(path, accept)
+
+    monkeypatch.setattr(s, "page", page)
+
+
+def test_check_fails_on_a_flash_attn_release_the_list_lacks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    known = [w.version for w in knowledge.load().flash_attn.wheels]
+    s = StandIn(tmp_path / "fa")
+    _flash_attn_pypi(s, monkeypatch, [*known, "2.9.0", "2.9.1rc1", "1.0.9"])
+    s.start()
+    try:
+        code, out, err = _cli(capsys, "knowledge", "check", "--pypi", s.url)
+        assert code == 7, out
+        assert err.count("\n") == 1
+        assert "has flash-attn 2.9.0, which hpcenv's data lacks" in err
+        assert "packages.toml" in err and "publish.yml" in err
+        assert "2.9.1rc1" not in err and "1.0.9" not in err  # pre-release; older than the list
+        monkeypatch.undo()
+        _flash_attn_pypi(s, monkeypatch, known)
+        code, out, err = _cli(capsys, "knowledge", "check", "--pypi", s.url)
+        assert code == 0, err
+        assert f"flash-attn {known[0]} to {known[-1]}" in out
+    finally:
+        s.stop()
 
 
 # --- vLLM ------------------------------------------------------------------------------------

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -45,6 +44,19 @@ KNOW = knowledge.load()
 # aarch64 builds are cu128 only (minor-version compatible on 565); 2.15 has no CUDA 12
 # build, which none of these drivers (<= 575) runs beyond, and no cu13 build has sm_70.
 EXPECTED = {
+    # 1.8-2.0 (issue 22): only the variants each release published (its previous-versions
+    # section): PyPI's cu102 (1.8-1.12; sm_35-sm_70/75 read from the wheels) runs on the
+    # V100 and the RTX 6000 (7.5 by 7.0 SASS or its own), not on 8.0/9.0; the GPU code of
+    # cu101/cu111 is known from no wheel or script, so 1.8-1.10 on an A100 is exit 3 saying
+    # so; cu113 (1.11), cu116 (1.12), cu117 (1.13, read) stop at 8.6 with no PTX: nothing for
+    # an H100 before 2.0's cu118; aarch64 had only CPU wheels.
+    "1.8": ("cu102", "cu102", None, None, None),
+    "1.9": ("cu102", "cu102", None, None, None),
+    "1.10": ("cu102", "cu102", None, None, None),
+    "1.11": ("cu113", "cu113", "cu113", None, None),
+    "1.12": ("cu116", "cu116", "cu116", None, None),
+    "1.13": ("cu117", "cu117", "cu117", None, None),
+    "2.0": ("cu118", "cu118", "cu118", "cu118", None),
     "2.1": ("cu121", "cu121", "cu121", "cu121", None),
     "2.2": ("cu121", "cu121", "cu121", "cu121", None),
     "2.3": ("cu121", "cu121", "cu121", "cu121", None),
@@ -69,6 +81,10 @@ def test_every_release_on_every_node(version: str) -> None:
     v100, rtx, a100, h100, gh200 = EXPECTED[minor]
     wanted = {"V100": v100, "RTX": rtx, "A100": a100, "H100": h100, "GH200": gh200}
     for name, want in wanted.items():
+        if name == "GH200" and KNOW.release_of(version).platforms.get("aarch64") is None:  # type: ignore[union-attr]
+            with pytest.raises(NoCompatibleBuild, match="has no wheels for aarch64"):
+                try_resolve_torch(NODES[name], f"=={version}")  # 1.9.1: use 1.10.0
+            continue
         choice = try_resolve_torch(NODES[name], f"=={version}")
         assert choice.version == version
         assert choice.backend == want, (name, version, choice.error or choice.reasons)
@@ -319,27 +335,86 @@ def test_unknown_gpu_code_is_said_not_mistaken_for_no_code() -> None:
     assert "carries code for" not in (choice.error or "")
 
 
+# --- old releases: only what each published (issue 22) ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("version", "published"),
+    [
+        ("1.8.1", ("cpu", "cu101", "cu102", "cu111")),
+        ("1.10.2", ("cpu", "cu102")),  # no previous-versions section: PyPI's build alone
+        ("1.11.0", ("cpu", "cu102", "cu113")),
+        ("1.12.1", ("cpu", "cu102", "cu113", "cu116")),
+        ("1.13.1", ("cpu", "cu116", "cu117")),
+        ("2.0.1", ("cpu", "cu117", "cu118")),
+    ],
+)
+def test_old_releases_have_their_own_variants(version: str, published: tuple[str, ...]) -> None:
+    release = KNOW.release_of(version)
+    assert release is not None
+    x86 = release.platforms["x86_64"]
+    assert x86.variants == published and not x86.confirmed and x86.inferred_from is None
+    if version != "1.10.2":
+        assert "previous-versions.md" in x86.source and f"section v{version}" in x86.source
+    assert release.platforms["aarch64"].variants == ("cpu",)  # PyPI's CPU wheel only
+
+
+def test_torch_2_0_1_on_a_v100_is_cu118_never_cu121() -> None:
+    """Was: cu121, 'inferred from torch 2.1.0'; 2.0.1 was published as cpu, cu117, cu118."""
+    choice = resolve_torch(V100, "==2.0.1")
+    assert (choice.version, choice.backend) == ("2.0.1", "cu118")
+    assert "torch 2.0.1 publishes cpu, cu117, cu118 for x86_64" in choice.reasons
+    text = " ".join(choice.warnings)
+    assert "inferred from torch" not in text and "unconfirmed" in text
+
+
+def test_old_cuda_10_build_runs_only_outright() -> None:
+    """cu102 needs driver >= 440.33; CUDA 10 has no minor-version compatibility."""
+    assert resolve_torch(node("x86_64", "450.51.06", ("7.0",)), "==1.8.1").backend == "cu102"
+    choice = try_resolve_torch(node("x86_64", "418.39", ("7.0",)), "==1.10.2")
+    assert choice.backend is None and "fixes:" in (choice.error or "")
+
+
+def test_old_release_whose_variants_code_nobody_read_is_said() -> None:
+    """1.8.1 on an A100: cu102 has no sm_80; cu101/cu111 are published but hpcenv read no
+    wheel or script of them: exit 3 saying so, not a guess."""
+    choice = try_resolve_torch(A100, "==1.8.1")
+    assert choice.backend is None
+    assert "hpcenv has no data on the GPU code of cu111, cu101" in (choice.error or "")
+
+
+@pytest.mark.parametrize("version", ["1.8.1", "1.10.2", "1.12.1", "1.13.1", "2.0.1"])
+def test_old_releases_on_the_gh200_are_exit_3_with_the_cpu_fix(version: str) -> None:
+    choice = try_resolve_torch(GH200, f"=={version}")
+    assert choice.backend is None and "--backend cpu" in (choice.error or "")
+    assert resolve_torch(GH200, f"=={version}", pin="cpu").backend == "cpu"
+    assert resolve_torch(node("aarch64", None), f"=={version}").backend == "cpu"
+
+
+def test_a_release_with_no_wheel_for_the_arch_names_the_nearest() -> None:
+    with pytest.raises(NoCompatibleBuild) as info:
+        resolve_torch(GH200, "==1.9.1")
+    assert "torch 1.9.1 has no wheels for aarch64" in str(info.value)
+    assert "use torch 1.10.0" in str(info.value)
+
+
 # --- releases the data lacks -------------------------------------------------------------------
 
 
-def test_an_unknown_newer_release_offline_is_inferred_and_warned() -> None:
+def test_an_unknown_release_offline_is_exit_3_never_a_guess() -> None:
+    """Offline, a release the data lacks is not inferred from a neighbour: which variants
+    it published cannot be known without a listing of it."""
     h100_580 = node("x86_64", "580.95.05", ("9.0",))
-    choice = resolve_torch(h100_580, "==2.16.0")
-    assert (choice.version, choice.backend) == ("2.16.0", "cu130")
-    text = " ".join(choice.warnings)
-    assert "torch 2.16.0 is not in hpcenv's data (newest known: 2.15.0)" in text
-    assert "inferred from torch 2.15.0" in text
-    assert "hpcenv knowledge update" in text
-
-
-def test_an_unknown_older_release_offline_is_inferred_from_the_nearest() -> None:
-    choice = resolve_torch(V100, "==2.0.1")
-    assert choice.backend == "cu121"
-    assert any("inferred from torch 2.1.0" in w for w in choice.warnings)
+    with pytest.raises(NoCompatibleBuild) as info:
+        resolve_torch(h100_580, "==2.16.0")
+    message = str(info.value)
+    assert "torch 2.16.0 is not in hpcenv's data and nothing was consulted" in message
+    assert "hpcenv knowledge update" in message and "without --offline" in message
+    assert "inferred" not in message and "cu130" not in message
 
 
 def test_an_unknown_release_nothing_runs_is_exit_3_not_bad_input() -> None:
-    with pytest.raises(NoCompatibleBuild, match=re.escape("no torch 2.16.0 build")):
+    with pytest.raises(NoCompatibleBuild, match="not in hpcenv's data"):
         resolve_torch(GH200, "==2.16.0")
 
 
@@ -379,11 +454,25 @@ def test_a_release_no_index_lists_is_exit_3(index: StandIn) -> None:
         resolve_torch(V100, "==9.9.9", lookup=lookup)
 
 
-def test_an_unreachable_index_falls_back_to_inference() -> None:
+def test_an_unreachable_index_is_exit_3_naming_it() -> None:
     lookup = Lookup(index_base="http://127.0.0.1:9/whl", pypi="http://127.0.0.1:9", timeout=2)
-    choice = resolve_torch(node("x86_64", "580.95.05", ("8.0",)), "==2.16.0", lookup=lookup)
-    assert choice.backend == "cu130"
-    assert any("unreachable" in w for w in choice.warnings)
+    with pytest.raises(NoCompatibleBuild) as info:
+        resolve_torch(node("x86_64", "580.95.05", ("8.0",)), "==2.16.0", lookup=lookup)
+    message = str(info.value)
+    assert "not in hpcenv's data and looking it up failed" in message
+    assert "127.0.0.1:9" in message
+
+
+def test_a_release_only_pypi_lists_has_unknown_variants_exit_3(index: StandIn) -> None:
+    """PyPI lists 2.16.0 but the PyTorch index is unreachable: hpcenv does not copy 2.15's
+    variant list onto it."""
+    lookup = Lookup(index_base="http://127.0.0.1:9/whl", pypi=index.url, timeout=2)
+    with pytest.raises(NoCompatibleBuild) as info:
+        resolve_torch(node("x86_64", "580.95.05", ("8.0",)), "==2.16.0", lookup=lookup)
+    message = str(info.value)
+    assert "torch 2.16.0 is listed by PyPI but not in hpcenv's data" in message
+    assert "which CUDA builds it publishes is unknown" in message
+    assert "hpcenv knowledge update --index URL" in message
 
 
 # --- the rules as a property ---------------------------------------------------------------------
@@ -416,9 +505,13 @@ def test_chosen_variant_always_runs_on_the_node(
     arch: str, driver: str, caps: list[str], version: str
 ) -> None:
     facts = node(arch, driver, tuple(caps))
-    choice = try_resolve_torch(facts, f"=={version}")
     release = KNOW.release_of(version)
     assert release is not None
+    if arch not in release.platforms:  # 1.9.1 has no aarch64 wheel: exit 3, never a guess
+        with pytest.raises(NoCompatibleBuild, match=f"has no wheels for {arch}"):
+            try_resolve_torch(facts, f"=={version}")
+        return
+    choice = try_resolve_torch(facts, f"=={version}")
     if choice.backend is None:
         assert choice.error and "\n" not in choice.error
         # nothing was missed: no published variant passes both checks
@@ -431,9 +524,10 @@ def test_chosen_variant_always_runs_on_the_node(
     assert cuda is not None
     tk = KNOW.toolkit(cuda)
     mm = KNOW.major_minimum(int(cuda.split(".")[0]))
-    assert tk is not None and mm is not None
+    assert tk is not None
     outright = tk.min_driver is not None and driver_key(tk.min_driver) <= driver_key(driver)
-    assert outright or driver_key(mm.min_driver) <= driver_key(driver)
+    # CUDA 10 has no minor-version compatibility: cu101/cu102 run only outright
+    assert outright or (mm is not None and driver_key(mm.min_driver) <= driver_key(driver))
     assert outright or choice.warnings  # compat is never silent
     archs = KNOW.arch_set(choice.backend, arch, version)
     assert archs is not None

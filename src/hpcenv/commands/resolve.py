@@ -3,26 +3,30 @@ the flash-attn action, with the reasons. Reads this host's facts, or --facts FIL
 code 3 and one line when no variant can run; with --json the object then has
 "backend": null and an "error". A range (>=2.9) picks the newest release that runs here.
 A release hpcenv's data lacks is looked up on the PyTorch index and PyPI (a few seconds at
-most; --offline skips that) and its GPU code inferred from the nearest known release, with
-a warning; exit 2 is only for a malformed spec."""
+most): its variants only from the index's listing of it, its GPU code inferred from the
+nearest known release, with a warning; offline (--offline) such a release is exit 3, never
+a guess. A release with no wheel for the Python (--python, else the facts') or for the
+node's glibc is exit 3 naming the fix. Exit 2 is only for a malformed spec."""
 
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 from typing import Any
 
 from rich.table import Table
 from rich.text import Text
 
 from hpcenv.commands import add_facts_option, add_json_option, print_json
-from hpcenv.decide import flashattn
+from hpcenv.decide import flashattn, torch_fit
 from hpcenv.decide.torch_variant import index_base, raise_if_none, try_resolve_torch
 from hpcenv.facts import collect as facts
 from hpcenv.knowledge.lookup import Lookup, pypi_base
+from hpcenv.models.facts import Facts
 from hpcenv.models.plan import FlashAttnChoice, TorchChoice
 from hpcenv.profile.schema import BACKEND, FlashAttnSection
 from hpcenv.ui import report
-from hpcenv.utils.errors import BadInput
+from hpcenv.utils.errors import BadInput, NoCompatibleBuild
 
 NAME = "resolve"
 HELP = "choose the torch variant and flash-attn action for a node, with reasons"
@@ -41,12 +45,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="base of the PyTorch index (default: $HPCENV_TORCH_INDEX_URL or download.pytorch.org)",
     )
     parser.add_argument(
-        "--python", metavar="X.Y", help="Python of the env (default: the facts' Python)"
+        "--python",
+        metavar="X.Y",
+        help="Python of the env (default: the facts' Python); torch must have a wheel for it",
     )
     parser.add_argument(
         "--offline",
         action="store_true",
-        help="never look up a release hpcenv's data lacks (infer it from the nearest known)",
+        help="never look up a release hpcenv's data lacks (such a release is then exit 3)",
     )
     parser.add_argument(
         "--flash-attn-version",
@@ -94,6 +100,7 @@ def run(args: argparse.Namespace) -> int:
     base = (args.index_url or index_base()).rstrip("/")
     lookup = None if args.offline else Lookup(index_base=base, pypi=pypi_base())
     choice = try_resolve_torch(found, args.torch, pin=args.backend, index_base=base, lookup=lookup)
+    choice = _fits_node(choice, found, args.python)
     python = args.python or ".".join((found.python or "3.11").split(".")[:2])
     if choice.error:
         fa = FlashAttnChoice(
@@ -109,6 +116,25 @@ def run(args: argparse.Namespace) -> int:
         _print(choice, fa, found.source or "this host")
     raise_if_none(choice)
     return 0
+
+
+def _fits_node(choice: TorchChoice, found: Facts, python: str | None) -> TorchChoice:
+    """The choice, or no build and the error when its release has no wheel for the Python
+    (``--python``, else the facts') or the node's glibc (``torch_fit``)."""
+    if choice.error or not choice.version or not found.arch:
+        return choice
+    try:
+        torch_fit.check(
+            choice.version,
+            found.arch,
+            python or found.python,
+            found.glibc,
+            where=found.source or "this host",
+            python_where="--python" if python else f"the Python of {found.source or 'this host'}",
+        )
+    except NoCompatibleBuild as exc:
+        return replace(choice, backend=None, error=str(exc))
+    return choice
 
 
 def _print(choice: TorchChoice, fa: FlashAttnChoice, source: str) -> None:

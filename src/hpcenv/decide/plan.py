@@ -18,16 +18,17 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from packaging.version import Version
 
 from hpcenv import knowledge
-from hpcenv.decide import flashattn
+from hpcenv.decide import flashattn, torch_fit
 from hpcenv.decide.torch_variant import describe_gpus, index_base, raise_if_none, resolve_torch
 from hpcenv.facts import collect as facts_mod
 from hpcenv.knowledge import cap_key
 from hpcenv.models import facts as facts_model
+from hpcenv.models import wheel_fit
 from hpcenv.models.facts import Facts
 from hpcenv.models.plan import Plan, Step, TorchChoice
 from hpcenv.profile import schema as profile
 from hpcenv.profile.schema import Profile
-from hpcenv.utils.errors import BadInput, NoCompatibleBuild
+from hpcenv.utils.errors import BadInput
 
 FIND_LINKS_ENV = ("PIP_FIND_LINKS", "HPCENV_FIND_LINKS")
 
@@ -54,27 +55,32 @@ def _local_dir(link: str) -> Path | None:
 
 
 def find_torch_wheel(
-    links: tuple[str, ...], choice: TorchChoice, *, arch: str, python: str
+    links: tuple[str, ...],
+    choice: TorchChoice,
+    *,
+    arch: str,
+    python: str,
+    glibc: str | None = None,
 ) -> str | None:
     """A torch wheel in a local wheelhouse that is exactly this choice, or None.
 
     It must have the exact version, the variant's local label (``+cpu``, ``+cu126``; a
     wheel without a label counts only for the variant PyPI carries on this arch), a
-    platform tag for ``arch`` and this Python's ``cpXY`` tag.
+    tag that installs on the node (``models.wheel_fit``: this Python, ``arch``, the node's
+    glibc; never a musllinux wheel).
     """
     if not choice.version or not choice.backend:
         return None
     release = knowledge.load().release_of(choice.version)
     pypi = release.platforms[arch].pypi if release and arch in release.platforms else None
     want = Version(choice.version)
-    py = "cp" + "".join(python.split(".")[:2])
     for link in links:
         folder = _local_dir(link)
         if folder is None:
             continue
         for wheel in sorted(folder.glob("torch-*.whl")):
             try:
-                name, version, _build, tags = parse_wheel_filename(wheel.name)
+                name, version, _build, _tags = parse_wheel_filename(wheel.name)
             except InvalidWheelFilename:
                 continue
             if name != "torch" or Version(version.public) != want:
@@ -82,7 +88,7 @@ def find_torch_wheel(
             label = version.local
             if label != choice.backend and not (label is None and choice.backend == pypi):
                 continue
-            if not any(t.interpreter == py and t.platform.endswith(f"_{arch}") for t in tags):
+            if not wheel_fit.wheel_fits(wheel.name, python=python, arch=arch, glibc=glibc):
                 continue
             return str(wheel.resolve())
     return None
@@ -197,31 +203,9 @@ def check_python(version: str, arch: str, python: str, *, where: str) -> None:
     """NoCompatibleBuild (exit 3) before anything is built when torch ``version`` has no
     wheel for CPython ``python`` on ``arch`` (the CPython tags PyPI lists for it, in
     hpcenv's data), naming the Pythons it has and the newest release that has one for
-    ``python``. Unknown pythons (a release or arch the data lacks) pass."""
-    from hpcenv import knowledge
-
-    know = knowledge.load()
-    release = know.release_of(version)
-    plat = release.platforms.get(arch) if release else None
-    if plat is None or not plat.pythons or not python or python in plat.pythons:
-        return
-    newest = next(
-        (
-            v
-            for v in reversed(know.known_versions())
-            if (r := know.release_of(v)) is not None
-            and (q := r.platforms.get(arch)) is not None
-            and python in q.pythons
-        ),
-        None,
-    )
-    fix = f"use Python {plat.pythons[-1]} ([profile] python in {where})"
-    if newest:
-        fix += f", or torch {newest}, the newest release with a CPython {python} wheel"
-    raise NoCompatibleBuild(
-        f"torch {version} has no wheel for Python {python} on {arch} (PyPI lists its wheels "
-        f"for CPython {', '.join(plat.pythons)}): {fix}"
-    )
+    ``python``. Unknown pythons (a release or arch the data lacks) pass. The node's glibc
+    is checked too by ``torch_fit.check``, which this calls."""
+    torch_fit.check(version, arch, python, where=where, python_where=f"[profile] python in {where}")
 
 
 def decide(p: Profile, facts: Facts, *, arch: str, environ: Mapping[str, str]) -> Plan:
@@ -232,7 +216,14 @@ def decide(p: Profile, facts: Facts, *, arch: str, environ: Mapping[str, str]) -
     base = index_base(p.torch.index_url, environ)
     torch = resolve_torch(facts, p.torch.version, pin=p.torch.backend, index_base=base)
     if torch.version:
-        check_python(torch.version, arch, python, where=f"profile {p.name}")
+        torch_fit.check(
+            torch.version,
+            arch,
+            python,
+            facts.glibc,
+            where=f"the node ({facts.source or 'this host'})",
+            python_where=f"[profile] python in profile {p.name}",
+        )
     links = find_links(p, environ)
     packages = tuple(p.packages.install)
     vllm = vllm_warning(packages, facts)
@@ -253,7 +244,7 @@ def decide(p: Profile, facts: Facts, *, arch: str, environ: Mapping[str, str]) -
         multi_node_env=dict(p.env.multi_node),
         modules=tuple(p.modules.load),
         find_links=links,
-        torch_wheel=find_torch_wheel(links, torch, arch=arch, python=python),
+        torch_wheel=find_torch_wheel(links, torch, arch=arch, python=python, glibc=facts.glibc),
         offline=p.packages.offline,
         warnings=(*torch.warnings, *([vllm] if vllm else [])),
     )

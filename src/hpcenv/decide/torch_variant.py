@@ -17,8 +17,10 @@ a 565 driver at all. So a variant qualifies here only when
 Among qualifying variants the newest outright-supported one wins; in the fallback, the
 one nearest above the driver's CUDA. A version range picks the newest release with a
 qualifying variant and says which newer one matched but cannot run. A release the data
-lacks is looked up (``knowledge.lookup``, optional) or inferred from the nearest known
-release, never refused. When nothing runs, ``Fixes`` says what would: the newest release
+lacks is looked up (``knowledge.lookup``); its variants come only from a listing of that
+release, never from a neighbour (offline, or where no index lists it: exit 3 with the fix).
+Only the GPU code of a variant may be inferred from the nearest release whose wheel was
+read, and that is said. When nothing runs, ``Fixes`` says what would: the newest release
 that runs, the driver needed, NVIDIA's forward-compatibility package (data center GPUs).
 
 This module decides (``decide`` -> ``Decision``, pure data, its types in ``torch_decision``);
@@ -47,7 +49,8 @@ from hpcenv.knowledge import (
     driver_key,
     variant_cuda,
 )
-from hpcenv.knowledge.lookup import Lookup
+from hpcenv.knowledge.lookup import Listed, Lookup
+from hpcenv.knowledge.releases import ARCHES
 from hpcenv.models.facts import Facts
 from hpcenv.models.plan import DEFAULT_INDEX_URL, TorchChoice
 from hpcenv.utils.errors import BadInput, NoCompatibleBuild
@@ -203,7 +206,12 @@ def auto_choice(
 def candidates(
     wanted: SpecifierSet, spec: str, arch: str, know: Knowledge, lookup: Lookup | None
 ) -> list[Candidate]:
-    """Releases matching ``wanted``, newest first (see the module docstring)."""
+    """Releases matching ``wanted``, newest first (see the module docstring).
+
+    A release the data lacks is looked up; its variants come only from a listing of that
+    release (the PyTorch index, or a lead for exactly that release), never from a
+    neighbour's row. Offline, or where nothing lists its variants: ``NoCompatibleBuild``.
+    """
     known = know.known_versions()
     exact = pinned_version(wanted)
     matches = sorted(wanted.filter(known), key=Version, reverse=True)
@@ -214,51 +222,76 @@ def candidates(
             assert release is not None
             out.append(Candidate(version=v, platform=release.platforms.get(arch), known=True))
         return out
-    looked = ""
-    if lookup is not None:
-        hint = {v for r in know.releases[-3:] for p in r.platforms.values() for v in p.variants}
-        found = lookup(wanted, known, sorted(hint))
-        if found.releases:
-            out = []
-            for listed in found.releases:
-                plat = know.torch.variants_for(listed.version, arch)
-                if arch in listed.variants:
-                    plat = PlatformVariants(
-                        variants=listed.variants[arch],
-                        pypi=None,
-                        pythons=(),
-                        source=listed.source,
-                        confirmed=True,
-                    )
-                elif listed.pypi_arches and arch not in listed.pypi_arches and not listed.variants:
-                    plat = None
-                out.append(
-                    Candidate(
-                        version=listed.version,
-                        platform=plat,
-                        known=False,
-                        learned_from=listed.source,
-                    )
-                )
-            return out
-        if found.consulted:
-            looked = f" and {' nor '.join(found.consulted)} lists none"
-            raise NoCompatibleBuild(_no_release(spec, know, looked))
-        if found.unreachable:
-            looked = f" (looked up, but {'; '.join(found.unreachable)})"
-    if exact is not None:
-        return [
-            Candidate(
-                version=exact,
-                platform=know.torch.variants_for(exact, arch),
-                known=False,
-                learned_from=f"the spec alone, nothing listed it{looked}" if looked else None,
+    what = f"torch {exact}" if exact else f"torch spec {spec.strip()!r}"
+    if lookup is None:
+        raise NoCompatibleBuild(
+            f"{what} is not in hpcenv's data and nothing was consulted (offline: resolve "
+            f"--offline, plan and build never go online): look it up with 'hpcenv resolve' "
+            f"without --offline, add it with 'hpcenv knowledge update', or pin a release "
+            f"hpcenv knows ({known[0]} to {known[-1]})"
+        )
+    hint = {v for r in know.releases[-3:] for p in r.platforms.values() for v in p.variants}
+    found = lookup(wanted, known, sorted(hint))
+    if found.releases:
+        return _listed(found.releases, arch, know, lookup)
+    if found.consulted:
+        looked = f" and {' nor '.join(found.consulted)} lists none"
+        raise NoCompatibleBuild(_no_release(spec, know, looked))
+    raise NoCompatibleBuild(
+        f"{what} is not in hpcenv's data and looking it up failed "
+        f"({'; '.join(found.unreachable) or 'no source to ask'}): run where the PyTorch index "
+        f"or PyPI is reachable, or pin a release hpcenv knows ({known[0]} to {known[-1]})"
+    )
+
+
+def _listed(
+    releases: tuple[Listed, ...], arch: str, know: Knowledge, lookup: Lookup
+) -> list[Candidate]:
+    """Candidates for releases a lookup found: variants from the index's listing of that
+    release (or a lead for exactly it); a release only PyPI lists has unknown variants."""
+    out = []
+    unknown = []
+    for listed in releases:
+        plat = know.torch.listed_lead(listed.version, arch)
+        if arch in listed.variants:
+            plat = PlatformVariants(
+                variants=listed.variants[arch],
+                pypi=None,
+                pythons=(),
+                source=listed.source,
+                confirmed=True,
             )
-        ]
-    raise NoCompatibleBuild(_no_release(spec, know, looked))
+        elif plat is None and not listed.variants:
+            unknown.append(listed.version)
+            continue
+        out.append(
+            Candidate(
+                version=listed.version, platform=plat, known=False, learned_from=listed.source
+            )
+        )
+    if not out:
+        where = lookup.index_base or "no PyTorch index"
+        raise NoCompatibleBuild(
+            f"torch {', '.join(unknown)} is listed by PyPI but not in hpcenv's data, and the "
+            f"PyTorch index ({where}) did not list it: which CUDA builds it publishes is "
+            f"unknown, and hpcenv does not guess them from another release; run "
+            f"'hpcenv knowledge update --index URL' where the index is reachable, or pin a "
+            f"release hpcenv knows ({know.known_versions()[0]} to {know.known_versions()[-1]})"
+        )
+    return out
 
 
 # --- deciding -------------------------------------------------------------------------------
+
+
+def _nearest_with_arch(version: str, arch: str, know: Knowledge) -> str | None:
+    """The known release nearest to ``version`` (a tie goes to the newer) with ``arch`` wheels."""
+    known = [r.version for r in know.releases if arch in r.platforms]
+    if not known:
+        return None
+    order = sorted({*known, version}, key=Version)
+    at = order.index(version)
+    return min(known, key=lambda v: (abs(order.index(v) - at), -order.index(v)))
 
 
 def _fixes(facts: Facts, c: Candidate, assessed: tuple[Assessment, ...], know: Knowledge) -> Fixes:
@@ -327,9 +360,16 @@ def decide(
         top = cands[0]
         release = know.release_of(top.version)
         have = ", ".join(release.platforms) if release else "none known"
-        raise BadInput(
-            f"torch {top.version} has no wheels for CPU arch {arch!r} in hpcenv's data "
-            f"(known: {have})"
+        if arch not in ARCHES:
+            raise BadInput(
+                f"torch {top.version} has no wheels for CPU arch {arch!r} in hpcenv's data "
+                f"(known: {have})"
+            )
+        nearest = _nearest_with_arch(top.version, arch, know)
+        fix = f": use torch {nearest}, the nearest release with {arch} wheels" if nearest else ""
+        raise NoCompatibleBuild(
+            f"torch {top.version} has no wheels for {arch} (PyPI and hpcenv's data have it "
+            f"for {have}){fix}"
         )
     base = index_base.rstrip("/")
     newest = know.known_versions()[-1]

@@ -42,6 +42,7 @@ class WheelFile:
     python: str  # interpreter tag, "cp311", "cp313t"
     requires_python: str | None = None
     yanked: bool = False
+    tags: tuple[str, ...] = ()  # the filename's tags, "cp311-cp311-manylinux_2_28_x86_64"
 
 
 def wheel_file(
@@ -73,6 +74,7 @@ def wheel_file(
         python=tag.interpreter,
         requires_python=requires_python,
         yanked=yanked,
+        tags=tuple(sorted(str(t) for t in tags)),
     )
 
 

@@ -59,6 +59,8 @@ class PlatformVariants:
     confirmed: bool  # False: the variant list is a lead (or inferred), not read from an index
     inferred_from: str | None = None  # the release whose variant list this is
     cxx11abi: bool | None = None  # PyPI's wheel's C++ ABI (TorchConfig.cmake); None: unknown
+    tags: tuple[str, ...] = ()  # PyPI's wheels' tags ("cp311-cp311-manylinux_2_28_x86_64")
+    bundles_cudart: bool = False  # PyPI's CUDA build carries its CUDA runtime (1.8-1.13)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -117,7 +119,7 @@ class TorchData:
     releases: tuple[TorchRelease, ...]  # ascending by version
     wheels: tuple[ArchSet, ...]  # read from wheels (PyPI, index): confirmed
     leads: tuple[ArchSet, ...]  # hand-kept GPU archs of index-only variants
-    variant_leads: Mapping[tuple[str, str], PlatformVariants]  # (minor, arch) ->
+    variant_leads: Mapping[tuple[str, str], PlatformVariants]  # (release or minor, arch) ->
 
     def known_versions(self) -> tuple[str, ...]:
         return tuple(r.version for r in self.releases)
@@ -177,27 +179,11 @@ class TorchData:
         same = [r.version for r in self.releases if r.minor == minor]
         return same[-1] if same else f"{minor}.0"
 
-    def variants_for(self, version: str, cpu_arch: str) -> PlatformVariants | None:
-        """The variant list of an exact release hpcenv does not know, inferred from the
-        leads of its minor or else the nearest known release (marked as inferred)."""
-        lead = self.variant_leads.get((minor_of(version), cpu_arch))
-        if lead is not None:
-            return replace(lead, pypi=None, pythons=())
-        known = [r for r in self.releases if cpu_arch in r.platforms]
-        if not known:
-            return None
-        order = sorted({r.version for r in known} | {version}, key=Version)
-        at = order.index(version)
-        best = min(known, key=lambda r: (abs(order.index(r.version) - at), -order.index(r.version)))
-        plat = best.platforms[cpu_arch]
-        return replace(
-            plat,
-            pypi=None,
-            pythons=(),
-            confirmed=False,
-            inferred_from=best.version,
-            source=f"inferred from torch {best.version} ({plat.source})",
-        )
+    def listed_lead(self, version: str, cpu_arch: str) -> PlatformVariants | None:
+        """The variant list a lead gives for exactly ``version`` (a ``release`` row of
+        ``torch_leads.toml``: PyTorch's own page for that release), or None. Never a
+        neighbour's list: which variants a release published is not inferred."""
+        return self.variant_leads.get((version, cpu_arch))
 
 
 def build(
@@ -211,7 +197,8 @@ def build(
     for lead in leads.get("variants", ()):
         for arch in ARCHES:
             if arch in lead:
-                variant_leads[(lead["minor"], arch)] = PlatformVariants(
+                # a `release` row (one exact release) or a `minor` row (its releases)
+                variant_leads[(lead.get("release") or lead["minor"], arch)] = PlatformVariants(
                     variants=_strs(lead[arch]),
                     pypi=None,
                     pythons=(),
@@ -235,7 +222,10 @@ def build(
             if idx is not None:
                 names = set(_strs(idx["variants"]))
                 source, confirmed = str(idx["source"]), True
-            elif (lead := variant_leads.get((minor_of(version), arch))) is not None:
+            elif (
+                lead := variant_leads.get((version, arch))
+                or variant_leads.get((minor_of(version), arch))
+            ) is not None:
                 names = set(lead.variants)
                 source, confirmed = lead.source, False
             elif row is None:
@@ -253,6 +243,8 @@ def build(
                 source=source,
                 confirmed=confirmed,
                 cxx11abi=row.get("cxx11abi") if row else None,
+                tags=_strs(row.get("tags", ())) if row else (),
+                bundles_cudart=bool(row.get("bundles_cudart")) if row else False,
             )
         releases.append(
             TorchRelease(

@@ -31,6 +31,9 @@ from hpcenv.utils.errors import BadInput
 VERSION_PY = "torch/version.py"
 TORCH_CONFIG = "torch/share/cmake/Torch/TorchConfig.cmake"
 LIBTORCH_CUDA = "torch/lib/libtorch_cuda.so"
+# 1.13's PyPI wheels (and CUDA 11 index builds of 1.9-1.12) split the library
+# (BUILD_SPLIT_CUDA): the kernels are in libtorch_cuda_cu.so, libtorch_cuda.so is a stub
+LIBTORCH_CUDA_SPLIT = "torch/lib/libtorch_cuda_cu.so"
 CACHE_FORMAT = 1
 
 _VERSION = re.compile(r"^__version__\s*(?::[^=]*)?=\s*['\"]([^'\"]+)['\"]", re.M)
@@ -109,7 +112,14 @@ def read(url: str, *, sha256: str | None, tmpdir: str | None = None) -> WheelFac
         code: dict[str, Any] = {}
         if cuda is not None:
             with tempfile.NamedTemporaryFile(prefix="hpcenv-libtorch-", dir=tmpdir) as tmp:
-                if not remote.copy_member(wheel, LIBTORCH_CUDA, tmp):
+                # the split library's kernels when there is one (libtorch_cuda.so is then
+                # a small stub), else the one library
+                member = (
+                    LIBTORCH_CUDA_SPLIT
+                    if LIBTORCH_CUDA_SPLIT in wheel.zip.namelist()
+                    else LIBTORCH_CUDA
+                )
+                if not remote.copy_member(wheel, member, tmp):
                     raise BadInput(f"{where}: a CUDA {cuda} build without {LIBTORCH_CUDA}")
                 code = _scan(Path(tmp.name))
         return WheelFacts(

@@ -39,13 +39,14 @@ from packaging.markers import (
     UndefinedEnvironmentName,
     default_environment,
 )
+from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from hpcenv import knowledge
 from hpcenv.binaries import archs
-from hpcenv.decide import cuda_packages
+from hpcenv.decide import cuda_packages, torch_fit
 from hpcenv.decide.torch_variant import assess, describe_gpus, driver_reason, try_resolve_torch
 from hpcenv.models.facts import Facts
 from hpcenv.project import compile as project_resolve
@@ -248,6 +249,21 @@ def _is_venv(path: Path) -> bool:
     return (path / "pyvenv.cfg").is_file() or any(path.glob("lib/python*/site-packages"))
 
 
+def _pinned_torch(lines: tuple[str, ...]) -> str | None:
+    """The release an exact ``torch==X`` line (no marker) pins, else None."""
+    for line in lines:
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
+            continue
+        specs = list(req.specifier)
+        if canonicalize_name(req.name) == "torch" and not req.marker and len(specs) == 1:
+            spec = specs[0]
+            if spec.operator in ("==", "===") and "*" not in spec.version:
+                return Version(spec.version).public
+    return None
+
+
 def resolve_for(
     pkgs: Packages,
     facts: Facts,
@@ -281,6 +297,12 @@ def resolve_for(
         or f"{sys.version_info.major}.{sys.version_info.minor}"
     )
     target = project_resolve.Target(arch=arch, glibc=facts.glibc, python=py)
+    pinned = _pinned_torch(request.requirements)
+    if pinned:  # before uv: exit 3 naming the fix, not uv's resolver error
+        torch_fit.check(
+            pinned, arch, py, facts.glibc, where="the node",
+            python_where="--python" if python else "--python X.Y, or the node's Python",
+        )  # fmt: skip
     notes, warnings = request.notes, request.warnings
     try:
         resolution = project_resolve.resolve(request, target)
@@ -447,6 +469,7 @@ def examine(
     python: str | None = None,
     python_from: str = "the node",
     selection: uvlock.Selection = uvlock.DEFAULT_SELECTION,
+    glibc: str | None = None,
 ) -> Found:
     """The torch build in ``pkgs`` on a Linux node with CPU ``arch`` and Python ``python``.
 
@@ -455,7 +478,7 @@ def examine(
     the node (without ``arch``, every marker is taken to hold).
     """
     if pkgs.lock is not None:
-        return _examine_lock(pkgs, arch, python, python_from, selection)
+        return _examine_lock(pkgs, arch, python, python_from, selection, glibc=glibc)
     if selection != uvlock.DEFAULT_SELECTION:
         raise BadInput(
             f"{pkgs.source}: --extra/--group/--no-default-groups select from a uv.lock; "
@@ -483,10 +506,31 @@ def examine(
             f"{pkgs.source}: several torch versions{on} ({', '.join(torches)}); a "
             f"{pkgs.kind} installs one: regenerate it for this node's platform"
         )
-    return replace(_torch_build(pkgs, versions, torches[0]), installed=versions)
+    return replace(_torch_build(pkgs, versions, torches[0], arch), installed=versions)
 
 
-def _torch_build(pkgs: Packages, versions: dict[str, tuple[str, ...]], version: str) -> Found:
+def _bundled(version: str, arch: str | None) -> Found | None:
+    """PyPI's plain ``torch==X`` of 1.8-1.13: a CUDA build with the runtime inside the
+    wheel (no nvidia-* wheels to tell it by), from torch_pypi.toml; else None."""
+    release = knowledge.load().release_of(version)
+    plat = release.platforms.get(arch or "") if release else None
+    if plat is None or not plat.bundles_cudart or not plat.pypi or plat.pypi == "cpu":
+        return None
+    cuda = knowledge.variant_cuda(plat.pypi)
+    return Found(
+        version=version,
+        build=plat.pypi,
+        cuda=cuda,
+        evidence=(
+            f"PyPI's torch {version} for {arch} is its {plat.pypi} build, the CUDA runtime "
+            "inside the wheel (torch_pypi.toml)"
+        ),
+    )
+
+
+def _torch_build(
+    pkgs: Packages, versions: dict[str, tuple[str, ...]], version: str, arch: str | None = None
+) -> Found:
     found = _by_label(pkgs.source, version)
     if found is not None:
         return found
@@ -497,6 +541,8 @@ def _torch_build(pkgs: Packages, versions: dict[str, tuple[str, ...]], version: 
                 return Found(version=version, build=build, cuda=cuda, evidence=f"pulls {name} {rt}")
     if pkgs.kind == "venv" and (binary := archs.torch_build(Path(pkgs.source))):
         return Found(version=version, build=binary[0], cuda=binary[1], evidence=binary[2])
+    if pkgs.kind != "venv" and (bundled := _bundled(version, arch)) is not None:
+        return bundled
     return Found(
         version=version,
         build="cpu",
@@ -524,6 +570,8 @@ def _examine_lock(
     python: str | None,
     python_from: str,
     selection: uvlock.Selection,
+    *,
+    glibc: str | None = None,
 ) -> Found:
     lock, project = pkgs.lock, pkgs.project
     assert lock is not None and project is not None
@@ -550,6 +598,20 @@ def _examine_lock(
             f"{', '.join(arches)}): uv sync fails on this node; fix: send {arch} to an index "
             f"that publishes {arch} wheels ([tool.uv.sources] torch with a marker) and 'uv lock'"
         )
+    if (
+        fits
+        and glibc
+        and not torch.sdist
+        and not [w for w in fits if uvlock.wheel_fits(w, arch, py.version, glibc)]
+    ):
+        plats = sorted({w.removesuffix(".whl").rsplit("-", 1)[-1] for w in fits})
+        raise NoCompatibleBuild(
+            f"{pkgs.source}: torch {torch.version} ({where}) has no wheel for glibc "
+            f"{glibc}, the node's (its wheels for CPython {py.version} are "
+            f"{', '.join(plats)}): uv sync fails on this node; fix: lock a torch release "
+            f"with a wheel for glibc {glibc} (an older manylinux tag), or run on a node or "
+            "in a container with a newer glibc"
+        )
     installed = {n: (p.version,) for n, p in resolved.packages.items() if p.version}
     common: dict[str, Any] = {
         "selection": where,
@@ -571,6 +633,8 @@ def _examine_lock(
                 warnings=tuple(warnings),
                 **common,
             )
+    if (bundled := _bundled(torch.version, arch)) is not None:
+        return replace(bundled, warnings=tuple(warnings), **common)
     others = [f"{p.name} {p.version}" for n in RUNTIME_PACKAGES for p in lock.by_name(n)]
     evidence = "pulls no nvidia-cuda-runtime wheel (a CPU build)"
     if others:
@@ -637,7 +701,18 @@ def audit(
         python=python or facts.python,
         python_from="--python" if python else node,
         selection=selection,
+        glibc=facts.glibc,
     )
+    if pkgs.kind != "venv" and pkgs.lock is None and found.version:
+        # a pinned torch of a hand-written file: PyPI's wheels of that release (hpcenv's data)
+        torch_fit.check(
+            found.version,
+            facts.arch or "",
+            found.python or python or facts.python,
+            facts.glibc,
+            where=node,
+            python_where="--python" if python else f"--python X.Y, or the Python of {node}",
+        )
     verdicts = _cuda_verdicts(found, facts)
     kernels = None
     if pkgs.kind == "venv" and facts.nvidia is not None and facts.gpus and found.cuda:

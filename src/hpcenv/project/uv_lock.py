@@ -27,17 +27,13 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from hpcenv.models import wheel_fit
 from hpcenv.project import markers
 from hpcenv.utils import fsio
 from hpcenv.utils.errors import BadInput, NoCompatibleBuild
 
 #: (name, version, source) of one package of a lock; version is None for virtual roots
 PackageId = tuple[str, str | None, str]
-
-_WHEEL = re.compile(
-    r"^(?P<name>[^-]+)-(?P<version>[^-]+)(-\d[^-]*)?-(?P<py>[^-]+)-(?P<abi>[^-]+)-(?P<plat>[^-]+)\.whl$"
-)
-_PY_TAG = re.compile(r"^(?:cp|py)(\d)(\d*)$")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -645,34 +641,17 @@ def _one_per_name(lock: Lock, installed: Mapping[PackageId, LockPackage]) -> dic
 # --- wheels -----------------------------------------------------------------------------
 
 
-def wheel_fits(filename: str, arch: str, python: str) -> bool:
-    """Whether a wheel file can be installed on Linux ``arch`` with CPython ``python``."""
-    m = _WHEEL.match(filename)
-    if not m:
-        return False
-    plats = m.group("plat").split(".")
-    if not any(
-        p == "any" or (p.startswith(("manylinux", "linux", "musllinux")) and p.endswith(f"_{arch}"))
-        for p in plats
-    ):
-        return False
-    try:
-        v = Version(python)
-    except InvalidVersion:
-        return True
-    for tag in m.group("py").split("."):
-        t = _PY_TAG.match(tag)
-        if not t:
-            continue
-        major, minor = int(t.group(1)), t.group(2)
-        if major != v.major:
-            continue
-        if not minor or tag.startswith("py"):
-            return True
-        abis = m.group("abi").split(".")
-        if int(minor) == v.minor or ("abi3" in abis and int(minor) <= v.minor):
-            return True
-    return False
+def wheel_fits(filename: str, arch: str, python: str, glibc: str | None = None) -> bool:
+    """Whether a wheel file can be installed on Linux ``arch`` with CPython ``python`` and
+    glibc ``glibc`` (None: unknown, every manylinux tag admitted): the one rule of
+    ``models.wheel_fit`` (packaging.tags; musllinux never fits). A Python that is not a
+    version admits any CPython 3."""
+    if wheel_fit.python_key(python) is None:
+        return any(
+            wheel_fit.wheel_fits(filename, python=f"3.{m}", arch=arch, glibc=glibc)
+            for m in range(6, 16)
+        )
+    return wheel_fit.wheel_fits(filename, python=python, arch=arch, glibc=glibc)
 
 
 # --- Python -----------------------------------------------------------------------------

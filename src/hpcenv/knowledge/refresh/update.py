@@ -30,7 +30,7 @@ from hpcenv.knowledge.refresh.toml_out import Written, data_dir, render, write_i
 from hpcenv.utils.errors import BadInput
 
 DEFAULT_PYPI = "https://pypi.org"
-OLDEST = "2.1"  # the oldest torch minor the data covers
+OLDEST = "1.8"  # the oldest torch minor the data covers (the first with CUDA 11 wheels)
 PYPI_FILE = "torch_pypi.toml"
 INDEX_FILE = "torch_index.toml"
 FIX = "hpcenv knowledge update"
@@ -62,6 +62,14 @@ def _sorted_caps(counts: dict[str, Any]) -> dict[str, Any]:
     return {k: counts[k] for k in sorted(counts, key=key)}
 
 
+def _tag_order(tag: str) -> tuple[Version, str]:
+    python = python_of(tag.split("-", 1)[0])
+    try:
+        return Version(python.rstrip("t")), tag
+    except ValueError:
+        return Version("0"), tag
+
+
 def source_of(w: WheelFile) -> str:
     return f"{w.url}#sha256={w.sha256}" if w.sha256 else w.url
 
@@ -79,6 +87,7 @@ def wheel_row(group: list[WheelFile], facts: wheels.WheelFacts) -> dict[str, obj
         "bundles_cudart": facts.bundles_cudart,
         "pythons": pythons,
         "requires_python": first.requires_python,
+        "tags": sorted({t for w in group for t in w.tags}, key=_tag_order),
         "sass": list(facts.sass),
         "ptx": list(facts.ptx),
         "partial": list(facts.partial),
@@ -246,30 +255,56 @@ def load_toolkits() -> tuple[Any, ...]:
     return knowledge.load().toolkits
 
 
-def newer_vllm(known: Iterable[str], pypi: str = DEFAULT_PYPI) -> list[str]:
-    """vLLM releases with an sdist on PyPI newer than every release in ``known``."""
+def _pypi_releases(project: str, pypi: str) -> dict[str, list[dict[str, Any]]]:
+    """``releases`` of ``<pypi>/pypi/<project>/json``; {} where a mirror lacks the project."""
     import json
 
     from hpcenv.knowledge import remote
 
-    url = f"{pypi.rstrip('/')}/pypi/vllm/json"
+    url = f"{pypi.rstrip('/')}/pypi/{project}/json"
     try:
         data = json.loads(remote.fetch(url))
     except json.JSONDecodeError as exc:
         raise BadInput(f"{url}: invalid JSON ({exc.msg})") from exc
     except BadInput as exc:
-        if "HTTP 404" in str(exc):  # a mirror without vLLM has nothing newer
-            return []
+        if "HTTP 404" in str(exc):  # a mirror without the project has nothing newer
+            return {}
         raise
+    releases = data.get("releases") if isinstance(data, dict) else None
+    return releases if isinstance(releases, dict) else {}
+
+
+def _final(version: str) -> Version | None:
+    try:
+        v = Version(version)
+    except ValueError:
+        return None
+    return None if v.is_prerelease or v.is_devrelease else v
+
+
+def newer_vllm(known: Iterable[str], pypi: str = DEFAULT_PYPI) -> list[str]:
+    """vLLM releases with an sdist on PyPI newer than every release in ``known``."""
     newest = max((Version(v) for v in known), default=Version("0"))
     out = []
-    for version, files in (data.get("releases") or {}).items():
-        try:
-            v = Version(version)
-        except ValueError:
-            continue
+    for version, files in _pypi_releases("vllm", pypi).items():
+        v = _final(version)
         has_sdist = any(f.get("packagetype") == "sdist" and not f.get("yanked") for f in files)
-        if v > newest and not v.is_prerelease and not v.is_devrelease and has_sdist:
+        if v is not None and v > newest and has_sdist:
+            out.append(version)
+    return sorted(out, key=Version)
+
+
+def missing_flash_attn(known: Iterable[str], pypi: str = DEFAULT_PYPI) -> list[str]:
+    """flash-attn releases on PyPI (final, a file not yanked) from the oldest in ``known``
+    on that ``known`` lacks: packages.toml's wheel list must have a row for each."""
+    have = {Version(v) for v in known}
+    oldest = min(have, default=Version("0"))
+    out = []
+    for version, files in _pypi_releases("flash-attn", pypi).items():
+        v = _final(version)
+        if v is None or v < oldest or v in have:
+            continue
+        if any(not f.get("yanked") for f in files):
             out.append(version)
     return sorted(out, key=Version)
 
@@ -283,18 +318,32 @@ def check(pypi: str = DEFAULT_PYPI) -> str:
     pypi_torch = [r.version for r in know.releases if any(p.pypi for p in r.platforms.values())]
     torch = missing_releases(pypi_torch, pypi)
     vllm = newer_vllm(know.vllm_versions, pypi)
-    if torch or vllm:
+    flash = [w.version for w in know.flash_attn.wheels]
+    fa = missing_flash_attn(flash, pypi)
+    if torch or vllm or fa:
         parts = []
         if torch:
             parts.append(f"torch {', '.join(torch)}")
         if vllm:
             parts.append(f"vllm {', '.join(vllm)}")
+        if fa:
+            parts.append(f"flash-attn {', '.join(fa)}")
+        fixes = []
+        if torch or vllm:
+            fixes.append(f"run '{FIX}' (or 'nox -s knowledge') and commit the regenerated files")
+        if fa:
+            fixes.append(
+                "add a [[flash_attn.wheels]] row for each flash-attn release to "
+                "src/hpcenv/knowledge/packages.toml (hand-kept: the build_wheels matrix of "
+                ".github/workflows/publish.yml at its release tag)"
+            )
         raise Stale(
-            f"PyPI ({pypi}) has {' and '.join(parts)}, which hpcenv's data lacks; run "
-            f"'{FIX}' (or 'nox -s knowledge') and commit the regenerated files"
+            f"PyPI ({pypi}) has {' and '.join(parts)}, which hpcenv's data lacks; "
+            f"{'; '.join(fixes)}"
         )
     newest_vllm = max(know.vllm_versions, key=Version)
     return (
         f"hpcenv's data is current with PyPI ({pypi}): torch {pypi_torch[0]} to "
-        f"{pypi_torch[-1]} ({len(pypi_torch)} releases), vllm up to {newest_vllm}"
+        f"{pypi_torch[-1]} ({len(pypi_torch)} releases), vllm up to {newest_vllm}, "
+        f"flash-attn {flash[0]} to {flash[-1]} ({len(flash)} releases)"
     )
