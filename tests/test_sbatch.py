@@ -431,3 +431,32 @@ def test_a_finished_job_maps_to_the_error_it_stands_for(tmp_path: Path) -> None:
         err = sbatch.outcome("7", target, state, report, log=log)
         assert err is not None and err.exit_code == code, (target, state, err)
         assert f"job 7 ended {state}" in str(err) and str(log) in str(err)
+
+
+def test_control_characters_never_reach_the_script_file_raw(tmp_path: Path) -> None:
+    """Issue 24, case 6 (scripts): an OSC 52 clipboard write in a profile value, or an
+    escape sequence in a word of CMD, was written raw into the job script, where ``cat``
+    or ``less`` would act on it. Now such a value is bash's ``$'...'`` with each control
+    character escaped: no raw control byte in the file, the same words when bash runs it."""
+    require("bash", shutil.which("bash") is not None, "bash not on PATH")
+    osc52 = "a\x1b]52;c;ZWNobw==\x07b"
+    path = tmp_path / "esc.toml"
+    path.write_text(
+        f'[profile]\npython = "3.11"\n[env.always]\nTERMINAL = {json.dumps(osc52)}\n'
+        f"[job]\nlog_dir = {json.dumps(str(tmp_path / 'logs'))}\n"
+    )
+    word = "q\x1b[2J\u009bq"
+    job = sbatch.render(
+        profile.load(str(path)),
+        "imports",
+        workdir=tmp_path,
+        run=["bash", "-c", 'printf "%s|%s" "$TERMINAL" "$1"', "job", word],
+    )
+    script = sbatch.write(job, tmp_path / "job.sh")
+    raw = script.read_bytes()
+    assert not any(b in raw for b in (b"\x1b", b"\x07", "\u009b".encode())), raw
+    assert "$'a\\x1b]52;c;ZWNobw==\\x07b'" in raw.decode()
+    env = {"HOME": str(tmp_path), "PATH": "/usr/bin:/bin", "SLURM_JOB_ID": "7"}
+    done = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"{osc52}|{word}"

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import errno
 import os
-import shlex
 import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -35,6 +34,7 @@ from hpcenv.profile.schema import ENV_NAME, Profile
 from hpcenv.tools import command
 from hpcenv.utils import paths, redact
 from hpcenv.utils.errors import BadInput, CannotRun
+from hpcenv.utils.output import shell_quote
 
 #: Variables the activation removes (a PYTHONHOME would point the venv's Python elsewhere).
 UNSET = ("PYTHONHOME",)
@@ -169,7 +169,7 @@ def secret_line(name: str, where: str) -> str:
 def shell_lines(
     job: JobEnv, *, nounset_guard: bool = False, secrets_from: str = "your environment"
 ) -> list[str]:
-    """Lines for ``eval``/``source`` (and job scripts): every value ``shlex.quote``d.
+    """Lines for ``eval``/``source`` (and job scripts): every value quoted (``output.shell_quote``).
 
     ``nounset_guard``: wrap ``module load`` in ``set +u``/``set -u`` (Lmod and
     Environment Modules read unset variables; job scripts run with ``set -u``).
@@ -178,15 +178,15 @@ def shell_lines(
     lines: list[str] = []
     if job.modules:
         lines += ["set +u"] if nounset_guard else []
-        lines += [f"module load {shlex.quote(m)}" for m in job.modules]
+        lines += [f"module load {shell_quote(m)}" for m in job.modules]
         lines += ["set -u"] if nounset_guard else []
-    lines += [f"export {k}={shlex.quote(v)}" for k, v in job.values.items()]
+    lines += [f"export {k}={shell_quote(v)}" for k, v in job.values.items()]
     lines += [secret_line(k, secrets_from) for k in job.secrets]
     if job.bin_dir is not None:
-        lines.append(f'export PATH={shlex.quote(str(job.bin_dir))}:"$PATH"')
+        lines.append(f'export PATH={shell_quote(str(job.bin_dir))}:"$PATH"')
         lines += [f"unset {name}" for name in UNSET]
     if job.tmpdir:
-        lines += [f"export TMPDIR={shlex.quote(job.tmpdir)}", 'mkdir -p -- "$TMPDIR"']
+        lines += [f"export TMPDIR={shell_quote(job.tmpdir)}", 'mkdir -p -- "$TMPDIR"']
     return lines
 
 
@@ -253,7 +253,7 @@ def exec_command(job: JobEnv, argv: Sequence[str], environ: Mapping[str, str]) -
             "node of the cluster, or use a profile without [modules] load"
         )
         no_module = (
-            f"command -v module >/dev/null || {{ echo {shlex.quote(missing)} >&2; exit 2; }}"
+            f"command -v module >/dev/null || {{ echo {shell_quote(missing)} >&2; exit 2; }}"
         )
         script = "\n".join(["set -e", no_module, *shell_lines(job), 'exec "$@"'])
         exe, full, env = (

@@ -25,8 +25,8 @@ What the migrations wrote by hand, rendered from the profile: the cluster's
    process group: SIGUSR1, SIGTERM, SIGINT and SIGHUP sent to the batch shell are
    passed on to that group, and the job's exit code is CMD's.
 
-Every value from the profile or the command line is ``shlex.quote``d; CMD is one bash
-array of its words (``shlex.join``), never re-split; ``#SBATCH`` values go through
+Every value from the profile or the command line is quoted (``output.shell_quote``); CMD is one bash
+array of its words (``output.shell_join``), never re-split; ``#SBATCH`` values go through
 ``sbatch``'s checks. The script uses no other hpcenv at run time than the one that
 rendered it (``sys.executable -m hpcenv``).
 """
@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -50,6 +49,7 @@ from hpcenv.profile.schema import Profile
 from hpcenv.slurm import sbatch
 from hpcenv.utils import redact
 from hpcenv.utils.errors import BadInput
+from hpcenv.utils.output import shell_join, shell_quote
 
 LAUNCHES = ("node", "task", "ray")
 DEPENDENCIES = ("afterany", "singleton")
@@ -170,7 +170,7 @@ def launcher_lines(profile: Profile, spec: CommandJob, log_dir: Path) -> list[st
     if not kind or spec.launch != "node":
         return []
     n = per_node(profile, spec)
-    hostfile = f"{shlex.quote(str(log_dir))}/hostfile-$SLURM_JOB_ID"
+    hostfile = f"{shell_quote(str(log_dir))}/hostfile-$SLURM_JOB_ID"
     shown = launchers.plan(
         spec.argv,
         launchers.Allocation(
@@ -190,7 +190,7 @@ def launcher_lines(profile: Profile, spec: CommandJob, log_dir: Path) -> list[st
             f'for host in "${{hosts[@]}}"; do echo "$host slots={n}"; done '
             '> "$HPCENV_LAUNCH_HOSTFILE"',
         ]
-    return [*lines, f"echo {shlex.quote('hpcenv: ' + shown.describe())}"]
+    return [*lines, f"echo {shell_quote('hpcenv: ' + shown.describe())}"]
 
 
 def _launch_lines(spec: CommandJob, log_dir: Path) -> list[str]:
@@ -201,10 +201,10 @@ def _launch_lines(spec: CommandJob, log_dir: Path) -> list[str]:
             'srun --nodes="$nodes" --ntasks="$nodes" --ntasks-per-node=1 --kill-on-bad-exit=1 '
             '-- "${cmd[@]}" &'
         ]
-    ray_logs = shlex.quote(str(log_dir))
+    ray_logs = shell_quote(str(log_dir))
     return [
         'ray_hosts=$(IFS=,; echo "${hosts[*]}")',
-        f'{shlex.quote(sys.executable)} -I -m hpcenv.slurm.ray_cluster --hosts "$ray_hosts" '
+        f'{shell_quote(sys.executable)} -I -m hpcenv.slurm.ray_cluster --hosts "$ray_hosts" '
         f'--python "$VIRTUAL_ENV/bin/python" --log-dir {ray_logs}/"ray-$SLURM_JOB_ID" '
         '--inherit-output -- "${cmd[@]}" &',
     ]
@@ -280,14 +280,14 @@ def render(
             'for d; do if [ -d "$TMPDIR/$d" ]; then mkdir -p -- "$0/$d" && '
             'cp -a -- "$TMPDIR/$d/." "$0/$d/"; fi; done'
         )
-        dirs = " ".join(shlex.quote(d) for d in spec.copy_back)
+        dirs = " ".join(shell_quote(d) for d in spec.copy_back)
         lines += [
             "",
             "# --- scratch: TMPDIR on each node's local disk; at exit the --copy-back",
             "# directories under it go to the same path in the working directory, from",
             "# one node after the other (a scratch that is shared after all cannot race),",
             "# then it is removed",
-            f'tmp={shlex.quote(profile.job.scratch)}/"$SLURM_JOB_ID"',
+            f'tmp={shell_quote(profile.job.scratch)}/"$SLURM_JOB_ID"',
             'on_nodes mkdir -p -- "$tmp"',
             "export TMPDIR=$tmp  # after mkdir: slurmstepd falls back to /tmp without it",
             "scratch_end() {",
@@ -297,7 +297,7 @@ def render(
                 '  for host in "${hosts[@]}"; do',
                 '    if [ "$nodes" -gt 1 ]; then on=(srun --nodes=1 --ntasks=1 --overlap '
                 '--nodelist="$host" --); else on=(); fi',
-                f'    "${{on[@]}}" bash -c {shlex.quote(copy)} "$workdir" {dirs} ||',
+                f'    "${{on[@]}}" bash -c {shell_quote(copy)} "$workdir" {dirs} ||',
                 '      echo "hpcenv: warning: copying back from $TMPDIR on $host failed" >&2',
                 "  done",
             ]
@@ -370,7 +370,7 @@ def _with_references(word: str, refs: Sequence[tuple[str, str]]) -> str:
         if value in word:
             parts = word.split(value)
             return f'"${{{name}}}"'.join(_with_references(part, refs) for part in parts)
-    return shlex.quote(word) if word else ""
+    return shell_quote(word) if word else ""
 
 
 def command_lines(argv: Sequence[str], environ: Mapping[str, str]) -> list[str]:
@@ -389,7 +389,7 @@ def command_lines(argv: Sequence[str], environ: Mapping[str, str]) -> list[str]:
     for k, word in enumerate(argv):
         used = [n for v, n in refs if v in word]
         needed += [n for n in used if n not in needed]
-        words.append(_with_references(word, refs) if used else shlex.quote(word))
+        words.append(_with_references(word, refs) if used else shell_quote(word))
         if redact.text(words[-1], environ) != words[-1]:
             raise BadInput(
                 f"word {k + 1} of the command holds a secret hpcenv cannot refer to (URL "
@@ -408,7 +408,7 @@ def _wrap_launcher(spec: CommandJob) -> list[str]:
     kind, _ = launchers.kind_of(spec.argv)
     if not kind or spec.launch != "node":
         return []
-    wrapper = shlex.join([sys.executable, "-I", "-m", "hpcenv.job.launchers", "--"])
+    wrapper = shell_join([sys.executable, "-I", "-m", "hpcenv.job.launchers", "--"])
     return [f'cmd=({wrapper} "${{cmd[@]}}")  # each node adds its rank, then execs {kind}']
 
 
@@ -476,12 +476,12 @@ def _gate_lines(spec: CommandJob, hpcenv: Sequence[str], ref: str) -> list[str]:
         "  fi",
         "}",
         'gate "venv $VIRTUAL_ENV (built? hpcenv build)" test -x "$VIRTUAL_ENV/bin/python"',
-        f'gate "preflight on $nodes node(s)" on_nodes {shlex.join([*hpcenv, "preflight", ref])}'
+        f'gate "preflight on $nodes node(s)" on_nodes {shell_join([*hpcenv, "preflight", ref])}'
         + (' -- "${cmd[@]}"' if launchers.kind_of(spec.argv)[0] else ""),
     ]
     if spec.gate:
         probe = sbatch.probe_argv_for(ref, spec.gate, spec.venv, json=False)
-        lines.append(f"gate {shlex.quote('probes ' + ','.join(spec.gate))} {shlex.join(probe)}")
+        lines.append(f"gate {shell_quote('probes ' + ','.join(spec.gate))} {shell_join(probe)}")
     return lines
 
 

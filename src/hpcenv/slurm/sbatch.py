@@ -4,7 +4,7 @@ Each cluster asks for GPUs its own way (``--gres=gpu:volta:2`` on SuperCloud,
 ``--gpus=N`` on BRTX, ``--gpus-per-node=4`` on Isambard), loads its own modules
 and needs its own environment (NCCL_NET only when the job spans nodes); the
 profile says which, and this module turns it into a script. Every value that
-comes from a profile or the command line is ``shlex.quote``d on shell lines
+comes from a profile or the command line is quoted (``output.shell_quote``) on shell lines
 (``export``, ``module load``, the command), and values that would end an
 ``#SBATCH`` comment line (newlines, control characters) are refused, so a profile
 cannot inject commands into a job.
@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -50,6 +49,7 @@ from hpcenv.utils.errors import (
     JobFailed,
     ProbeFailed,
 )
+from hpcenv.utils.output import shell_join, shell_quote
 
 TARGETS = ("probe", "build", *KNOWN_PROBES)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -387,7 +387,7 @@ def render(
     name = f"hpcenv-{profile.name}-{target}"
     lines = [
         "#!/bin/bash",
-        f"# Rendered by 'hpcenv sbatch {shlex.quote(profile.name)} {shlex.quote(target)}'.",
+        f"# Rendered by 'hpcenv sbatch {shell_quote(profile.name)} {shell_quote(target)}'.",
         *directives(
             profile,
             name=name,
@@ -407,7 +407,7 @@ def render(
     lines += environment_lines(env)
     if profile.job.scratch:
         lines += [
-            f'export TMPDIR={shlex.quote(profile.job.scratch)}/"$SLURM_JOB_ID"',
+            f'export TMPDIR={shell_quote(profile.job.scratch)}/"$SLURM_JOB_ID"',
             'mkdir -p "$TMPDIR"',
         ]
     argv = list(run) if run is not None else hpcenv_argv(profile, target, venv, pairs=pairs)
@@ -415,10 +415,10 @@ def render(
     if run is None and target != "build":  # rank files and JUnit kept with the report
         keep = ' --results-dir "$out/ranks" --junit "$out/junit.xml"'
     lines += [
-        f'out={shlex.quote(str(out_dir))}/"$SLURM_JOB_ID"',
+        f'out={shell_quote(str(out_dir))}/"$SLURM_JOB_ID"',
         'mkdir -p "$out"',
         "status=0",
-        f'{shlex.join(argv)}{keep} > "$out/report.json" || status=$?',
+        f'{shell_join(argv)}{keep} > "$out/report.json" || status=$?',
         'cat "$out/report.json"',
         'exit "$status"',
         "",

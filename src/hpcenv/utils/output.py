@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import sys
+from collections.abc import Iterable
 from typing import Any
 
 #: What a terminal would act on: C0 controls but tab and newline, DEL, C1 controls (ESC
@@ -19,6 +21,34 @@ def visible(text: str) -> str:
     visible escape (``\\x1b``), so values from profiles, facts and files cannot drive
     the terminal they are printed on."""
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+#: What ``shell_quote`` writes as an escape: every control character, newline and tab too.
+_SCRIPT_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def _ansi_c(ch: str) -> str:
+    if ch in "\\'":
+        return "\\" + ch
+    if _SCRIPT_CONTROL.fullmatch(ch):
+        # C1 as its UTF-8 bytes: bash's \\u depends on the locale the job runs in
+        return "".join(f"\\x{b:02x}" for b in ch.encode())
+    return ch
+
+
+def shell_quote(value: str) -> str:
+    """``shlex.quote``, except that a value with control characters becomes bash's
+    ``$'...'`` with each one escaped (``$'a\\x1b]52;...'``): the same word when bash runs
+    the script, and no raw escape sequence in the file for a terminal to act on when
+    someone reads it. Every value hpcenv writes into a script is quoted this way."""
+    if not _SCRIPT_CONTROL.search(value):
+        return shlex.quote(value)
+    return "$'" + "".join(_ansi_c(ch) for ch in value) + "'"
+
+
+def shell_join(words: Iterable[str]) -> str:
+    """``shlex.join`` with ``shell_quote``."""
+    return " ".join(shell_quote(w) for w in words)
 
 
 def print_json(data: Any) -> None:
