@@ -2,7 +2,9 @@
 
 - ``slurm``: one node (``node1``), for the tests of one allocation;
 - ``cluster``: three nodes, ``node3`` throttled (``--slow node3``), for the multi-node
-  tests and the bad-node finder.
+  tests and the bad-node finder;
+- ``cluster4``: four nodes, ``node3`` throttled, for a three-node job that must requeue
+  itself without the slow node (``test_survive_slurm.py``).
 
 Import the fixture into a test module
 (``from slurm_cluster import SlurmCluster, slurm_cluster_fixture``). Each is started
@@ -84,6 +86,15 @@ def multinode_cluster_fixture(
 ) -> Iterator[SlurmCluster]:
     """Three nodes, node3's links throttled to 100 Mbit/s both ways."""
     yield from _session_cluster("cluster", request, tmp_path_factory, nodes=3, slow=("node3",))
+
+
+@pytest.fixture(scope="session", name="cluster4")
+def four_node_cluster_fixture(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[SlurmCluster]:
+    """Four nodes, node3's links throttled to 100 Mbit/s both ways: a three-node job
+    lands on node1-3 first and has a fourth node to go to without node3."""
+    yield from _session_cluster("cluster4", request, tmp_path_factory, nodes=4, slow=("node3",))
 
 
 @pytest.fixture(autouse=True, name="_daemon_logs_when_failing")

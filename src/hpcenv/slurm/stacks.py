@@ -179,8 +179,10 @@ def _cmdline(pid: int) -> str:
 
 def processes(token: str, *, proc: Path = Path("/proc")) -> list[tuple[int, str | None]]:
     """(pid, rank) of the Python processes whose environment holds ``TOKEN_VAR=token``,
-    this process and its ancestors left out."""
+    this process and its parent left out, and those of another node's slurmd
+    (``SLURMD_NODENAME``) where nodes share a kernel."""
     mine = {os.getpid(), os.getppid()}
+    node = os.environ.get("SLURMD_NODENAME")
     out = []
     for entry in sorted(proc.iterdir(), key=lambda p: (len(p.name), p.name)):
         if not entry.name.isdigit() or int(entry.name) in mine:
@@ -189,6 +191,8 @@ def processes(token: str, *, proc: Path = Path("/proc")) -> list[tuple[int, str 
         env = _environ(pid)
         if env.get(TOKEN_VAR) != token or not _is_python(pid):
             continue
+        if node and env.get("SLURMD_NODENAME", node) != node:
+            continue  # another node's task (nodes that share one kernel, as in the tests)
         out.append((pid, env.get("RANK") or env.get("SLURM_PROCID")))
     return out
 
