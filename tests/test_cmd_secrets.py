@@ -31,7 +31,7 @@ def test_the_secret_is_a_reference_and_the_command_runs_word_for_word() -> None:
     lines = command_lines(argv, ENV)
     text = "\n".join(lines)
     assert KEY not in text and MASK not in text
-    assert "\"${WANDB_API_KEY}\"" in text
+    assert '"${WANDB_API_KEY}"' in text
     assert _run_words(lines, ENV) == argv
 
 

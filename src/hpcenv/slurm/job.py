@@ -338,11 +338,12 @@ def render(
             "trap scratch_end EXIT",
         ]
     own = f'{shlex.quote(str(log_dir))}/{shlex.quote(name)}-"$SLURM_JOB_ID"'
-    lines += [
-        "",
-        "# what ended the link if not the command (the watchdog, a requeue): for --wait",
-        f"outcome={own}.outcome.json",
-    ]
+    if spec.hang_timeout_s or spec.requeue_bad:
+        lines += [
+            "",
+            "# what ended the link if not the command (the watchdog, a requeue): for --wait",
+            f"outcome={own}.outcome.json",
+        ]
     lines += _chain_lines(spec)
     lines += ["", "# --- the command, word for word (secrets as references to your variables)"]
     lines += command_lines(spec.argv, {**os.environ, **env.secret_values})
