@@ -9,8 +9,10 @@ With '-- CMD...' the job runs CMD (its words kept as given) after a gate (hpcenv
 preflight on every node, then the --gate probes): once per node through srun, per task
 (--per-task), or on the head node of a Ray cluster over the allocation (--ray); TMPDIR
 on node-local scratch with --copy-back directories; --chain N resubmits it (up to N
-links) until CMD exits 0. --wait then waits for the first link and exits with CMD's
-code."""
+links) until CMD exits 0; --gate pairs --requeue-bad N resubmits a link without the
+nodes the bad-node finder names; --hang-timeout dumps a silent CMD's Python stacks and
+ends the link (hpcenv.slurm.survive). --wait then waits for the first link and exits
+with CMD's code (10: the watchdog ended it, 11: requeued or ended for bad nodes)."""
 
 from __future__ import annotations
 
