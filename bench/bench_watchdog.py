@@ -72,10 +72,9 @@ def main() -> int:
     wall: list[float] = []
     with tempfile.TemporaryDirectory(prefix="hpcenv-bench-watchdog-") as tmp:
         for r in range(args.runs):  # interleaved: each round runs every variant
-            for name in cpu:
-                timeout = TIMEOUTS.get(name)
-                used, took = one(Path(tmp), args.seconds, timeout)
-                cpu[name].append(used)
+            for name, samples in cpu.items():
+                used, took = one(Path(tmp), args.seconds, TIMEOUTS.get(name))
+                samples.append(used)
                 wall.append(took)
                 print(f"round {r + 1}: {name}: {used:.3f} CPU s over {took:.1f} s",
                       file=sys.stderr, flush=True)  # fmt: skip

@@ -26,6 +26,7 @@ When the command is silent for that long:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -202,8 +203,9 @@ def _end(pid: int, grace_s: float) -> str:
             os.killpg(pid, sig)
         except ProcessLookupError:
             return f"the command ended before {sig.name}"
-        except PermissionError:
-            os.kill(pid, sig)
+        except PermissionError:  # not a group leader after all: the process alone
+            with contextlib.suppress(OSError):
+                os.kill(pid, sig)
         deadline = time.monotonic() + wait_s
         while time.monotonic() < deadline and _alive(pid):
             time.sleep(0.2)
