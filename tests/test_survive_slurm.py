@@ -87,7 +87,8 @@ def test_a_gated_job_requeues_itself_without_the_slow_node(
     cluster4: SlurmCluster, torch_python: Path, tmp_path: Path
 ) -> None:
     done = _submit(cluster4, tmp_path, torch_python.parent.parent, "--nodes", "3",
-                   "--gate", "pairs", "--requeue-bad", "1", "--", "hostname")  # fmt: skip
+                   "--gate", "pairs", "--requeue-bad", "1", "--chain", "2",
+                   "--", "hostname")  # fmt: skip
     out = done.stdout + done.stderr
     assert done.returncode == 11, out  # BadNodes: requeued, not CMD's failure
     first = re.search(r"submitted job (\d+)", out)
@@ -102,11 +103,19 @@ def test_a_gated_job_requeues_itself_without_the_slow_node(
     ), log
     assert f"resubmitted as job {new.group(1)} with --exclude=node3" in log, log
     assert "the command starts" not in log  # CMD never ran on the bad allocation
+    queued = re.search(r"link 2 queued as job (\d+)", log)
+    assert queued and f"the queued next link (job {queued.group(1)}) cancelled" in log, log
     second = _ended(cluster4, new.group(1), tmp_path)
     assert "hpcenv: nodes kept out of this chain: node3 (1 requeue(s) so far)" in second
     assert "the command exited with 0" in second, second
     ran = sorted(set(re.findall(r"^(node\d)$", second, re.M)))
     assert ran == ["node1", "node2", "node4"], second
+    # the requeued link queued the chain's next link without node3 too (cancelled
+    # when CMD succeeded; SLURM still shows it)
+    link2 = re.search(r"link 2 queued as job (\d+)", second)
+    assert link2 and f"link 2 (job {link2.group(1)}) cancelled" in second, second
+    shown = cluster4.run("scontrol", "show", "job", link2.group(1)).stdout
+    assert re.search(r"\bExcNodeList=node3\b", shown), shown
 
 
 def test_a_silent_command_gets_its_stacks_dumped_and_the_chain_goes_on(
