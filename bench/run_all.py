@@ -10,7 +10,9 @@ the GPU-code reader against cuobjdump and the audit of a CUDA torch venv
 ``~/.cache/hpcenv-tests``), with ``--slurm`` the probe-nccl job on a private local SLURM
 (about 1.5 min), with ``--pairs`` the bad-node finder on a private 3-node SLURM (root;
 about 1 min a run), and with ``--gate`` the gate of ``hpcenv sbatch -- CMD`` jobs (seconds
-from job start to CMD start, with and without it; ``bench_gate.py``, a few minutes).
+from job start to CMD start, with and without it; ``bench_gate.py``, a few minutes), and
+with ``--survive`` the hang watchdog's CPU on a job that never hangs (``bench_watchdog.py``)
+and the bad-node requeue on a private 4-node SLURM (``bench_requeue.py``; root, ~10 min).
 """
 
 from __future__ import annotations
@@ -58,6 +60,11 @@ def main() -> int:
     )
     ap.add_argument(
         "--gate", action="store_true", help="also time the gate of 'sbatch -- CMD' jobs (SLURM)"
+    )
+    ap.add_argument(
+        "--survive",
+        action="store_true",
+        help="also measure the hang watchdog and the bad-node requeue (4-node SLURM, root)",
     )
     ap.add_argument(
         "--render",
@@ -140,6 +147,19 @@ def main() -> int:
     if args.profile_init:
         init = [py, str(BENCH / "bench_profile_init.py"), "--runs", str(max(args.runs, 5))]
         results["profile_init"] = run_json(init, env)
+    if args.survive:
+        results["watchdog"] = run_json(
+            [py, str(BENCH / "bench_watchdog.py"), "--runs", str(args.runs)], env
+        )
+        requeue = [
+            py,
+            str(BENCH / "bench_requeue.py"),
+            "--runs",
+            str(args.runs),
+            "--venv",
+            str(Path(venv_py).parent.parent),
+        ]
+        results["requeue"] = run_json(requeue, env)
     (BENCH / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     (BENCH / "RESULTS.md").write_text(render(results))
     update_readme(render(results))
@@ -411,7 +431,43 @@ def render(r: dict[str, Any]) -> str:
                 right == runs,
             )
         )
+    lines += _survive_rows(r)
     return "\n".join(lines) + "\n"
+
+
+def _survive_rows(r: dict[str, Any]) -> list[str]:
+    """The watchdog's CPU and the requeue's overhead (``--survive``)."""
+    lines = []
+    variants = r.get("watchdog", {}).get("variants", {})
+    idle = variants.get("idle interpreter (baseline)", {}).get("percent_of_one_core", {})
+    for name, v in variants.items():
+        if name.startswith("idle"):
+            continue
+        pct = v["percent_of_one_core"]
+        lines.append(
+            row(
+                f"hang watchdog on a job that never hangs, {name}",
+                f"{pct['median']:.2f} % of one core ({pct['min']:.2f}-{pct['max']:.2f})",
+                f"idle interpreter {idle.get('median', 0.0):.2f} %",
+                "< 1 %",
+                pct["max"] < 1.0,
+            )
+        )
+    if "requeue" in r and "variants" in r["requeue"]:
+        q = r["requeue"]
+        total, start = q["variants"]["verdict_to_cmd"], q["variants"]["verdict_to_new_job"]
+        base = q["baseline_gate_without_requeue"]
+        lines.append(
+            row(
+                "bad-node requeue, 3 of 4 nodes, node3 capped: verdict to CMD on the new nodes",
+                f"{total['median_s']:.1f} s ({total['min_s']:.1f}-{total['max_s']:.1f}); "
+                f"verdict to new job {start['median_s']:.2f} s",
+                f"gate of a job excluded from the start {base['median_s']:.1f} s",
+                "-",
+                None,
+            )
+        )
+    return lines
 
 
 if __name__ == "__main__":

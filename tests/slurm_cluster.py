@@ -5,6 +5,8 @@
   tests and the bad-node finder;
 - ``gres_cluster``: one node with four stand-in GPUs as GRES (``--gres gpu:tstgpu:4``),
   for ``hpcenv profile init``/``check`` (no GPUs here: a fake nvidia-smi stands in).
+- ``cluster4``: four nodes, ``node3`` throttled, for a three-node job that must requeue
+  itself without the slow node (``test_survive_slurm.py``).
 
 Import the fixture into a test module
 (``from slurm_cluster import SlurmCluster, slurm_cluster_fixture``). Each is started
@@ -96,6 +98,14 @@ def gres_cluster_fixture(
     yield from _session_cluster(
         "gres_cluster", request, tmp_path_factory, nodes=1, gres="gpu:tstgpu:4"
     )
+
+@pytest.fixture(scope="session", name="cluster4")
+def four_node_cluster_fixture(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[SlurmCluster]:
+    """Four nodes, node3's links throttled to 100 Mbit/s both ways: a three-node job
+    lands on node1-3 first and has a fourth node to go to without node3."""
+    yield from _session_cluster("cluster4", request, tmp_path_factory, nodes=4, slow=("node3",))
 
 
 @pytest.fixture(autouse=True, name="_daemon_logs_when_failing")

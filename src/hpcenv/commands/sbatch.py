@@ -9,8 +9,10 @@ With '-- CMD...' the job runs CMD (its words kept as given) after a gate (hpcenv
 preflight on every node, then the --gate probes): once per node through srun, per task
 (--per-task), or on the head node of a Ray cluster over the allocation (--ray); TMPDIR
 on node-local scratch with --copy-back directories; --chain N resubmits it (up to N
-links) until CMD exits 0. --wait then waits for the first link and exits with CMD's
-code."""
+links) until CMD exits 0; --gate pairs --requeue-bad N resubmits a link without the
+nodes the bad-node finder names; --hang-timeout dumps a silent CMD's Python stacks and
+ends the link (hpcenv.slurm.survive). --wait then waits for the first link and exits
+with CMD's code (10: the watchdog ended it, 11: requeued or ended for bad nodes)."""
 
 from __future__ import annotations
 
@@ -34,7 +36,7 @@ TAKES_COMMAND = True
 #: Options only a job running your command (``-- CMD``) takes.
 COMMAND_OPTIONS = (
     "per_task", "ray", "gate", "no_gate", "copy_back", "chain", "chain_dependency",
-    "checkpoint_lead", "cpus_per_task", "job_name",
+    "checkpoint_lead", "cpus_per_task", "job_name", "hang_timeout", "requeue_bad",
 )  # fmt: skip
 #: Options only a TARGET takes.
 TARGET_OPTIONS = ("pairs", "output_dir")
@@ -96,7 +98,8 @@ def configure(parser: argparse.ArgumentParser, *, with_command: bool = False) ->
         "--gate",
         default="",
         metavar="PROBE,...",
-        help="probes to pass before CMD starts, after hpcenv preflight (e.g. nccl,torch)",
+        help="probes to pass before CMD starts, after hpcenv preflight (e.g. nccl,torch); "
+        "'pairs': the bad-node finder (probe nccl --pairs) over the allocation, --nodes 2+",
     )
     gate.add_argument("--no-gate", action="store_true", help="start CMD without any check")
     own.add_argument(
@@ -125,6 +128,22 @@ def configure(parser: argparse.ArgumentParser, *, with_command: bool = False) ->
         default=None,
         metavar="S",
         help="send CMD SIGUSR1 S seconds before the walltime (default 300 with --chain)",
+    )
+    own.add_argument(
+        "--requeue-bad",
+        type=int,
+        default=0,
+        metavar="N",
+        help="with --gate pairs: when the finder names nodes, resubmit the link without them "
+        "(--exclude, kept for the rest of the chain), at most N times (exit 11)",
+    )
+    own.add_argument(
+        "--hang-timeout",
+        default=None,
+        metavar="DURATION",
+        help="when CMD prints nothing for DURATION (90s, 10m, 1h; or does not touch "
+        "$HPCENV_HEARTBEAT once it has), dump its Python stacks on every node into the log "
+        "(py-spy), send SIGUSR1, end the link (exit 10); --chain goes on",
     )
     own.add_argument("--cpus-per-task", type=int, default=None, metavar="N")
     own.add_argument("--job-name", default=None, metavar="NAME")
@@ -197,6 +216,8 @@ def _render(args: argparse.Namespace, prof: profile.Profile) -> sbatch.Job:
             job_name=args.job_name,
             venv=args.env,
             request=request,
+            hang_timeout_s=_duration(args.hang_timeout),
+            requeue_bad=args.requeue_bad,
         )
         return job.render(prof, spec)
     _refuse_given(
@@ -215,6 +236,17 @@ def _render(args: argparse.Namespace, prof: profile.Profile) -> sbatch.Job:
         time_limit=args.time,
         request=request,
     )
+
+
+def _duration(text: str | None) -> float | None:
+    if text is None:
+        return None
+    from hpcenv.slurm import watchdog
+
+    try:
+        return watchdog.parse_duration(text)
+    except ValueError as exc:
+        raise BadInput(f"--hang-timeout {text!r} {exc}") from None
 
 
 def _refuse_given(
@@ -246,6 +278,8 @@ def run(args: argparse.Namespace) -> int:
     started = time.monotonic()
     # Secrets are not in the script: sbatch hands its environment to the job.
     env = {**os.environ, **sbatch.secret_env(prof, nodes=args.nodes)}
+    for carried in ("HPCENV_EXCLUDE", "HPCENV_REQUEUE"):  # a chain's own, never the shell's
+        env.pop(carried, None)
     job_id = sbatch.submit(script, env=env)
     # --json keeps stdout for the report alone
     print_text(f"submitted job {job_id} ({script})\n", err=args.json)
@@ -261,7 +295,7 @@ def run(args: argparse.Namespace) -> int:
         err=True,
     )
     if own:
-        return _own_outcome(job_id, state, err)
+        return _own_outcome(job_id, state, err, job.outcome_path(job_id))
     report = sbatch.read_report(job, job_id)
     if isinstance(report, dict):
         print_json(report)
@@ -282,12 +316,18 @@ def _tail(path: Path, lines: int = 20) -> list[str]:
     return fsio.read_tail(path, 64 << 10).splitlines()[-lines:]
 
 
-def _own_outcome(job_id: str, state: str, err: Path) -> int:
+def _own_outcome(job_id: str, state: str, err: Path, outcome: Path) -> int:
     """Your command's job: 0 when it completed, its exit code when it failed (that of
-    the first link of a chain), exit 9 when SLURM ended it (timeout, cancel, node)."""
+    the first link of a chain), exit 9 when SLURM ended it (timeout, cancel, node),
+    10 when the hang watchdog ended it, 11 when the bad-node gate requeued it or ended
+    it naming nodes (what the job wrote in ``outcome``)."""
     if state.startswith("COMPLETED"):
         return 0
     print_text("\n".join(_tail(err)) + "\n", err=True)
+    from hpcenv.slurm import survive
+
+    if (why := survive.read_outcome(outcome, job_id)) is not None:
+        raise why
     code = sbatch.exit_code(job_id) if state.startswith("FAILED") else None
     if code:
         print_text(f"hpcenv: job {job_id} failed with exit code {code}; see {err}\n", err=True)

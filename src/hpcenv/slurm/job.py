@@ -46,12 +46,14 @@ from hpcenv.kit import registry
 from hpcenv.kit.masking import MIN_VALUE_LEN, is_secret
 from hpcenv.models import walltime
 from hpcenv.profile.schema import Profile
-from hpcenv.slurm import sbatch
+from hpcenv.slurm import sbatch, survive
 from hpcenv.utils import redact
 from hpcenv.utils.errors import BadInput
 from hpcenv.utils.output import shell_join, shell_quote
 
 LAUNCHES = ("node", "task", "ray")
+#: The --gate word for the bad-node finder (``hpcenv probe nccl --pairs``) before CMD.
+PAIRS_GATE = survive.PAIRS_GATE
 DEPENDENCIES = ("afterany", "singleton")
 #: Seconds before the walltime at which a chained job's CMD gets SIGUSR1 (checkpoint).
 DEFAULT_LEAD_S = 300
@@ -76,6 +78,8 @@ class CommandJob:
     job_name: str | None = None
     venv: str | None = None  # --env: a venv directory instead of the profile's build
     request: sbatch.Request = sbatch.Request()  # --gpus, --partition, --account, ...
+    hang_timeout_s: float | None = None  # --hang-timeout: the watchdog (slurm/watchdog.py)
+    requeue_bad: int = 0  # --requeue-bad N: with --gate pairs (slurm/requeue.py)
 
 
 def _check(spec: CommandJob, profile: Profile) -> None:
@@ -86,9 +90,13 @@ def _check(spec: CommandJob, profile: Profile) -> None:
         raise BadInput(f"--nodes {spec.nodes}: must be at least 1")
     if spec.launch not in LAUNCHES:
         raise BadInput(f"launch {spec.launch!r}: use one of {', '.join(LAUNCHES)}")
-    bad = [p for p in spec.gate if p not in registry.NAMES]
+    bad = [p for p in spec.gate if p not in registry.NAMES and p != PAIRS_GATE]
     if bad:
-        raise BadInput(f"--gate {','.join(bad)}: unknown probe; known: {', '.join(registry.NAMES)}")
+        raise BadInput(
+            f"--gate {','.join(bad)}: unknown probe; known: {', '.join(registry.NAMES)} "
+            f"and {PAIRS_GATE} (the bad-node finder)"
+        )
+    _check_survival(spec)
     if spec.gate and not spec.preflight:
         raise BadInput("--gate and --no-gate: give one of them")
     if spec.chain < 1:
@@ -113,6 +121,24 @@ def _check(spec: CommandJob, profile: Profile) -> None:
                 f"--copy-back {d!r}: give a relative directory under $TMPDIR without '..' "
                 "(it is copied to the same path under the job's working directory)"
             )
+
+
+def _check_survival(spec: CommandJob) -> None:
+    """--gate pairs, --requeue-bad and --hang-timeout."""
+    if PAIRS_GATE in spec.gate and spec.nodes < 2:
+        raise BadInput(
+            f"--gate {PAIRS_GATE} runs allreduces between pairs of nodes: give --nodes 2 or "
+            "more (with 2 the pair's check alone, from 3 the finder can name a node)"
+        )
+    if spec.requeue_bad < 0:
+        raise BadInput(f"--requeue-bad {spec.requeue_bad}: must be 0 or more")
+    if spec.requeue_bad and PAIRS_GATE not in spec.gate:
+        raise BadInput(
+            f"--requeue-bad needs --gate {PAIRS_GATE} (the bad-node finder names the nodes "
+            "to exclude)"
+        )
+    if spec.hang_timeout_s is not None and spec.hang_timeout_s <= 0:
+        raise BadInput(f"--hang-timeout {spec.hang_timeout_s:g}: must be more than 0 seconds")
 
 
 def _lead(spec: CommandJob, time_limit: str) -> int | None:
@@ -148,12 +174,17 @@ def _describe(spec: CommandJob) -> str:
         else "gate: preflight" + "".join(f", {p}" for p in spec.gate)
     )
     chain = f"; chained, up to {spec.chain} links" if spec.chain > 1 else ""
+    if spec.requeue_bad:
+        chain += f"; requeued without bad nodes up to {spec.requeue_bad} times"
+    if spec.hang_timeout_s:
+        chain += f"; hang watchdog after {spec.hang_timeout_s:g} s of silence"
     return f"{how}; {gate}{chain}"
 
 
 def _tasks_per_node(profile: Profile, spec: CommandJob) -> int:
     """One task per GPU (two on a CPU node when a multi-rank probe gates the job)."""
-    multi = next((p for p in spec.gate if p in registry.MULTI_RANK), "")
+    gate = ["nccl" if p == PAIRS_GATE else p for p in spec.gate]
+    multi = next((p for p in gate if p in registry.MULTI_RANK), "")
     return sbatch.tasks_per_node(profile, spec.ntasks_per_node, multi, spec.request.gpus)
 
 
@@ -306,10 +337,18 @@ def render(
             "}",
             "trap scratch_end EXIT",
         ]
+    own = f'{shell_quote(str(log_dir))}/{shell_quote(name)}-"$SLURM_JOB_ID"'
+    if spec.hang_timeout_s or spec.requeue_bad:
+        lines += [
+            "",
+            "# what ended the link if not the command (the watchdog, a requeue): for --wait",
+            f"outcome={own}.outcome.json",
+        ]
     lines += _chain_lines(spec)
     lines += ["", "# --- the command, word for word (secrets as references to your variables)"]
     lines += command_lines(spec.argv, {**os.environ, **env.secret_values})
     lines += _gate_lines(spec, hpcenv, ref)
+    lines += survive.pairs_gate_lines(spec, hpcenv, ref, own)
     lines += launcher_lines(profile, spec, log_dir)
     lines += [
         "",
@@ -326,16 +365,19 @@ def render(
         'after=$(awk -v a="$HPCENV_JOB_START" -v b="$now" \'BEGIN { printf "%.1f", b - a }\')',
         'echo "hpcenv: the command starts (link $link of $HPCENV_CHAIN_MAX), $after s after the '
         'job started"',
+        *survive.watchdog_setup(spec, own),
         "set -m  # job control: the command leads a process group of its own",
         *_launch_lines(spec, log_dir),
         "cmd_pid=$!",
         "set +m",
+        *survive.watchdog_start(spec, own),
         "while :; do  # wait returns early when a signal was passed on; wait again",
         "  trapped=0 status=0",
         '  wait "$cmd_pid" || status=$?',
         '  [ "$trapped" = 1 ] || break',
         "done",
         'echo "hpcenv: the command exited with $status"',
+        *survive.watchdog_end(spec),
         '[ "$status" -ne 0 ] || end_chain "the command succeeded"',
         'exit "$status"',
         "",
@@ -421,6 +463,7 @@ def _chain_lines(spec: CommandJob) -> list[str]:
         'case $link in ""|*[!0-9]*) echo "hpcenv: HPCENV_CHAIN_LINK=$link is not a link '
         'number" >&2; exit 2 ;; esac',
         f"export HPCENV_CHAIN_LINK=$link HPCENV_CHAIN_MAX={n}",
+        *survive.exclude_lines(spec),
         "next=",
         "end_chain() {  # cancel the queued next link, saying why",
         '  if [ -n "$next" ]; then',
@@ -442,7 +485,11 @@ def _chain_lines(spec: CommandJob) -> list[str]:
         "  if next=$(",
         '    for v in $(compgen -e); do case $v in SLURM_CONF) ;; SLURM_*) unset "$v" ;; esac; '
         "done",
-        f'    HPCENV_CHAIN_LINK=$((link + 1)) sbatch --parsable --dependency={dependency} "$0"',
+        f"    HPCENV_CHAIN_LINK=$((link + 1)) sbatch --parsable {survive.EXCLUDE_ARG}"
+        f'--dependency={dependency} "$0"'
+        if spec.requeue_bad
+        else f"    HPCENV_CHAIN_LINK=$((link + 1)) sbatch --parsable "
+        f'--dependency={dependency} "$0"',
         "  ); then",
         "    next=${next%%;*}",
         f'    echo "hpcenv: chain link $link of {n}; link $((link + 1)) queued as job $next"',
@@ -479,9 +526,10 @@ def _gate_lines(spec: CommandJob, hpcenv: Sequence[str], ref: str) -> list[str]:
         f'gate "preflight on $nodes node(s)" on_nodes {shell_join([*hpcenv, "preflight", ref])}'
         + (' -- "${cmd[@]}"' if launchers.kind_of(spec.argv)[0] else ""),
     ]
-    if spec.gate:
-        probe = sbatch.probe_argv_for(ref, spec.gate, spec.venv, json=False)
-        lines.append(f"gate {shell_quote('probes ' + ','.join(spec.gate))} {shell_join(probe)}")
+    probes = [p for p in spec.gate if p != PAIRS_GATE]
+    if probes:
+        probe = sbatch.probe_argv_for(ref, probes, spec.venv, json=False)
+        lines.append(f"gate {shell_quote('probes ' + ','.join(probes))} {shell_join(probe)}")
     return lines
 
 

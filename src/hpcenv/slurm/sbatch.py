@@ -73,6 +73,11 @@ class Job:
     def report_path(self, job_id: str) -> Path:
         return self.output_dir / job_id / "report.json"
 
+    def outcome_path(self, job_id: str) -> Path:
+        """What ended a link other than its command (``--hang-timeout``, ``--requeue-bad``):
+        a JSON file the job writes beside its logs, read by ``hpcenv sbatch --wait``."""
+        return self.log_dir / f"{self.name}-{job_id}.outcome.json"
+
     def log_paths(self, job_id: str) -> tuple[Path, Path]:
         return (
             self.log_dir / f"{self.name}-{job_id}.out",

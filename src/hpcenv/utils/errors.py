@@ -69,6 +69,20 @@ class DiskFull(HpcenvError):
     exit_code = 12
 
 
+class JobHung(HpcenvError):
+    """``hpcenv sbatch --hang-timeout``: the watchdog found the command silent, dumped its
+    stacks into the job log and ended the link (the chain's next link goes on)."""
+
+    exit_code = 10
+
+
+class BadNodes(HpcenvError):
+    """``hpcenv sbatch --gate pairs --requeue-bad N``: the bad-node finder named nodes; the
+    link was resubmitted without them, or ended naming them when N requeues were used."""
+
+    exit_code = 11
+
+
 class CommandFailed(HpcenvError):
     """A subprocess exited non-zero (raised by ``command.run``)."""
 
