@@ -10,7 +10,7 @@ in a private ``HPCENV_CACHE`` and uv's cache are then warm):
   node (``--python-platform``/``--python-version``, uv's cache warm): what a user runs to
   see what pip would install there, without any verdict;
 - ``audit_uv_lock``: ``hpcenv audit`` of prime-rl's real ``uv.lock`` on the GH200 facts
-  (the lock walk, unchanged by issue 21; goal < 2 s warm);
+  (its install set from ``uv export --frozen``; goal < 2 s warm);
 - ``python``: ``python -c pass`` (the interpreter's own start).
 
 Prints JSON with min/median/max of each and the ratio of the audit's median to uv's.

@@ -1,17 +1,21 @@
-"""``hpcenv.project.markers``: PEP 508 markers with several active extras, uv's conflicts."""
+"""Markers of a ``uv.lock``, evaluated by ``packaging`` (``hpcenv.project.uv_lock``).
+
+uv's universal lock names conflicting extras and groups as extras
+(``extra == 'group-13-open-instruct-cuda12'``). Which packages are installed comes from
+``uv export --frozen`` (platform-only markers); the lock's own markers are still read for
+the edges between installed packages (what torch pulls) and the fork that holds: each is
+evaluated by ``packaging`` with each active conflict item in turn as ``extra``.
+"""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
 from hpcenv.project.audit import marker_environment
-from hpcenv.project.markers import (
-    Evaluator,
-    MarkerError,
-    encode_extra,
-    encode_group,
-    encode_project,
-)
+from hpcenv.project.uv_lock import ConflictItem, _holds_with
+from hpcenv.utils.errors import BadInput
 
 CU12 = "group-13-open-instruct-cuda12"
 CU13 = "group-13-open-instruct-cuda13"
@@ -21,36 +25,35 @@ EDGE = (
     f"and extra == '{CU13}') or (sys_platform != 'linux' and extra == '{CU12}' and "
     f"extra == '{CU13}')"
 )
+WHERE = Path("uv.lock")
 
 
 def test_encoding_is_uvs() -> None:
-    assert encode_group("open-instruct", "cuda12") == CU12
-    assert encode_extra("nanochat", "gpu") == "extra-8-nanochat-gpu"
-    assert encode_extra("My_Project", "GPU") == "extra-10-my-project-gpu"
-    assert encode_project("prime-rl") == "project-8-prime-rl"
+    assert ConflictItem(package="open-instruct", group="cuda12").encoded == CU12
+    assert ConflictItem(package="nanochat", extra="gpu").encoded == "extra-8-nanochat-gpu"
+    assert ConflictItem(package="My_Project", extra="GPU").encoded == "extra-10-my-project-gpu"
+    assert ConflictItem(package="prime-rl").encoded == "project-8-prime-rl"
 
 
-def test_several_extras_at_once() -> None:
+def test_the_active_group_decides_the_edge() -> None:
     x86, arm = marker_environment("x86_64", "3.12.3"), marker_environment("aarch64", "3.12.3")
-    assert not Evaluator(x86, [CU12])(EDGE)
-    assert Evaluator(x86, [CU13])(EDGE)
-    assert Evaluator(arm, [CU12])(EDGE)  # aarch64 takes cu130 whatever the group
-    both = f"extra == '{CU12}' and extra == '{CU13}'"
-    assert Evaluator(x86, [CU12, CU13])(both) and not Evaluator(x86, [CU12])(both)
-    assert Evaluator(x86)(f"extra != '{CU12}' and extra != '{CU13}'")
-    assert Evaluator(x86)(None) and Evaluator(x86)("")
+    assert not _holds_with(EDGE, x86, ("", CU12), WHERE)
+    assert _holds_with(EDGE, x86, ("", CU13), WHERE)
+    assert _holds_with(EDGE, arm, ("", CU12), WHERE)  # aarch64 takes cu130 whatever the group
+    assert _holds_with(f"extra != '{CU12}' and extra != '{CU13}'", x86, ("",), WHERE)
+    assert not _holds_with(f"extra != '{CU12}' and extra != '{CU13}'", x86, (CU12,), WHERE)
 
 
-def test_other_comparisons_go_to_packaging() -> None:
-    ev = Evaluator(marker_environment("x86_64", "3.10.12"))
-    assert ev("python_full_version < '3.11' and 'linux' == sys_platform")
-    assert ev("platform_machine in 'x86_64 AMD64'") and not ev("'arm' in platform_machine")
-    assert ev("platform_machine not in 'aarch64'")
+def test_other_comparisons_are_packagings() -> None:
+    env = marker_environment("x86_64", "3.10.12")
+    assert _holds_with("python_full_version < '3.11' and 'linux' == sys_platform", env, (), WHERE)
+    assert _holds_with("platform_machine in 'x86_64 AMD64'", env, (), WHERE)
+    assert not _holds_with("'arm' in platform_machine", env, (), WHERE)
 
 
 @pytest.mark.parametrize(
     "bad", ["platform_machine ~~ 'x'", "(sys_platform == 'linux'", "extra ==", "and", "x == 'y'"]
 )
-def test_bad_markers_raise_marker_error(bad: str) -> None:
-    with pytest.raises(MarkerError):
-        Evaluator(marker_environment("x86_64", "3.12"))(bad)
+def test_bad_markers_are_bad_input(bad: str) -> None:
+    with pytest.raises(BadInput, match=r"uv\.lock: marker"):
+        _holds_with(bad, marker_environment("x86_64", "3.12"), ("",), WHERE)

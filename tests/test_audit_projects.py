@@ -8,10 +8,12 @@
 - prime-rl: cu128 torch 2.11 on both arches, a workspace, extras with URL wheels;
 - lerobot: a setuptools project, torch 2.11.0+cu128 on Linux from the cu128 index.
 
-Which packages ``uv sync`` installs is checked against uv itself: ``uv export --frozen``
-resolves the conflicts and groups for a selection and leaves PEP 508 markers, which
-``packaging`` evaluates for the node; ``hpcenv.project.uv_lock`` must name the same packages and
-versions. Verdicts use the recorded GH200 (565 driver) and V100 facts.
+Which packages ``uv sync`` installs is uv's to say: ``uv export --frozen`` resolves the
+conflicts and groups for a selection and leaves PEP 508 markers, which ``packaging``
+evaluates for the node. ``hpcenv.project.uv_lock`` reads its set that way (issue 21) and
+must match each line to the right package of the lock (nanochat's torch 2.9.1 is in it
+twice, from PyPI and the CPU index), naming the same packages and versions. Verdicts
+use the recorded GH200 (565 driver) and V100 facts.
 """
 
 from __future__ import annotations

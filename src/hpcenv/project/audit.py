@@ -473,9 +473,9 @@ def examine(
 ) -> Found:
     """The torch build in ``pkgs`` on a Linux node with CPU ``arch`` and Python ``python``.
 
-    A ``uv.lock`` is walked the way ``uv sync`` installs it with ``selection`` (its arch
-    defaults to this machine's). Requirements lines are kept when their marker holds for
-    the node (without ``arch``, every marker is taken to hold).
+    A ``uv.lock`` is read as ``uv sync`` installs it with ``selection`` (``uv export
+    --frozen``; its arch defaults to this machine's). Requirements lines are kept when
+    their marker holds for the node (without ``arch``, every marker is taken to hold).
     """
     if pkgs.lock is not None:
         return _examine_lock(pkgs, arch, python, python_from, selection, glibc=glibc)

@@ -3,34 +3,43 @@
 A ``uv.lock`` holds every fork of a resolution at once: per platform and Python
 (``resolution-markers``) and, with ``[tool.uv] conflicts``, per conflicting extra or
 dependency group (open-instruct: groups ``cuda12``/``cuda13``; nanochat: extras
-``cpu``/``gpu``). uv installs from it by walking the dependency graph from the project
-with the node's marker environment and the selected extras and groups active
-(crates/uv-resolver ``lock/installable.rs``, ``to_resolution``): first a pass that
-collects every extra the walk activates (``foo[bar]`` edges), then a pass that keeps the
-edges whose markers hold (``hpcenv.project.markers`` evaluates uv's conflict encoding). The
-selection follows ``uv sync``: the project's ``default-groups`` (``[tool.uv]``, else
-``dev``), ``--group``/``--no-default-groups``, no extras unless ``--extra``/``--all-extras``.
+``cpu``/``gpu``). Which of its packages ``uv sync`` installs is uv's to say: :func:`resolve`
+runs ``uv export --frozen`` with the user's selection (``--extra``/``--all-extras``/
+``--group``/``--no-default-groups``; uv resolves groups, extras and conflicts and prints
+PEP 508 markers for the platform only), evaluates each line's marker for the node with
+``packaging.markers`` (its arch, Python and platform) and matches each line to its package
+in the lock. The lock itself is read thinly (:func:`read_lock`): each package's source,
+wheel file names and dependency lists, for what uv export does not print (torch's wheels
+and index, the packages torch pulls). The selection is described for messages as
+``uv sync`` reads it: the project's ``default-groups`` (``[tool.uv]``, else ``dev``),
+``--group``/``--no-default-groups``, no extras unless ``--extra``/``--all-extras``.
 
-:func:`resolve` returns the packages that walk installs (and the edges it kept), the
+:func:`resolve` returns the packages installed (and the lock's edges between them), the
 forks whose ``resolution-markers`` hold, and the selection, described for messages.
-Tests compare its answer with ``uv export --frozen`` for real projects' locks.
 """
 
 from __future__ import annotations
 
+import functools
+import json
 import re
+import shutil
+import tempfile
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import unquote
 
+from packaging.markers import InvalidMarker, Marker, UndefinedComparison, UndefinedEnvironmentName
+from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from hpcenv.models import wheel_fit
-from hpcenv.project import markers
+from hpcenv.tools import uv
 from hpcenv.utils import fsio
-from hpcenv.utils.errors import BadInput, NoCompatibleBuild
+from hpcenv.utils.errors import BadInput, CommandFailed, NoCompatibleBuild
 
 #: (name, version, source) of one package of a lock; version is None for virtual roots
 PackageId = tuple[str, str | None, str]
@@ -75,11 +84,16 @@ class ConflictItem:
 
     @property
     def encoded(self) -> str:
+        """uv's name of the item in its lock's markers (crates/uv-resolver
+        ``universal_marker.rs``): ``extra-<len>-<package>-<extra>``, ``group-...``,
+        ``project-<len>-<package>``, ``<len>`` the normalised name's length in bytes."""
+        name = canonicalize_name(self.package)
+        head = f"{len(name.encode())}-{name}"
         if self.extra is not None:
-            return markers.encode_extra(self.package, self.extra)
+            return f"extra-{head}-{canonicalize_name(self.extra)}"
         if self.group is not None:
-            return markers.encode_group(self.package, self.group)
-        return markers.encode_project(self.package)
+            return f"group-{head}-{canonicalize_name(self.group)}"
+        return f"project-{head}"
 
     def describe(self) -> str:
         if self.extra is not None:
@@ -166,8 +180,10 @@ class Resolved:
 
     def describe(self) -> str:
         """``fork "platform_machine == 'aarch64' ...", groups dev, cuda12, no extras``."""
-        if not self.forks or self.forks == ("",):
+        if self.forks == ("",):
             fork = "the lock's only fork"
+        elif not self.forks:
+            fork = "the lock's forks"
         elif len(self.forks) == 1:
             fork = f'fork "{self.forks[0]}"'
         else:
@@ -212,8 +228,8 @@ def _deps(path: Path, owner: str, entries: object) -> tuple[LockDep, ...]:
         marker = entry.get("marker")
         if marker is not None:
             try:
-                markers.check(str(marker))
-            except markers.MarkerError as exc:
+                _marker(str(marker))
+            except InvalidMarker as exc:
                 raise BadInput(
                     f"{path}: package {owner}: dependency {entry['name']} has an invalid "
                     f"marker {marker!r} ({exc}); regenerate the lock with 'uv lock'"
@@ -372,34 +388,7 @@ def lowest_admitted(requires_python: str | None, floor: str = "3.8") -> str | No
     return None
 
 
-# --- the walk ---------------------------------------------------------------------------
-
-
-def _find(lock: Lock, dep: LockDep) -> LockPackage | None:
-    candidates = lock.by_name(dep.name)
-    if dep.version is not None:
-        candidates = [p for p in candidates if p.version == dep.version]
-    if dep.source is not None and len(candidates) > 1:
-        candidates = [p for p in candidates if p.source == dep.source]
-    return candidates[0] if len(candidates) == 1 else None
-
-
-def _visits(target: LockPackage, dep: LockDep) -> list[tuple[LockPackage, str | None]]:
-    """What following ``dep`` to ``target`` queues: the package, and each extra asked for."""
-    return [(target, None)] + [(target, canonicalize_name(e)) for e in dep.extras]
-
-
-def _walk(todo: list[tuple[LockPackage, str | None]]) -> Iterator[tuple[LockPackage, LockDep]]:
-    """Each dependency edge of each (package, extra) popped from ``todo``, once per pair;
-    the caller pushes onto ``todo`` (``_visits``) what it follows."""
-    seen: set[tuple[PackageId, str | None]] = set()
-    while todo:
-        pkg, extra = todo.pop()
-        if (pkg.id, extra) in seen:
-            continue
-        seen.add((pkg.id, extra))
-        for dep in pkg.optional.get(extra, ()) if extra else pkg.deps:
-            yield pkg, dep
+# --- the install set: uv export ------------------------------------------------------------
 
 
 def _selected_groups(root: LockPackage, project: Project, sel: Selection) -> tuple[list[str], str]:
@@ -454,65 +443,275 @@ def _check_conflicts(lock: Lock, active: Iterable[ConflictItem], how: Mapping[st
             )
 
 
+@functools.lru_cache(maxsize=4096)
+def _marker(text: str) -> Marker:
+    """``packaging``'s parse of a marker (a lock repeats the same few hundred markers)."""
+    return Marker(text)
+
+
+def _holds(marker: str, env: Mapping[str, str], where: Path) -> bool:
+    """A PEP 508 marker (as ``uv export`` prints it) evaluated for the node by ``packaging``."""
+    try:
+        return _marker(marker).evaluate(dict(env))
+    except (InvalidMarker, UndefinedComparison, UndefinedEnvironmentName, InvalidVersion) as exc:
+        raise BadInput(
+            f"{where}: marker {marker!r} cannot be evaluated for this node ({exc}); "
+            "regenerate the lock with 'uv lock'"
+        ) from exc
+
+
+def export(lock: Lock, selection: Selection = DEFAULT_SELECTION) -> str:
+    """``uv export --frozen`` of the project that holds ``lock`` with the selection flags:
+    one requirement line per package ``uv sync`` installs, with platform-only markers.
+
+    A lock without its project's ``pyproject.toml`` beside it (a ``uv.lock`` copied out of
+    its project) is exported from a temporary directory holding a copy of it and a
+    ``pyproject.toml`` that names only its project (``--frozen`` reads the install set from
+    the lock; uv checks the project's name against it); the selection is then uv's default.
+    """
+    directory = lock.path.parent
+    if lock.path.name == "uv.lock" and (directory / "pyproject.toml").is_file():
+        return _export_in(lock, directory, selection)
+    root = lock.root()
+    if root is None or (root.version is None and root.source.startswith("editable")):
+        raise BadInput(
+            f"{lock.path}: no pyproject.toml beside this lock; audit it in its project's "
+            "directory (uv export reads the project's pyproject.toml)"
+        )
+    with tempfile.TemporaryDirectory(prefix="hpcenv-lock-") as tmp:
+        shutil.copyfile(lock.path, Path(tmp) / "uv.lock")
+        version = f'version = "{root.version}"\n' if root.version else ""
+        requires = (
+            f"requires-python = {json.dumps(lock.requires_python)}\n"
+            if lock.requires_python
+            else ""
+        )
+        (Path(tmp) / "pyproject.toml").write_text(
+            f'[project]\nname = "{root.name}"\n{version}{requires}'
+        )
+        return _export_in(lock, Path(tmp), selection)
+
+
+def _export_in(lock: Lock, directory: Path, selection: Selection) -> str:
+    try:
+        return uv.project_export(directory, selection=selection.uv_args())
+    except CommandFailed as exc:
+        raise BadInput(
+            f"{lock.path}: uv export --frozen {' '.join(selection.uv_args())} failed: "
+            f"{uv.error_summary(exc.output) or exc}"
+        ) from exc
+
+
 def resolve(
     lock: Lock,
     project: Project,
     env: Mapping[str, str],
     selection: Selection = DEFAULT_SELECTION,
+    *,
+    exported: str | None = None,
 ) -> Resolved:
-    """Walk ``lock`` as ``uv sync`` does on a node with marker environment ``env``."""
-    ev = markers.Evaluator(env)
-    try:
-        return _resolve(lock, project, ev, selection)
-    except markers.MarkerError as exc:
-        raise BadInput(f"{lock.path}: {exc}; regenerate it with 'uv lock'") from exc
-
-
-def _resolve(lock: Lock, project: Project, ev: markers.Evaluator, sel: Selection) -> Resolved:
-    _check_supported(lock, ev)
+    """What ``uv sync`` installs from ``lock`` on a node with marker environment ``env``:
+    ``uv export --frozen`` with the selection (uv decides forks, groups, extras and
+    conflicts), each line's marker evaluated for the node by ``packaging``, each line
+    matched to its package in the lock (sources, wheels, dependencies). ``exported``: the
+    export's text when already run (:func:`export`)."""
+    _check_supported(lock, env)
     roots = _roots(lock)
-    chosen = _selection(lock, roots, project, sel)
-    queue: list[tuple[LockPackage, str | None]] = []
-    for r in roots:
-        queue.append((r, None))
-        queue += [(r, e) for r, e in chosen.extras if r in roots]
-    group_deps = [(r, d) for r, g in chosen.groups for d in r.groups.get(g, ())]
-    ev1 = ev.with_active(i.encoded for i in chosen.active)
-    roots_group_deps = [(r, d) for r, d in group_deps if ev1(d.marker)]  # uv: root-level only
-    ev2 = ev.with_active(_activate(lock, queue, roots_group_deps, ev1, chosen))
-    installed, edges = _install(lock, roots, queue, roots_group_deps, ev2)
-    forks = tuple(m for m in lock.resolution_markers if ev2(m)) or ("",)
+    chosen = _selection(lock, roots, project, selection)
+    if exported is None:
+        exported = export(lock, selection)
+    active = ("", *(i.encoded for i in chosen.active))
+    index = _Index(lock)
+    installed: dict[PackageId, LockPackage] = {r.id: r for r in roots}
+    ambiguous: list[tuple[str, list[LockPackage]]] = []
+    for line, marker in _export_lines(exported):
+        if marker and not _holds(marker, env, lock.path):
+            continue
+        found = index.match(line)
+        if len(found) == 1:
+            installed[found[0].id] = found[0]
+        else:
+            ambiguous.append((line, found))
+    for line, found in ambiguous:
+        pkg = _by_edges(
+            lock, line, found, installed=installed, chosen=chosen, env=env, active=active
+        )
+        installed[pkg.id] = pkg
+    forks = tuple(m for m in lock.resolution_markers if _holds_with(m, env, active, lock.path))
     return Resolved(
         lock=lock,
         packages=_one_per_name(lock, installed),
-        edges={k: tuple(v) for k, v in edges.items()},
-        forks=forks,
+        edges=_edges(installed, env, active, lock.path),
+        forks=forks or (("",) if not lock.resolution_markers else ()),
         extras=tuple(e for _, e in chosen.extras),
         groups=tuple(g for _, g in chosen.groups),
         groups_why=chosen.groups_why,
     )
 
 
-def _check_supported(lock: Lock, ev: markers.Evaluator) -> None:
-    if lock.supported_markers and not any(ev(m) for m in lock.supported_markers):
+def _holds_with(marker: str, env: Mapping[str, str], active: Iterable[str], where: Path) -> bool:
+    """A lock marker, which may name uv's conflict items as extras (``extra ==
+    'group-13-open-instruct-cuda12'``), evaluated by ``packaging`` for the node with each
+    active item in turn as ``extra``: it holds when it holds for one of them. Two items of
+    one ``[tool.uv] conflicts`` set are never active together (checked first), so a clause
+    ``extra == 'A' and extra != 'B'`` means what uv means by it."""
+    if "extra" not in marker:
+        return _holds(marker, env, where)
+    return any(_holds(marker, {**env, "extra": a}, where) for a in active)
+
+
+def _by_edges(
+    lock: Lock,
+    line: str,
+    found: list[LockPackage],
+    *,
+    installed: Mapping[PackageId, LockPackage],
+    chosen: _Chosen,
+    env: Mapping[str, str],
+    active: tuple[str, ...],
+) -> LockPackage:
+    """One of several lock packages of the same name and version (one per index: nanochat's
+    torch 2.9.1 from PyPI and from the CPU index): the one an installed package's edge
+    whose marker holds leads to."""
+    ids = {p.id for p in found}
+    hits: set[PackageId] = set()
+    for pkg in installed.values():
+        deps = [*pkg.deps, *(d for _, e in chosen.extras for d in pkg.optional.get(e, ()))]
+        deps += [d for _, g in chosen.groups for d in pkg.groups.get(g, ())]
+        for dep in deps:
+            if dep.marker and not _holds_with(dep.marker, env, active, lock.path):
+                continue
+            hits |= {p.id for p in found if p.id in ids and _leads_to(dep, p)}
+    chosen_ones = [p for p in found if p.id in hits]
+    if len(chosen_ones) != 1:
+        raise BadInput(
+            f"{lock.path}: uv export names {line!r}, which matches {len(found)} packages of "
+            f"the lock ({', '.join(p.source for p in found)}) and hpcenv cannot tell which "
+            "one this node installs; please report this lock"
+        )
+    return chosen_ones[0]
+
+
+def _leads_to(dep: LockDep, pkg: LockPackage) -> bool:
+    return (
+        dep.name == pkg.name
+        and dep.version in (None, pkg.version)
+        and dep.source in (None, pkg.source)
+    )
+
+
+def _export_lines(text: str) -> Iterator[tuple[str, str]]:
+    """(requirement, marker) of each line of ``uv export``'s requirements-txt output."""
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#") or line.startswith("--"):
+            continue
+        body, _, marker = line.partition(" ;")
+        yield body.strip(), marker.strip()
+
+
+class _Index:
+    """The lock's packages by name, to match ``uv export``'s lines with."""
+
+    def __init__(self, lock: Lock) -> None:
+        self.lock = lock
+        self.by_name: dict[str, list[LockPackage]] = {}
+        for p in lock.packages:
+            self.by_name.setdefault(p.name, []).append(p)
+
+    def match(self, line: str) -> list[LockPackage]:
+        """The lock packages ``line`` can be (one, or several of one name and version)."""
+        if line.startswith("-e "):
+            return [self._local(line[3:].strip(), line)]
+        if line.startswith((".", "/", "file:")) and " @ " not in line:
+            return [self._local(line, line)]
+        try:
+            req = Requirement(line)
+        except InvalidRequirement as exc:
+            raise BadInput(f"{self.lock.path}: uv export printed {line!r} ({exc})") from exc
+        found = self.by_name.get(canonicalize_name(req.name), [])
+        if len(found) > 1 and req.url:
+            url = unquote(req.url.split("#", 1)[0])
+            found = [p for p in found if _source_in(p, url)] or found
+        elif len(found) > 1:
+            pins = [s.version for s in req.specifier if s.operator in ("==", "===")]
+            found = [p for p in found if p.version in pins]
+        if not found:
+            raise BadInput(
+                f"{self.lock.path}: uv export names {line!r}, which the lock does not hold; "
+                "regenerate it with 'uv lock'"
+            )
+        return found
+
+    def _local(self, path: str, line: str) -> LockPackage:
+        """A workspace member or path source (``-e ./deps/x``, ``./wheels/x.whl``)."""
+        want = _norm_path(path)
+        for pkgs in self.by_name.values():
+            for p in pkgs:
+                kind, _, where = p.source.partition("=")
+                if (
+                    kind in ("editable", "virtual", "directory", "path")
+                    and _norm_path(where) == want
+                ):
+                    return p
+        raise BadInput(
+            f"{self.lock.path}: uv export names {line!r}, a local package the lock does not "
+            "hold; regenerate it with 'uv lock'"
+        )
+
+
+def _source_in(pkg: LockPackage, url: str) -> bool:
+    where = unquote(pkg.source.partition("=")[2]).split("#", 1)[0].split("?", 1)[0]
+    return bool(where) and (where in url or any(w in url for w in pkg.wheels))
+
+
+_LOCAL_KINDS = ("editable", "virtual", "directory", "path")
+
+
+def _norm_path(path: str) -> str:
+    return path.removeprefix("file://").rstrip("/").removeprefix("./") or "."
+
+
+def _edges(
+    installed: Mapping[PackageId, LockPackage],
+    env: Mapping[str, str],
+    active: tuple[str, ...],
+    where: Path,
+) -> dict[PackageId, tuple[PackageId, ...]]:
+    """The lock's dependency edges between installed packages (base and optional
+    dependencies) whose markers hold for the node (:func:`_holds_with`)."""
+    by_name: dict[str, list[LockPackage]] = {}
+    for p in installed.values():
+        by_name.setdefault(p.name, []).append(p)
+    edges: dict[PackageId, tuple[PackageId, ...]] = {}
+    for pkg in installed.values():
+        out: list[PackageId] = []
+        for dep in (*pkg.deps, *(d for ds in pkg.optional.values() for d in ds)):
+            if dep.marker and not _holds_with(dep.marker, env, active, where):
+                continue
+            out += [t.id for t in by_name.get(dep.name, ()) if _leads_to(dep, t)]
+        edges[pkg.id] = tuple(dict.fromkeys(out))
+    return edges
+
+
+def _check_supported(lock: Lock, env: Mapping[str, str]) -> None:
+    if lock.supported_markers and not any(
+        _holds(m, env, lock.path) for m in lock.supported_markers
+    ):
         raise NoCompatibleBuild(
-            f"{lock.path}: this node ({ev.env.get('platform_machine')} Linux, Python "
-            f"{ev.env.get('python_full_version')}) is outside the lock's supported environments "
+            f"{lock.path}: this node ({env.get('platform_machine')} Linux, Python "
+            f"{env.get('python_full_version')}) is outside the lock's supported environments "
             f"({'; '.join(lock.supported_markers)}); add it to [tool.uv] environments and "
             "run 'uv lock'"
         )
 
 
 def _roots(lock: Lock) -> list[LockPackage]:
-    """What ``uv sync`` installs from: the project, the workspace members, or a script."""
+    """What ``uv sync`` installs from: the project, the workspace members."""
     root = lock.root()
     if root is not None:
         return [root]
     roots = [p for p in lock.packages if p.name in lock.members and p.local]
-    if not roots and lock.requirements:  # a script's lock: its requirements are the root's
-        roots = [
-            LockPackage(name="script", version=None, source="virtual=.", deps=lock.requirements)
-        ]
     if not roots:
         raise BadInput(
             f"{lock.path}: no project in this lock (no package with source '.'); "
@@ -558,71 +757,6 @@ def _selection(lock: Lock, roots: list[LockPackage], project: Project, sel: Sele
         extras=tuple(extras_all),
         groups_why=groups_why,
     )
-
-
-def _activate(
-    lock: Lock,
-    queue: list[tuple[LockPackage, str | None]],
-    roots_group_deps: list[tuple[LockPackage, LockDep]],
-    ev1: markers.Evaluator,
-    chosen: _Chosen,
-) -> set[str]:
-    """Pass 1: every extra the walk activates (a dependency ``foo[bar]``), then the
-    conflicts among them."""
-    activated = {i.encoded for i in chosen.active}
-    todo = list(queue)
-    for _, dep in roots_group_deps:
-        if (target := _find(lock, dep)) is not None:
-            todo += _visits(target, dep)
-    for _, dep in _walk(todo):
-        more = {markers.encode_extra(dep.name, e) for e in dep.extras} - activated
-        if not ev1.with_active(activated | more)(dep.marker):
-            continue
-        activated |= more
-        target = _find(lock, dep)
-        if target is not None:
-            todo += _visits(target, dep)
-    extras_on = [
-        ConflictItem(package=i.package, extra=i.extra)
-        for group in lock.conflicts
-        for i in group
-        if i.extra is not None and i.encoded in activated
-    ]
-    _check_conflicts(lock, extras_on + [i for i in chosen.active if i.extra is None], chosen.how)
-    return activated
-
-
-def _install(
-    lock: Lock,
-    roots: list[LockPackage],
-    queue: list[tuple[LockPackage, str | None]],
-    roots_group_deps: list[tuple[LockPackage, LockDep]],
-    ev2: markers.Evaluator,
-) -> tuple[dict[PackageId, LockPackage], dict[PackageId, list[PackageId]]]:
-    """Pass 2: the edges whose markers hold with everything activated."""
-    installed: dict[PackageId, LockPackage] = {r.id: r for r in roots}
-    edges: dict[PackageId, list[PackageId]] = {}
-    todo = list(queue)
-    for r, dep in roots_group_deps:
-        if (target := _find(lock, dep)) is not None:
-            installed[target.id] = target
-            edges.setdefault(r.id, []).append(target.id)
-            todo += _visits(target, dep)
-    for pkg, dep in _walk(todo):
-        if not ev2(dep.marker):
-            continue
-        target = _find(lock, dep)
-        if target is None:
-            held = len(lock.by_name(dep.name))
-            raise BadInput(
-                f"{lock.path}: package {pkg.name} depends on {dep.name}, of which the lock "
-                f"holds {held or 'no'} matching package"
-                f"{'s' if held != 1 else ''}; regenerate it with 'uv lock'"
-            )
-        installed[target.id] = target
-        edges.setdefault(pkg.id, []).append(target.id)
-        todo += _visits(target, dep)
-    return installed, edges
 
 
 def _one_per_name(lock: Lock, installed: Mapping[PackageId, LockPackage]) -> dict[str, LockPackage]:
@@ -731,6 +865,7 @@ __all__ = [
     "Resolved",
     "Selection",
     "admits",
+    "export",
     "lowest_admitted",
     "python_for",
     "read_lock",

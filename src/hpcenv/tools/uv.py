@@ -290,16 +290,21 @@ def freeze(venv_path: Path, *, log: IO[str] | None = None) -> dict[str, str]:
 
 
 def project_export(
-    project: Path, *, selection: Sequence[str] = (), log: IO[str] | None = None
+    project: Path,
+    *,
+    selection: Sequence[str] = (),
+    log: IO[str] | None = None,
+    fmt: str = "requirements-txt",
 ) -> str:
     """``uv export --frozen`` of a project's ``uv.lock``: one requirement line per package
     ``uv sync`` would install for the selection flags, with PEP 508 markers for the
     platform (uv resolves the conflict markers of groups and extras itself). Local
-    packages (the project, workspace members) come as ``-e ./path`` lines. Reads the
-    project's files and writes none."""
+    packages (the project, workspace members) come as ``-e ./path`` lines. ``fmt``
+    ``pylock.toml``: the same set as PEP 751 ``[[packages]]`` tables, each with its
+    version, index or URL and marker. Reads the project's files and writes none."""
     return _run(
         ["export", "--frozen", "--no-hashes", "--no-annotate", "--no-header",
-         "--format", "requirements-txt", "--project", str(project.absolute()), *selection],
+         "--format", fmt, "--project", str(project.absolute()), *selection],
         log=log,
         cwd=project,
     ).stdout  # fmt: skip
