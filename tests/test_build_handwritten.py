@@ -2,7 +2,8 @@
 the CPU torch 2.13.0 from the wheelhouse (/opt/wheels), the rest from PyPI or the uv
 cache, then the build's import check. minGPT (a ``setup.py`` project whose metadata only
 setuptools knows), whisper (a hand-written requirements file with a bare ``torch`` line
-and a marker) and DiT (a conda ``environment.yml``); origins in each ORIGIN file."""
+and a marker), BoTorch and DiT (conda ``environment.yml`` files); origins in each ORIGIN
+file."""
 
 from __future__ import annotations
 
@@ -72,6 +73,31 @@ def test_requirements_project(tmp_path: Path) -> None:
         [str(venv / "bin" / "python"), "-c", code], capture_output=True, text=True, timeout=300
     )
     assert out.returncode == 0 and out.stdout.strip() == "2.13.0+cpu", out.stderr
+
+
+def test_conda_project(tmp_path: Path) -> None:
+    """BoTorch's environment.yml (issue 21): ``pytorch>=2.0.1`` -> torch (the wheelhouse's
+    CPU 2.13.0), gpytorch/linear_operator pinned and pyro-ppl from PyPI, conda's channels
+    noted as ignored; the build's import check passes and the packages import with it."""
+    done, project = build("botorch", tmp_path)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    proj = report["project"]
+    assert proj["selection"].startswith("environment.yml")
+    assert proj["torch_before"] == "torch>=2.0.1" and proj["torch_after"] == "2.13.0+cpu"
+    assert any("channels pytorch, gpytorch, conda-forge ignored" in w for w in proj["warnings"])
+    assert "pyro-ppl" in proj["checked"]  # requires torch: imported by the check
+    code = (
+        "import gpytorch, linear_operator, pyro, multipledispatch, scipy, torch; "
+        "print(torch.__version__, gpytorch.__version__, linear_operator.__version__)"
+    )
+    venv = Path(report["venv"])
+    out = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", code], capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["2.13.0+cpu", "1.13", "0.5.3"]
+    assert sorted(p.name for p in project.iterdir()) == ["ORIGIN", "environment.yml"]
 
 
 def test_conda_project_reads_and_the_import_check_names_torchvision(tmp_path: Path) -> None:
