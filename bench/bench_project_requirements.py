@@ -13,9 +13,14 @@ Interleaved, ``--runs`` times each, after one warm-up of each (uv's cache warm):
 - ``uv_pip_install_plus_import``: the same plus importing torch, numba, numpy and
   tiktoken once (what the build's import check adds).
 
+With ``--baseline-rev REV`` (``main``, a commit), ``hpcenv_REV`` runs the same build with
+that revision's ``src`` (``git archive``, same interpreter, ``PYTHONPATH``) in the same
+rounds, into its own HPCENV_HOME: a change to the build path measured against what it
+replaces.
+
 Prints JSON with min/median/max of each and the ratios of the medians (goal <= 1.1x
 against the baseline that imports). Usage: ``python bench/bench_project_requirements.py
-[--runs N]``.
+[--runs N] [--baseline-rev REV]``.
 """
 
 from __future__ import annotations
@@ -27,9 +32,11 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 from datetime import datetime, timezone
+from io import BytesIO
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -42,6 +49,18 @@ def wheelhouse() -> Path:
         if d and any(Path(d).glob("torch-2.13.0+cpu-cp311-*.whl")):
             return Path(d)
     sys.exit("bench_project_requirements: no torch-2.13.0+cpu cp311 wheel in a wheelhouse")
+
+
+def export_rev(rev: str, dest: Path) -> Path:
+    """``git archive REV src`` unpacked under ``dest``; returns its ``src``."""
+    blob = subprocess.run(
+        ["git", "-C", str(REPO), "archive", "--format=tar", rev, "src"],
+        capture_output=True,
+        check=True,
+    ).stdout
+    with tarfile.open(fileobj=BytesIO(blob)) as tar:
+        tar.extractall(dest, filter="data")
+    return dest / "src"
 
 
 def timed(argv_list: list[list[str]], env: dict[str, str]) -> float:
@@ -59,6 +78,7 @@ def summary(samples: list[float]) -> dict[str, float]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--baseline-rev", default=None)
     args = ap.parse_args()
     from hpcenv.tools import uv
 
@@ -92,17 +112,29 @@ def main() -> int:
             "uv_pip_install": baseline,
             "uv_pip_install_plus_import": [*baseline, [py, "-c", IMPORTS]],
         }
+        envs = {name: env for name in cases}
+        if args.baseline_rev:
+            name = f"hpcenv_{args.baseline_rev}"
+            cases[name] = cases["hpcenv"]
+            src = export_rev(args.baseline_rev, root / "baseline-rev")
+            envs[name] = {**env, "HPCENV_HOME": str(root / "home-rev"), "PYTHONPATH": str(src)}
         samples: dict[str, list[float]] = {name: [] for name in cases}
         for run in range(args.runs + 1):  # the first round warms every cache
             for name, argvs in cases.items():
                 shutil.rmtree(venv, ignore_errors=True)
-                took = timed(argvs, env)
+                took = timed(argvs, envs[name])
                 if run:
                     samples[name].append(took)
     out: dict[str, object] = {name: summary(s) for name, s in samples.items()}
     med = {name: statistics.median(s) for name, s in samples.items()}
     out["ratio_vs_uv_pip_install"] = med["hpcenv"] / med["uv_pip_install"]
     out["ratio_vs_uv_pip_install_plus_import"] = med["hpcenv"] / med["uv_pip_install_plus_import"]
+    if args.baseline_rev:
+        rev = med[f"hpcenv_{args.baseline_rev}"]
+        out[f"ratio_vs_hpcenv_{args.baseline_rev}"] = med["hpcenv"] / rev
+        out[f"ratio_hpcenv_{args.baseline_rev}_vs_uv_pip_install_plus_import"] = (
+            rev / med["uv_pip_install_plus_import"]
+        )
     out["measured"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
     print(json.dumps(out, indent=2))
     return 0

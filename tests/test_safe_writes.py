@@ -225,3 +225,32 @@ def test_a_kit_copy_planted_as_another_users_symlink_is_refused(
     monkeypatch.setenv("HPCENV_HOME", str(home))
     with pytest.raises(BadInput, match=r"kit/[0-9a-f]+ is a symlink owned by uid 4242"):
         paths.kit_path()
+
+
+def test_remove_tree_removes_a_deep_tree_and_never_what_a_symlink_points_at(
+    tmp_path: Path,
+) -> None:
+    """``fsio.remove_tree`` (an old build removed by threads, issue 21): every file and
+    directory below the root goes, at every depth; a symlink planted in the tree, to a
+    directory or a file outside it, is removed as a link and its target keeps its files."""
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "keep.txt").write_text("mine\n")
+    root = tmp_path / "local-x-20260101T000000"
+    deep = root / "lib" / "python3.11" / "site-packages" / "torch" / "include" / "ATen" / "x"
+    deep.mkdir(parents=True)
+    for level in (root, root / "lib", deep.parents[2], deep.parents[0], deep):
+        for n in range(20):
+            (level / f"f{n}.h").write_text("x")
+    (deep / "to-dir").symlink_to(victim)
+    (root / "lib" / "to-dir").symlink_to(victim)
+    (deep.parents[1] / "to-file").symlink_to(victim / "keep.txt")
+    (deep / "deeper" / "still" / "more").mkdir(parents=True)
+    (deep / "deeper" / "still" / "more" / "f.h").write_text("x")
+    fsio.remove_tree(root)
+    assert not root.exists()
+    assert (victim / "keep.txt").read_text() == "mine\n"
+    link = tmp_path / "link-to-victim"
+    link.symlink_to(victim)
+    fsio.remove_tree(link)  # a symlink root is left alone, as shutil.rmtree does
+    assert link.is_symlink() and (victim / "keep.txt").is_file()

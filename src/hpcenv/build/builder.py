@@ -207,7 +207,7 @@ def remove_old_builds(profile: str, keep: set[Path]) -> list[str]:
     for entry in paths.venvs_dir().iterdir():
         real_dir = entry.is_dir() and not entry.is_symlink()
         if pattern.match(entry.name) and real_dir and entry not in keep:
-            shutil.rmtree(entry, ignore_errors=True)
+            fsio.remove_tree(entry)
             removed.append(entry.name)
     return removed
 

@@ -16,6 +16,7 @@ import csv
 import hashlib
 import os
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
@@ -206,25 +207,36 @@ def _sha256_b64(path: str) -> str | None:
     return base64.urlsafe_b64encode(digest.digest()).rstrip(b"=").decode()
 
 
+#: threads hashing files at once: hashlib releases the GIL on large buffers and the reads
+#: wait on the disk, so a few threads beat one even on a busy node
+HASH_THREADS = 8
+
+
 def hash_mismatches(venv: Path) -> dict[str, list[str]]:
     """distribution -> the files whose content differs from the sha256 its RECORD lists.
 
     A new environment's files come from uv's cache: a cache entry changed after uv
-    unpacked it (an edit through a hard link of an older build) shows up here."""
-    bad: dict[str, list[str]] = {}
+    unpacked it (an edit through a hard link of an older build) shows up here. Every file
+    a RECORD lists with a hash is read in full (:data:`HASH_THREADS` at a time); the
+    answer is in distribution and RECORD order."""
+    rows: list[tuple[str, str, str, str]] = []  # (distribution, RECORD path, full path, hash)
     for site in paths.site_packages(venv):
         base = str(site)
         for name, (_, info) in sorted(_dist_infos(site).items()):
             try:
                 with open(info / "RECORD", encoding="utf-8", errors="replace", newline="") as fh:
-                    rows = list(csv.reader(fh))
+                    records = list(csv.reader(fh))
             except OSError:
                 continue
-            for row in rows:
+            for row in records:
                 if len(row) < 2 or not row[1].startswith("sha256="):
                     continue
                 full = os.path.normpath(os.path.join(base, row[0]))
-                got = _sha256_b64(full)
-                if got is not None and got != row[1][len("sha256=") :]:
-                    bad.setdefault(name, []).append(row[0])
+                rows.append((name, row[0], full, row[1][len("sha256=") :]))
+    with ThreadPoolExecutor(max_workers=HASH_THREADS) as pool:
+        got = list(pool.map(_sha256_b64, [r[2] for r in rows], chunksize=64))
+    bad: dict[str, list[str]] = {}
+    for (name, rel, _, want), digest in zip(rows, got, strict=True):
+        if digest is not None and digest != want:
+            bad.setdefault(name, []).append(rel)
     return bad
