@@ -15,6 +15,8 @@ import base64
 import csv
 import hashlib
 import os
+import shutil
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -228,3 +230,48 @@ def hash_mismatches(venv: Path) -> dict[str, list[str]]:
                 if got is not None and got != row[1][len("sha256=") :]:
                     bad.setdefault(name, []).append(row[0])
     return bad
+
+
+# -- what a build shares with uv's cache ------------------------------------------------
+
+#: Linked files under this size, and every ``.py`` file, are copied; the rest stay shared.
+#: Measured on ``local`` (20,533 files, 1.0 GB): 20,199 files, 168 MB copied; 334 files
+#: (libraries, big headers and data), 820 MB shared.
+SHARE_BYTES = 64 << 10
+
+
+def unshare(venv: Path) -> tuple[int, int]:
+    """Break ``venv``'s hard links into uv's cache where an edit is likely, protect the
+    rest: a linked ``.py`` file, or one under ``SHARE_BYTES`` (sources, metadata: what a
+    user patches to debug) becomes a copy of its own; a bigger one (a library) stays
+    shared and loses its write bits, so an in-place write fails instead of changing the
+    cache and every build linked to it (root ignores modes: then the no-op's file list
+    sees the change and the next build's RECORD check repairs the cache). Returns
+    (copied, made read-only)."""
+    copied = protected = 0
+    todo = [str(venv)]
+    while todo:
+        folder = todo.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                todo.append(entry.path)
+                continue
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if not stat.S_ISREG(st.st_mode) or st.st_nlink < 2:
+                continue
+            if st.st_size < SHARE_BYTES or entry.name.endswith(".py"):
+                tmp = f"{entry.path}.hpcenv-unshare"
+                shutil.copy2(entry.path, tmp)
+                os.replace(tmp, entry.path)
+                copied += 1
+            elif st.st_mode & 0o222:
+                os.chmod(entry.path, stat.S_IMODE(st.st_mode) & ~0o222)
+                protected += 1
+    return copied, protected
