@@ -7,7 +7,7 @@ one run (interleaved; min/median/max). Prints JSON.
 - ``noop_cli``: ``hpcenv build local`` when nothing changed, the whole process (goal
   < 1 s);
 - ``link``: a fresh venv filled from uv's warm cache with the lock of ``local``:
-  ``--link-mode hardlink`` then ``venv_check.unshare`` (what builds do where the
+  ``--link-mode hardlink`` then ``venv_check.protect`` (what builds do where the
   filesystem has no reflinks) against plain ``hardlink`` (uv's fallback before) and
   ``--link-mode copy`` (nothing shared, every byte written), interleaved;
 - ``verify``: every installed file against its RECORD sha256 (the new ``verify``
@@ -72,7 +72,7 @@ def main() -> int:
     lock = work / "locks" / "local-x86_64.txt"
     wheels = os.environ.get("PIP_FIND_LINKS", "/opt/wheels").split()
     links = [a for w in wheels for a in ("--find-links", w)]
-    modes: dict[str, list[float]] = {"hardlink": [], "hardlink+unshare": [], "copy": []}
+    modes: dict[str, list[float]] = {"hardlink": [], "hardlink+protect": [], "copy": []}
     python = str(work / "v" / "bin" / "python")
     for _ in range(args.runs):
         for mode, samples in modes.items():
@@ -95,8 +95,8 @@ def main() -> int:
             ]
             start = time.perf_counter()
             subprocess.run(argv, check=True, capture_output=True)
-            if mode.endswith("+unshare"):
-                venv_check.unshare(work / "v")
+            if mode.endswith("+protect"):
+                venv_check.protect(work / "v")
             samples.append(time.perf_counter() - start)
     verify = [_timed(lambda: venv_check.hash_mismatches(venv)) for _ in range(args.runs)]
     size = sum(f.stat().st_size for f in venv.rglob("*") if f.is_file() and not f.is_symlink())
@@ -108,7 +108,7 @@ def main() -> int:
         "noop_cli": summarize(cli),
         "link_copy": summarize(modes["copy"]),
         "link_hardlink": summarize(modes["hardlink"]),
-        "link_hardlink_unshare": summarize(modes["hardlink+unshare"]),
+        "link_hardlink_protect": summarize(modes["hardlink+protect"]),
         "verify": summarize(verify),
     }
     shutil.rmtree(work, ignore_errors=True)

@@ -53,7 +53,7 @@ def test_build_imports_torch_from_the_wheelhouse(built: dict[str, object]) -> No
         "sync",
         "flash-attn",
         "fixes",
-        "unshare",
+        "protect",
         "verify",
         "probe",
     ]

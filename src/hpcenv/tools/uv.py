@@ -210,9 +210,9 @@ def compile_argv_for_header(plan: Plan, *, python_platform: str, python_version:
 
 def link_mode(venv_path: Path) -> str:
     """How uv puts files into a venv: a copy-on-write clone where the filesystem has them
-    (nothing shared), else hard links into its cache, which the builder then unshares
-    (``venv_check.unshare``: small files copied, big ones made read-only): a full copy
-    would cost a CUDA torch's gigabytes of disk quota per build, twice with the kept one."""
+    (nothing shared), else hard links into its cache, which the builder makes read-only
+    (``venv_check.protect``) and proves against their RECORD hashes: a full copy would
+    cost a CUDA torch's gigabytes of disk quota per build, twice with the kept one."""
     return "clone" if fsio.reflinks(venv_path.parent) else "hardlink"
 
 
