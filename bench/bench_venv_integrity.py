@@ -7,8 +7,9 @@ one run (interleaved; min/median/max). Prints JSON.
 - ``noop_cli``: ``hpcenv build local`` when nothing changed, the whole process (goal
   < 1 s);
 - ``link``: a fresh venv filled from uv's warm cache with the lock of ``local``:
-  ``--link-mode copy`` (what builds use where the filesystem has no reflinks) against
-  ``--link-mode hardlink`` (what uv fell back to before), interleaved;
+  ``--link-mode hardlink`` then ``venv_check.protect`` (what builds do where the
+  filesystem has no reflinks) against plain ``hardlink`` (uv's fallback before) and
+  ``--link-mode copy`` (nothing shared, every byte written), interleaved;
 - ``verify``: every installed file against its RECORD sha256 (the new ``verify``
   step of a real build).
 
@@ -71,7 +72,7 @@ def main() -> int:
     lock = work / "locks" / "local-x86_64.txt"
     wheels = os.environ.get("PIP_FIND_LINKS", "/opt/wheels").split()
     links = [a for w in wheels for a in ("--find-links", w)]
-    modes: dict[str, list[float]] = {"hardlink": [], "copy": []}
+    modes: dict[str, list[float]] = {"hardlink": [], "hardlink+protect": [], "copy": []}
     python = str(work / "v" / "bin" / "python")
     for _ in range(args.runs):
         for mode, samples in modes.items():
@@ -79,6 +80,7 @@ def main() -> int:
             subprocess.run(
                 [*uv.uv_argv(), "venv", "-q", "--python", "3.11", str(work / "v")], check=True
             )
+            link = mode.split("+")[0]
             argv = [
                 *uv.uv_argv(),
                 "pip",
@@ -88,11 +90,13 @@ def main() -> int:
                 "--python",
                 python,
                 "--link-mode",
-                mode,
+                link,
                 *links,
             ]
             start = time.perf_counter()
             subprocess.run(argv, check=True, capture_output=True)
+            if mode.endswith("+protect"):
+                venv_check.protect(work / "v")
             samples.append(time.perf_counter() - start)
     verify = [_timed(lambda: venv_check.hash_mismatches(venv)) for _ in range(args.runs)]
     size = sum(f.stat().st_size for f in venv.rglob("*") if f.is_file() and not f.is_symlink())
@@ -104,6 +108,7 @@ def main() -> int:
         "noop_cli": summarize(cli),
         "link_copy": summarize(modes["copy"]),
         "link_hardlink": summarize(modes["hardlink"]),
+        "link_hardlink_protect": summarize(modes["hardlink+protect"]),
         "verify": summarize(verify),
     }
     shutil.rmtree(work, ignore_errors=True)

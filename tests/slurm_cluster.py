@@ -99,6 +99,7 @@ def gres_cluster_fixture(
         "gres_cluster", request, tmp_path_factory, nodes=1, gres="gpu:tstgpu:4"
     )
 
+
 @pytest.fixture(scope="session", name="cluster4")
 def four_node_cluster_fixture(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory

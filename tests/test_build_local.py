@@ -48,11 +48,12 @@ def test_build_imports_torch_from_the_wheelhouse(built: dict[str, object]) -> No
     assert report["torch"]["from"].startswith("/")  # the wheelhouse file, not the index
     assert "--find-links" in report["sources"]
     assert not any("download.pytorch.org" in s for s in report["sources"])
-    assert [s["step"] for s in report["steps"]][-6:] == [
+    assert [s["step"] for s in report["steps"]][-7:] == [
         "venv",
         "sync",
         "flash-attn",
         "fixes",
+        "protect",
         "verify",
         "probe",
     ]

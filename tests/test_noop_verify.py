@@ -40,7 +40,13 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     root = tmp_path_factory.mktemp("noop")
     locks = root / "lockfiles"
     shutil.copytree(REPO / "lockfiles", locks)
-    env = {"HPCENV_HOME": str(root / "home"), "HPCENV_LOCKFILES": str(locks)}
+    # a uv cache of this module's own: the tests below damage cache entries on purpose
+    # (the libraries a build shares with it), which must not reach any other build
+    env = {
+        "HPCENV_HOME": str(root / "home"),
+        "HPCENV_LOCKFILES": str(locks),
+        "UV_CACHE_DIR": str(root / "uv-cache"),
+    }
     first = hpcenv("build", "local", "--json", env=env)
     assert first.returncode == 0, first.stderr
     return env
@@ -102,10 +108,19 @@ def _venv(env: dict[str, str]) -> Path:
     return (Path(env["HPCENV_HOME"]) / "venvs" / "local").resolve()
 
 
-def test_files_are_copies_never_hard_links_into_uvs_cache(env: dict[str, str]) -> None:
-    site = _site(env)
-    for rel in ("torch/__init__.py", "numpy/__init__.py", "idna/core.py"):
-        assert os.stat(site / rel).st_nlink == 1, rel
+def test_what_a_build_shares_with_uvs_cache_is_read_only(env: dict[str, str]) -> None:
+    """Every file still linked into uv's cache (where the filesystem has no reflinks) has
+    no write bit, so an in-place write by its owner fails instead of damaging the cache."""
+    venv = _venv(env)
+    shared = [
+        p for p in venv.rglob("*")
+        if p.is_file() and not p.is_symlink() and p.stat().st_nlink > 1
+    ]  # fmt: skip
+    assert all(p.stat().st_mode & 0o222 == 0 for p in shared), [
+        p for p in shared if p.stat().st_mode & 0o222
+    ][:3]
+    if shared:  # hard links: torch's sources are shared too, and read-only
+        assert (_site(env) / "torch" / "__init__.py").stat().st_mode & 0o222 == 0
 
 
 def _append(path: Path, text: bytes) -> None:
@@ -122,7 +137,7 @@ def test_each_change_in_place_is_named_and_one_build_repairs_them(env: dict[str,
     venv, site = _venv(env), _site(env)
     edited = site / "torch" / "version.py"
     lib = max((site / "torch" / "lib").glob("*.so*"), key=lambda p: p.stat().st_size)
-    size = lib.stat().st_size
+    size, shared = lib.stat().st_size, lib.stat().st_nlink > 1
     cases = [
         (lambda: _append(edited, b"raise SystemExit('edited in place')\n"),
          "torch/version.py was changed"),
@@ -145,6 +160,8 @@ def test_each_change_in_place_is_named_and_one_build_repairs_them(env: dict[str,
     assert report["noop"] is False
     damaged = " ".join(report["damaged"])  # type: ignore[arg-type]
     assert "changed since its build" in damaged and "and 2 more" in damaged, damaged
+    if shared:  # root wrote through the read-only link: the cache entry was repaired
+        assert any("damaged torch" in r for r in report["repaired"]), report  # type: ignore[union-attr]
     new_site = _site(env)
     assert b"edited in place" not in (new_site / "torch" / "version.py").read_bytes()
     assert not (new_site / "zz-exit.pth").exists()
@@ -152,9 +169,14 @@ def test_each_change_in_place_is_named_and_one_build_repairs_them(env: dict[str,
     assert _build(env)["noop"] is True
 
 
-def _cache_entry(dist: str, version: str) -> Path:
+def _cache_entry(env: dict[str, str], dist: str, version: str) -> Path:
     """The unpacked wheel of ``dist`` in uv's cache (``archive-v0/<id>/``)."""
-    done = subprocess.run([*uv.uv_argv(), "cache", "dir"], capture_output=True, text=True)
+    done = subprocess.run(
+        [*uv.uv_argv(), "cache", "dir"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "UV_CACHE_DIR": env["UV_CACHE_DIR"]},
+    )
     root = Path(done.stdout.strip()) / "archive-v0"
     found = sorted(root.glob(f"*/{dist}-{version}.dist-info"))
     assert found, f"no {dist} {version} in {root}: uv's cache layout changed?"
@@ -162,9 +184,9 @@ def _cache_entry(dist: str, version: str) -> Path:
 
 
 def test_a_damaged_cache_entry_is_cleaned_and_reinstalled(env: dict[str, str]) -> None:
-    # What an edit through a hard link of an older build left behind: uv's unpacked
-    # idna differs from its RECORD. (A comment: harmless to anything else using the cache.)
-    entry = _cache_entry("idna", "3.20")
+    # What an edit through a hard link of an older hpcenv's build left behind: uv's
+    # unpacked idna differs from its RECORD.
+    entry = _cache_entry(env, "idna", "3.20")
     _append(entry / "idna" / "core.py", b"# damaged by an edit through a hard link\n")
     done = hpcenv("build", "local", "--force", "--json", env=env)
     assert done.returncode == 0, done.stderr

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import shlex
 import shutil
 import subprocess
 import sys
@@ -24,6 +23,7 @@ from conftest import REPO, require
 from hpcenv.cli import main
 from hpcenv.profile import schema as profile
 from hpcenv.slurm import job as own
+from hpcenv.utils.output import shell_join
 
 PROFILES = sorted(p.stem for p in (REPO / "envs").glob("*.toml"))
 ISAMBARD_ARGS = ["isambard", "--nodes", "2", "--chain", "3", "--", "python", "train.py",
@@ -126,8 +126,8 @@ def test_every_profile_and_option_renders_a_script_bash_accepts(
     script = own.render(prof, spec, workdir=Path("/w/my proj")).script
     checked = _bash_n(script)
     assert checked.returncode == 0, checked.stderr
-    assert f"cmd=({shlex.join(spec.argv)})" in script
-    assert _words(shlex.join(spec.argv)) == list(spec.argv)
+    assert f"cmd=({shell_join(spec.argv)})" in script
+    assert _words(shell_join(spec.argv)) == list(spec.argv)
     assert ("--signal=B:USR1@300" in script) == (spec.chain > 1)
     assert ("sbatch --parsable --dependency=" in script) == (spec.chain > 1)
 

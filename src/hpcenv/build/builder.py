@@ -11,8 +11,9 @@ The chain (each step timed into the JSON build report, shown through a ``Progres
    the build, every distribution at its version) -> nothing to do (no uv call); a
    changed one is rebuilt, naming what changed;
 4. ``uv venv`` into a new sibling ``venvs/<profile>-<stamp>-<time>``; ``uv pip sync``
-   of the lock (or, with a project, ``swap``), files copied or cloned, never hard-linked
-   into uv's cache (``uv.link_mode``); flash-attn per plan; fixes;
+   of the lock (or, with a project, ``swap``): files cloned where the filesystem can,
+   else hard-linked from uv's cache and made read-only (``venv_check.protect``);
+   flash-attn per plan; fixes;
 5. every file against its RECORD hash (a damaged uv cache entry is cleaned and
    reinstalled); import check with the new venv's Python (torch and every package:
    ``import_check``); the file list a no-op compares with;
@@ -584,6 +585,8 @@ def _install(
     installed_fixes = steps("fixes", "installing fixes", lambda: fixes.install(target, plan.fixes))
     # with a project: every package built against torch, and the profile's (swap names them)
     names = package_names(plan) if project_report is None else list(project_report["checked"])
+    steps("protect", "files shared with uv's cache made read-only",
+          lambda: venv_check.protect(target))  # fmt: skip
     repaired = steps("verify", "checking files against their RECORD hashes",
                      lambda: _prove(target, plan, log=log))  # fmt: skip
     imports = steps("probe", "import check", lambda: import_check.check(target, names, log=log))

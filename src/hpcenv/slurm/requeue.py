@@ -33,15 +33,16 @@ from pathlib import Path
 from typing import Any
 
 from hpcenv.tools import command
+from hpcenv.utils import fsio
 from hpcenv.utils.errors import BadNodes, CommandFailed
-from hpcenv.utils.output import visible
+from hpcenv.utils.output import print_text
 
 #: Exit codes of this helper, for the job script.
 NO_NODE, REQUEUED, USED_UP = 0, BadNodes.exit_code, 12
 
 
 def _say(text: str) -> None:
-    print(f"hpcenv requeue: {visible(text)}", flush=True)
+    print_text(f"hpcenv requeue: {text}\n")
 
 
 def bad_nodes(report: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -134,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _written(path: Path | None, outcome: Mapping[str, Any], code: int) -> int:
     if path is not None:
-        path.write_text(json.dumps(outcome) + "\n")
+        fsio.write_text(path, json.dumps(outcome) + "\n")
     return code
 
 

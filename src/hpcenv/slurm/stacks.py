@@ -38,6 +38,7 @@ from typing import Any
 
 from hpcenv.tools import command
 from hpcenv.utils.errors import CommandFailed
+from hpcenv.utils.output import print_text
 
 #: The variable the job script gives the command (its value: the job id).
 TOKEN_VAR = "HPCENV_CMD_OF"
@@ -277,7 +278,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m hpcenv.slurm.stacks")
     parser.add_argument("--token", required=True, help=f"the value of {TOKEN_VAR} to look for")
     args = parser.parse_args(argv)
-    print(json.dumps(node_report(args.token)), flush=True)
+    print_text(json.dumps(node_report(args.token)) + "\n")
     return 0
 
 

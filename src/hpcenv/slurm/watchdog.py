@@ -40,8 +40,9 @@ from typing import Any
 
 from hpcenv.slurm import stacks
 from hpcenv.tools import command
+from hpcenv.utils import fsio
 from hpcenv.utils.errors import CommandFailed, JobHung
-from hpcenv.utils.output import visible
+from hpcenv.utils.output import print_text
 
 #: The watchdog's exit code when it ended the command (that of ``JobHung``).
 EXIT_HUNG = JobHung.exit_code
@@ -131,7 +132,7 @@ class Silence:
 
 
 def _say(text: str) -> None:
-    print(f"hpcenv watchdog: {visible(text)}", flush=True)
+    print_text(f"hpcenv watchdog: {text}\n")
 
 
 def gather(token: str, nodes: int) -> list[dict[str, Any]]:
@@ -253,7 +254,7 @@ def hung(args: argparse.Namespace, silence: Silence, quiet: float) -> int:
             "why": silence.what(),
             **who,
         }
-        args.outcome.write_text(json.dumps(outcome) + "\n")
+        fsio.write_text(args.outcome, json.dumps(outcome) + "\n")
     return EXIT_HUNG
 
 

@@ -209,10 +209,11 @@ def compile_argv_for_header(plan: Plan, *, python_platform: str, python_version:
 
 
 def link_mode(venv_path: Path) -> str:
-    """How uv puts files into a venv: never hard links into its cache (uv's fallback when
-    it cannot clone), which an edit in the venv would carry into the cache and into every
-    later build. A copy-on-write clone where the filesystem has them, else a copy."""
-    return "clone" if fsio.reflinks(venv_path.parent) else "copy"
+    """How uv puts files into a venv: a copy-on-write clone where the filesystem has them
+    (nothing shared), else hard links into its cache, which the builder makes read-only
+    (``venv_check.protect``) and proves against their RECORD hashes: a full copy would
+    cost a CUDA torch's gigabytes of disk quota per build, twice with the kept one."""
+    return "clone" if fsio.reflinks(venv_path.parent) else "hardlink"
 
 
 def sync(
