@@ -36,8 +36,10 @@ import platform
 import re
 import shutil
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -261,6 +263,10 @@ class _Steps:
     def __init__(self, progress: Progress | None) -> None:
         self.done: list[StepTime] = []
         self.progress = progress
+
+    def insert_before_last(self, step: StepTime) -> None:
+        """A step timed elsewhere (in a thread), listed before the last one."""
+        self.done.insert(max(len(self.done) - 1, 0), step)
 
     def __call__(self, name: str, what: str, fn: Callable[[], T]) -> T:
         start = time.monotonic()
@@ -587,9 +593,7 @@ def _install(
     names = package_names(plan) if project_report is None else list(project_report["checked"])
     steps("protect", "files shared with uv's cache made read-only",
           lambda: venv_check.protect(target))  # fmt: skip
-    repaired = steps("verify", "checking files against their RECORD hashes",
-                     lambda: _prove(target, plan, log=log))  # fmt: skip
-    imports = steps("probe", "import check", lambda: import_check.check(target, names, log=log))
+    repaired, imports = _prove_and_probe(target, plan, names, steps, log=log)
     venv_check.record_tree(target)  # last: what a no-op compares with
     return replace(
         report,
@@ -602,13 +606,59 @@ def _install(
     )
 
 
-def _prove(target: Path, plan: Plan, *, log: IO[str]) -> tuple[str, ...]:
-    """Every installed file against its RECORD hash. A mismatch in a new environment is a
-    damaged uv cache entry (a file edited through a hard link of an older build): the entry
-    is cleaned, the distribution reinstalled and checked again; still wrong: exit 4."""
-    bad = venv_check.hash_mismatches(target)
-    if not bad:
-        return ()
+def _prove_and_probe(
+    target: Path, plan: Plan, names: list[str], steps: _Steps, *, log: IO[str]
+) -> tuple[tuple[str, ...], import_check.ImportCheck]:
+    """The RECORD proof (:func:`_prove`) and the import check, at the same time: the files
+    are hashed in threads while the import check's interpreters start (both only read the
+    tree; the check's bytecode lands in ``__pycache__``, which no RECORD hashes). When the
+    proof repairs a distribution, the check runs again on the repaired tree, and only
+    that answer counts; a failed check before a repair is no verdict either."""
+    stop = threading.Event()
+    hashed: dict[str, float] = {}
+
+    def hash_tree() -> dict[str, list[str]]:
+        start = time.monotonic()
+        try:
+            return venv_check.hash_mismatches(target, stop=stop)
+        finally:
+            hashed["seconds"] = round(time.monotonic() - start, 3)
+
+    verify_what = "checking files against their RECORD hashes (beside the import check)"
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        hashing = pool.submit(hash_tree)
+        probe_error: BuildFailed | None = None
+        imports: import_check.ImportCheck | None = None
+        try:
+            imports = steps(
+                "probe", "import check", lambda: import_check.check(target, names, log=log)
+            )
+        except BuildFailed as exc:
+            probe_error = exc
+        except BaseException:
+            stop.set()  # Ctrl-C, a stop signal: the hashing threads end at their next file
+            raise
+        bad = hashing.result()
+    steps.insert_before_last(StepTime(step="verify", what=verify_what, seconds=hashed["seconds"]))
+    repaired: tuple[str, ...] = ()
+    if bad:
+        repaired = steps("repair", "reinstalling what differed from its RECORD",
+                         lambda: _prove(target, plan, bad, log=log))  # fmt: skip
+    if repaired:  # the reinstalled files are new links into uv's cache: protect them too
+        venv_check.protect(target)
+        imports = steps("probe", "import check of the repaired environment",
+                        lambda: import_check.check(target, names, log=log))  # fmt: skip
+    elif probe_error is not None:
+        raise probe_error
+    assert imports is not None
+    return repaired, imports
+
+
+def _prove(target: Path, plan: Plan, bad: dict[str, list[str]], *, log: IO[str]) -> tuple[str, ...]:
+    """``bad``: the files that differ from their RECORD hash. A mismatch in a new
+    environment is a damaged uv cache entry (a file edited through a hard link of an older
+    build): the entry is cleaned, the distribution reinstalled and checked again; still
+    wrong: exit 4."""
     names = sorted(bad)
     versions = uv.freeze(target, log=log)
     log.write(f"# damaged in uv's cache: {', '.join(names)}; cleaning and reinstalling\n")

@@ -16,6 +16,7 @@ import csv
 import hashlib
 import os
 import stat
+import threading
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -213,13 +214,14 @@ def _sha256_b64(path: str) -> str | None:
 HASH_THREADS = 8
 
 
-def hash_mismatches(venv: Path) -> dict[str, list[str]]:
+def hash_mismatches(venv: Path, *, stop: threading.Event | None = None) -> dict[str, list[str]]:
     """distribution -> the files whose content differs from the sha256 its RECORD lists.
 
     A new environment's files come from uv's cache: a cache entry changed after uv
     unpacked it (an edit through a hard link of an older build) shows up here. Every file
     a RECORD lists with a hash is read in full (:data:`HASH_THREADS` at a time); the
-    answer is in distribution and RECORD order."""
+    answer is in distribution and RECORD order. ``stop`` set: the threads hash no further
+    file (the answer is then incomplete; the caller is stopping)."""
     rows: list[tuple[str, str, str, str]] = []  # (distribution, RECORD path, full path, hash)
     for site in paths.site_packages(venv):
         base = str(site)
@@ -234,8 +236,14 @@ def hash_mismatches(venv: Path) -> dict[str, list[str]]:
                     continue
                 full = os.path.normpath(os.path.join(base, row[0]))
                 rows.append((name, row[0], full, row[1][len("sha256=") :]))
+
+    def hash_batch(batch: list[str]) -> list[str | None]:
+        return [None if stop is not None and stop.is_set() else _sha256_b64(p) for p in batch]
+
+    files = [r[2] for r in rows]
+    batches = [files[i : i + 128] for i in range(0, len(files), 128)]  # one future per batch
     with ThreadPoolExecutor(max_workers=HASH_THREADS) as pool:
-        got = list(pool.map(_sha256_b64, [r[2] for r in rows], chunksize=64))
+        got = [digest for done in pool.map(hash_batch, batches) for digest in done]
     bad: dict[str, list[str]] = {}
     for (name, rel, _, want), digest in zip(rows, got, strict=True):
         if digest is not None and digest != want:

@@ -248,17 +248,18 @@ def remove_tree(path: Path) -> None:
 
     scan(str(path), 0)
 
-    def remove(item: tuple[bool, str]) -> None:
-        is_tree, name = item
-        if is_tree:
-            shutil.rmtree(name, ignore_errors=True)
-        else:
-            with contextlib.suppress(OSError):
-                os.unlink(name)
+    def remove(batch: list[tuple[bool, str]]) -> None:
+        for is_tree, name in batch:
+            if is_tree:
+                shutil.rmtree(name, ignore_errors=True)
+            else:
+                with contextlib.suppress(OSError):
+                    os.unlink(name)
 
     work = [(True, d) for d in subtrees] + [(False, f) for f in files]
+    batches = [work[i : i + 128] for i in range(0, len(work), 128)]  # one future per batch
     with ThreadPoolExecutor(max_workers=REMOVE_THREADS) as pool:
-        list(pool.map(remove, work, chunksize=16))
+        list(pool.map(remove, batches))
     shutil.rmtree(path, ignore_errors=True)
 
 
