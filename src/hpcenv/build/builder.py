@@ -381,7 +381,9 @@ def _decide(plan: Plan, facts: Facts, *, name: str, project: ProjectRequest | No
         from hpcenv.build import swap
 
         project_digest = swap.project_digest(project)
-        python = swap.python_for(project, plan).version
+        version, choice = swap.project_torch(project, plan, facts)
+        swap.check_torch_fit(version, choice, plan, facts)  # exit 3 before any venv or uv
+        python = choice.version
     new_stamp = ""
     if lock_why is None:
         lock_text = fsio.read_text(lock_path, "lockfile") if project is None else ""

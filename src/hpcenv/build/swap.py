@@ -65,7 +65,7 @@ from packaging.version import InvalidVersion, Version
 from hpcenv import knowledge
 from hpcenv.binaries import cudalibs
 from hpcenv.build import fixes
-from hpcenv.decide import cuda_packages
+from hpcenv.decide import cuda_packages, torch_fit
 from hpcenv.decide.torch_variant import resolve_torch
 from hpcenv.models.facts import Facts
 from hpcenv.models.plan import Plan
@@ -195,6 +195,37 @@ def _lock_path(directory: Path) -> Path:
 # --- the variant for the project's torch --------------------------------------------------
 
 
+def check_torch_fit(version: str, python: uvlock.PythonChoice, plan: Plan, facts: Facts) -> None:
+    """``NoCompatibleBuild`` (exit 3) before anything is resolved or installed when the
+    project's torch ``version`` has no wheel for the project's Python on the node's CPU
+    arch, or for the node's glibc: the one check of ``plan``/``resolve``/``audit``
+    (``torch_fit.check``), here for the project's torch and Python, which may be neither
+    the profile's; uv would otherwise be left to fail with a resolver error."""
+    torch_fit.check(
+        version,
+        plan.arch or facts.arch or platform.machine(),
+        python.version,
+        facts.glibc,
+        where=f"the node ({facts.source or 'this host'})",
+        python_where=f"the project's Python: {python.why}",
+    )
+
+
+def project_torch(
+    request: ProjectRequest, plan: Plan, facts: Facts
+) -> tuple[str, uvlock.PythonChoice]:
+    """(the torch version the project gets on the node, the project's Python), read from
+    its files without calling uv (``build`` checks them before it makes a venv)."""
+    if request.locked:
+        locked = _read_locked(request, plan, facts)
+        return locked.base, locked.python
+    from hpcenv.project import handwritten as hw
+
+    hand = hw.request_of(request.directory, request.selection.extras, file=request.file)
+    version, _ = hw.torch_version_for(hw.torch_line(hand), plan, facts, hand.project_file)
+    return version, hw.python_for(hand, plan)
+
+
 def plan_for_version(plan: Plan, version: str, facts: Facts) -> Plan:
     """``plan`` with its torch choice made for torch ``version`` (the project's) on ``facts``.
 
@@ -316,6 +347,7 @@ def project_set(
         return handwritten_set(request, plan, facts)
     locked = _read_locked(request, plan, facts)
     directory, resolved, base = request.directory, locked.resolved, locked.base
+    check_torch_fit(base, locked.python, plan, facts)
     out = _Decisions()
     if plan.torch.version and plan.torch.version != base:
         planned = f"{plan.torch.version} ({plan.torch.backend})"
@@ -491,6 +523,7 @@ def handwritten_set(request: ProjectRequest, plan: Plan, facts: Facts) -> Projec
     py = hw.python_for(hand, plan)
     spec = hw.torch_line(hand)
     version, why = hw.torch_version_for(spec, plan, facts, hand.project_file)
+    check_torch_fit(version, py, plan, facts)
     if version != plan.torch.version:
         plan = plan_for_version(plan, version, facts)
     torch_req = target_requirement(plan, version)
@@ -786,6 +819,7 @@ __all__ = [
     "Change",
     "ProjectRequest",
     "ProjectSet",
+    "check_torch_fit",
     "environment_name",
     "installed",
     "plan_for_version",
@@ -793,6 +827,7 @@ __all__ = [
     "project_name",
     "project_plan",
     "project_set",
+    "project_torch",
     "python_for",
     "sync_and_swap",
     "target_requirement",
