@@ -28,7 +28,9 @@ venv:
    added: the lock's pins are then the whole set) (the torch index is the plan's: the
    profile's, ``HPCENV_TORCH_INDEX_URL`` or the wheelhouse; the project's PyTorch index
    URLs are dropped), then ``uv pip sync`` into the new venv: nothing is installed and
-   then uninstalled, and nothing is downloaded that the result does not contain;
+   then uninstalled, and nothing is downloaded that the result does not contain (packages
+   whose setup.py imports torch, deepspeed say, are built without isolation against the
+   venv's torch, installed before them: ``torch_first``);
 4. the project and its workspace members, non-editable, from a copy (``project_copy``: the
    files git tracks, else the tree less tool output, sockets, FIFOs, devices and huge
    files; the project's files stay byte-identical: no ``*.egg-info``, no ``__pycache__``);
@@ -64,7 +66,7 @@ from packaging.version import InvalidVersion, Version
 
 from hpcenv import knowledge
 from hpcenv.binaries import cudalibs
-from hpcenv.build import fixes
+from hpcenv.build import fixes, torch_first
 from hpcenv.decide import cuda_packages, torch_fit
 from hpcenv.decide.torch_variant import resolve_torch
 from hpcenv.models.facts import Facts
@@ -771,10 +773,15 @@ def sync_and_swap(
             if wanted.local_deps:  # no lock to keep: resolved and installed in one pass
                 result["copy_skipped"] = list(write_input(request, wanted, work))
                 reqs = ["-r", str(work / "requirements.in")]
-                uv.install(venv, reqs, plan=plan, extra=[*extra, "--no-sources"], log=log)
+                result["no_build_isolation"] = torch_first.install(
+                    venv, reqs, names=wanted.names, torch=wanted.torch_after, plan=plan,
+                    extra=[*extra, "--no-sources"], log=log,
+                )  # fmt: skip
             else:
                 result["copy_skipped"] = list(resolve_set(request, wanted, facts, work, log=log))
-                uv.sync(venv, work / "resolved.txt", plan=plan, log=log, extra=extra)
+                result["no_build_isolation"] = torch_first.sync(
+                    venv, work / "resolved.txt", plan=plan, work=work, log=log, extra=extra
+                )
             if wanted.local_deps and wanted.local:
                 result["installed_from_copy"] = list(wanted.local)
             elif wanted.local:
