@@ -85,7 +85,8 @@ def _torch_info(venv: Path) -> str:
 def test_profile_with_deepspeed_builds_it_against_the_venv_torch(tmp_path: Path) -> None:
     """`hpcenv build` of a profile installing deepspeed: the lock less deepspeed first, then
     deepspeed without isolation; the venv is the lock exactly (the build-only `wheel` gone),
-    deepspeed imports and records torch 2.13 (isolated: "0.0")."""
+    deepspeed imports and records torch 2.13 (isolated: "0.0"); built again: a no-op (its
+    stamp, which names deepspeed as built without isolation, is the same)."""
     require_local_build()
     text = (REPO / "envs" / "local.toml").read_text()
     prof = tmp_path / "dslocal.toml"
@@ -104,6 +105,8 @@ def test_profile_with_deepspeed_builds_it_against_the_venv_torch(tmp_path: Path)
     log = Path(report["log"]).read_text()
     assert "--no-build-isolation-package deepspeed" in log
     assert "setup.py imports torch" in log
+    again = hpcenv("build", str(prof), "--json", env={"HPCENV_HOME": str(tmp_path / "home")})
+    assert again.returncode == 0 and json.loads(again.stdout)["noop"], again.stderr[-2000:]
 
 
 @pytest.mark.slow

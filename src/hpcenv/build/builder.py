@@ -49,6 +49,7 @@ from hpcenv import __version__
 from hpcenv.build import fixes, import_check, torch_first, venv_check
 from hpcenv.build import lockfiles as lock
 from hpcenv.decide.plan import require_torch
+from hpcenv.knowledge import build_isolation
 from hpcenv.models.facts import Facts
 from hpcenv.models.plan import Plan
 from hpcenv.tools import uv
@@ -166,6 +167,10 @@ def stamp(plan: Plan, facts: Facts, lock_text: str, project_digest: str = "") ->
         "project": project_digest,
         "hpcenv": __version__,
     }
+    # built against the venv's torch since issue 23: an older build of these (against no
+    # torch) is not up to date; the key only where there are some, so other stamps stay
+    if rows := build_isolation.among(torch_first.lock_names(lock_text)):
+        data["no_build_isolation"] = [r.name for r in rows]
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:12]
 
 
