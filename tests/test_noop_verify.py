@@ -170,14 +170,20 @@ def test_each_change_in_place_is_named_and_one_build_repairs_them(env: dict[str,
 
 
 def _cache_entry(env: dict[str, str], dist: str, version: str) -> Path:
-    """The unpacked wheel of ``dist`` in uv's cache (``archive-v0/<id>/``)."""
+    """The unpacked wheel of ``dist`` in uv's cache (``archive-v0/<id>/``) that uv installs:
+    the one its ``wheels-v*/pypi/<dist>/<version>-*`` link names (an older entry a ``uv cache
+    clean`` left unlinked is not the one a build uses)."""
     done = subprocess.run(
         [*uv.uv_argv(), "cache", "dir"],
         capture_output=True,
         text=True,
         env={**os.environ, "UV_CACHE_DIR": env["UV_CACHE_DIR"]},
     )
-    root = Path(done.stdout.strip()) / "archive-v0"
+    cache = Path(done.stdout.strip())
+    root = cache / "archive-v0"
+    for link in sorted(cache.glob(f"wheels-v*/pypi/{dist}/{version}-*")):
+        if link.is_symlink() and (link.resolve() / f"{dist}-{version}.dist-info").is_dir():
+            return link.resolve()
     found = sorted(root.glob(f"*/{dist}-{version}.dist-info"))
     assert found, f"no {dist} {version} in {root}: uv's cache layout changed?"
     return found[0].parent

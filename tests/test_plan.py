@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -244,3 +245,64 @@ def test_plan_refuses_a_python_the_torch_release_has_no_wheel_for(tmp_path: Path
         capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     assert done.returncode == 3 and "no wheel for Python 3.12" in done.stderr, done.stderr
+
+
+# --- plan/build --project: the project's torch against its Python and the node's glibc ----
+
+
+def test_project_torch_without_a_wheel_for_its_python_is_refused_before_uv(
+    tmp_path: Path,
+) -> None:
+    """A project pinning torch 2.1.0 (CPython 3.8-3.11 on PyPI) with the profile's Python
+    3.12: `plan --project` and `build --project` refuse it (exit 3) naming the CPython tags
+    and the fix, before uv is called (no resolver error, no venv, no build log). Without the
+    check, uv is left to fail (exit 1 here, on the unreachable PyTorch index)."""
+    from buildkit import hpcenv
+
+    project = tmp_path / "paper"
+    project.mkdir()
+    (project / "requirements.txt").write_text("torch==2.1.0\nnumpy\n")
+    prof = tmp_path / "py312.toml"
+    text = (REPO / "envs" / "local.toml").read_text()
+    prof.write_text(re.sub(r'(?m)^python = ".*"$', 'python = "3.12"', text, count=1))
+    home = tmp_path / "home"
+    for verb in ("plan", "build"):
+        done = hpcenv(verb, str(prof), "--project", str(project), env={"HPCENV_HOME": str(home)})
+        assert done.returncode == 3, (verb, done.stderr)
+        msg = done.stderr
+        assert "torch 2.1.0 has no wheel for Python 3.12" in msg, msg
+        assert "CPython 3.8, 3.9, 3.10, 3.11" in msg and "use Python 3.11" in msg, msg
+        assert "the project's Python: profile py312 says 3.12" in msg, msg
+        assert "the newest release with a CPython 3.12 wheel" in msg, msg
+        assert "uv" not in msg.split("error:", 1)[1], msg  # not uv's failure
+    assert not (home / "logs").exists()  # nothing was built, not even a log
+    assert [p.name for p in (home / "venvs").iterdir()] == ["py312-paper.lock"]
+
+
+def test_locked_project_torch_the_node_glibc_cannot_install_is_refused(tmp_path: Path) -> None:
+    """nanochat's uv.lock pins torch 2.9.1 (manylinux_2_28 wheels) while the profile's torch
+    2.6.0 fits a glibc 2.17 node: `plan --project` for that node is exit 3 naming the glibc
+    the project's torch needs and the newest release with a wheel for it."""
+    facts = json.loads(V100_FILE.read_text())
+    facts["glibc"] = "2.17"
+    facts_file = tmp_path / "old-glibc.json"
+    facts_file.write_text(json.dumps(facts))
+    prof = tmp_path / "sc26.toml"
+    text = (REPO / "envs" / "supercloud.toml").read_text()
+    prof.write_text(re.sub(r'(?m)^version = ".*"$', 'version = "==2.6.0"', text, count=1))
+    env = {"HPCENV_HOME": str(tmp_path / "home")}
+    done = subprocess.run(
+        [sys.executable, "-m", "hpcenv", "plan", str(prof), "--facts", str(facts_file)],
+        capture_output=True, text=True, timeout=120, check=False, env={**os.environ, **env},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr  # the profile's own torch fits the node
+    project = REPO / "tests" / "data" / "projects" / "nanochat"
+    done = subprocess.run(
+        [sys.executable, "-m", "hpcenv", "plan", str(prof), "--facts", str(facts_file),
+         "--project", str(project)],
+        capture_output=True, text=True, timeout=120, check=False, env={**os.environ, **env},
+    )  # fmt: skip
+    assert done.returncode == 3, done.stderr
+    msg = done.stderr
+    assert "torch 2.9.1's x86_64 wheels need glibc >= 2.28" in msg, msg
+    assert "has glibc 2.17" in msg and "use torch 2.6.0" in msg, msg

@@ -49,9 +49,10 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from hpcenv import __version__
-from hpcenv.build import fixes, import_check, venv_check
+from hpcenv.build import fixes, import_check, torch_first, venv_check
 from hpcenv.build import lockfiles as lock
 from hpcenv.decide.plan import require_torch
+from hpcenv.knowledge import build_isolation
 from hpcenv.models.facts import Facts
 from hpcenv.models.plan import Plan
 from hpcenv.tools import uv
@@ -108,6 +109,8 @@ class BuildReport:
     lock: Mapping[str, str] | None = None
     build_dir: str | None = None
     project: Mapping[str, Any] | None = None
+    #: packages whose setup.py imports torch, built against the venv's (``torch_first``)
+    no_build_isolation: Mapping[str, Any] | None = None
     flash_attn: Mapping[str, Any] | None = None
     fixes: tuple[str, ...] | None = None
     imports: import_check.ImportCheck | None = None
@@ -167,6 +170,10 @@ def stamp(plan: Plan, facts: Facts, lock_text: str, project_digest: str = "") ->
         "project": project_digest,
         "hpcenv": __version__,
     }
+    # built against the venv's torch since issue 23: an older build of these (against no
+    # torch) is not up to date; the key only where there are some, so other stamps stay
+    if rows := build_isolation.among(torch_first.lock_names(lock_text)):
+        data["no_build_isolation"] = [r.name for r in rows]
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:12]
 
 
@@ -388,7 +395,9 @@ def _decide(plan: Plan, facts: Facts, *, name: str, project: ProjectRequest | No
         from hpcenv.build import swap
 
         project_digest = swap.project_digest(project)
-        python = swap.python_for(project, plan).version
+        version, choice = swap.project_torch(project, plan, facts)
+        swap.check_torch_fit(version, choice, plan, facts)  # exit 3 before any venv or uv
+        python = choice.version
     new_stamp = ""
     if lock_why is None:
         lock_text = fsio.read_text(lock_path, "lockfile") if project is None else ""
@@ -564,11 +573,10 @@ def _install(
     log.write(f"# hpcenv build {report.environment} -> {target}\n")
     steps("venv", f"creating venv (Python {d.python})", lambda: uv.venv(target, d.python, log=log))
     project_report: Mapping[str, Any] | None = None
+    isolation: Mapping[str, Any] | None = None
     if project is None:
-        steps(
-            "sync",
-            f"installing {d.lock_path.name}",
-            lambda: uv.sync(target, d.lock_path, plan=plan, log=log),
+        isolation = steps(
+            "sync", f"installing {d.lock_path.name}", lambda: _sync(target, d.lock_path, plan, log)
         )
     else:
         from hpcenv.build import swap
@@ -595,15 +603,25 @@ def _install(
           lambda: venv_check.protect(target))  # fmt: skip
     repaired, imports = _prove_and_probe(target, plan, names, steps, log=log)
     venv_check.record_tree(target)  # last: what a no-op compares with
+    if project_report is not None:
+        isolation = project_report.get("no_build_isolation")
     return replace(
         report,
         project=project_report,
+        no_build_isolation=isolation,
         flash_attn=fa,
         fixes=tuple(installed_fixes),
         repaired=repaired or None,
         imports=imports,
         installed=uv.freeze(target, log=log),
     )
+
+
+def _sync(target: Path, lock_path: Path, plan: Plan, log: IO[str]) -> dict[str, Any] | None:
+    """``uv pip sync`` of the lock; packages whose setup.py imports torch are built
+    against the venv's torch, without build isolation (``torch_first``)."""
+    with fsio.work_dir("hpcenv-sync-") as work:
+        return torch_first.sync(target, lock_path, plan=plan, work=work, log=log)
 
 
 def _prove_and_probe(

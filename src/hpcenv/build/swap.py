@@ -28,7 +28,9 @@ venv:
    added: the lock's pins are then the whole set) (the torch index is the plan's: the
    profile's, ``HPCENV_TORCH_INDEX_URL`` or the wheelhouse; the project's PyTorch index
    URLs are dropped), then ``uv pip sync`` into the new venv: nothing is installed and
-   then uninstalled, and nothing is downloaded that the result does not contain;
+   then uninstalled, and nothing is downloaded that the result does not contain (packages
+   whose setup.py imports torch, deepspeed say, are built without isolation against the
+   venv's torch, installed before them: ``torch_first``);
 4. the project and its workspace members, non-editable, from a copy (``project_copy``: the
    files git tracks, else the tree less tool output, sockets, FIFOs, devices and huge
    files; the project's files stay byte-identical: no ``*.egg-info``, no ``__pycache__``);
@@ -64,8 +66,8 @@ from packaging.version import InvalidVersion, Version
 
 from hpcenv import knowledge
 from hpcenv.binaries import cudalibs
-from hpcenv.build import fixes
-from hpcenv.decide import cuda_packages
+from hpcenv.build import fixes, torch_first
+from hpcenv.decide import cuda_packages, torch_fit
 from hpcenv.decide.torch_variant import resolve_torch
 from hpcenv.models.facts import Facts
 from hpcenv.models.plan import Plan
@@ -195,6 +197,37 @@ def _lock_path(directory: Path) -> Path:
 # --- the variant for the project's torch --------------------------------------------------
 
 
+def check_torch_fit(version: str, python: uvlock.PythonChoice, plan: Plan, facts: Facts) -> None:
+    """``NoCompatibleBuild`` (exit 3) before anything is resolved or installed when the
+    project's torch ``version`` has no wheel for the project's Python on the node's CPU
+    arch, or for the node's glibc: the one check of ``plan``/``resolve``/``audit``
+    (``torch_fit.check``), here for the project's torch and Python, which may be neither
+    the profile's; uv would otherwise be left to fail with a resolver error."""
+    torch_fit.check(
+        version,
+        plan.arch or facts.arch or platform.machine(),
+        python.version,
+        facts.glibc,
+        where=f"the node ({facts.source or 'this host'})",
+        python_where=f"the project's Python: {python.why}",
+    )
+
+
+def project_torch(
+    request: ProjectRequest, plan: Plan, facts: Facts
+) -> tuple[str, uvlock.PythonChoice]:
+    """(the torch version the project gets on the node, the project's Python), read from
+    its files without calling uv (``build`` checks them before it makes a venv)."""
+    if request.locked:
+        locked = _read_locked(request, plan, facts)
+        return locked.base, locked.python
+    from hpcenv.project import handwritten as hw
+
+    hand = hw.request_of(request.directory, request.selection.extras, file=request.file)
+    version, _ = hw.torch_version_for(hw.torch_line(hand), plan, facts, hand.project_file)
+    return version, hw.python_for(hand, plan)
+
+
 def plan_for_version(plan: Plan, version: str, facts: Facts) -> Plan:
     """``plan`` with its torch choice made for torch ``version`` (the project's) on ``facts``.
 
@@ -316,6 +349,7 @@ def project_set(
         return handwritten_set(request, plan, facts)
     locked = _read_locked(request, plan, facts)
     directory, resolved, base = request.directory, locked.resolved, locked.base
+    check_torch_fit(base, locked.python, plan, facts)
     out = _Decisions()
     if plan.torch.version and plan.torch.version != base:
         planned = f"{plan.torch.version} ({plan.torch.backend})"
@@ -491,6 +525,7 @@ def handwritten_set(request: ProjectRequest, plan: Plan, facts: Facts) -> Projec
     py = hw.python_for(hand, plan)
     spec = hw.torch_line(hand)
     version, why = hw.torch_version_for(spec, plan, facts, hand.project_file)
+    check_torch_fit(version, py, plan, facts)
     if version != plan.torch.version:
         plan = plan_for_version(plan, version, facts)
     torch_req = target_requirement(plan, version)
@@ -738,10 +773,15 @@ def sync_and_swap(
             if wanted.local_deps:  # no lock to keep: resolved and installed in one pass
                 result["copy_skipped"] = list(write_input(request, wanted, work))
                 reqs = ["-r", str(work / "requirements.in")]
-                uv.install(venv, reqs, plan=plan, extra=[*extra, "--no-sources"], log=log)
+                result["no_build_isolation"] = torch_first.install(
+                    venv, reqs, names=wanted.names, torch=wanted.torch_after, plan=plan,
+                    extra=[*extra, "--no-sources"], log=log,
+                )  # fmt: skip
             else:
                 result["copy_skipped"] = list(resolve_set(request, wanted, facts, work, log=log))
-                uv.sync(venv, work / "resolved.txt", plan=plan, log=log, extra=extra)
+                result["no_build_isolation"] = torch_first.sync(
+                    venv, work / "resolved.txt", plan=plan, work=work, log=log, extra=extra
+                )
             if wanted.local_deps and wanted.local:
                 result["installed_from_copy"] = list(wanted.local)
             elif wanted.local:
@@ -786,6 +826,7 @@ __all__ = [
     "Change",
     "ProjectRequest",
     "ProjectSet",
+    "check_torch_fit",
     "environment_name",
     "installed",
     "plan_for_version",
@@ -793,6 +834,7 @@ __all__ = [
     "project_name",
     "project_plan",
     "project_set",
+    "project_torch",
     "python_for",
     "sync_and_swap",
     "target_requirement",

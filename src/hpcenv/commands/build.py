@@ -111,6 +111,11 @@ def run(args: argparse.Namespace) -> int:
         )
         for line in _project_lines(result.report.project):
             report.console.print(line)
+        if isolated := result.report.no_build_isolation:
+            report.console.print(
+                f"  built without build isolation (setup.py imports torch): "
+                f"{', '.join(isolated['packages'])}, against torch {isolated['torch']}"
+            )
     return 0
 
 
