@@ -167,10 +167,14 @@ def test_lock_project_is_a_hashed_lock_uv_pip_sync_accepts(tmp_path: Path) -> No
     assert not (tmp_path / "locks").exists()  # never into hpcenv's own lockfiles/
     venv = tmp_path / "v"
     subprocess.run([*uv.uv_argv(), "venv", "-q", "--python", "3.11", str(venv)], check=True)
+    # uv builds the project's metadata where the lock's `.` is (setuptools writes its
+    # egg-info there): from a copy, never into the test data
+    copy = tmp_path / "mingpt"
+    shutil.copytree(PROJECTS / "mingpt", copy)
     sync = subprocess.run(
         [*uv.uv_argv(), "pip", "sync", str(out), "--python", str(venv / "bin" / "python"),
          "--dry-run"],
-        cwd=PROJECTS / "mingpt", capture_output=True, text=True, timeout=300,
+        cwd=copy, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert sync.returncode == 0, sync.stderr
     assert "torch==2.13.0+cpu" in sync.stderr and "mingpt" in sync.stderr.lower()
