@@ -17,7 +17,7 @@ import hashlib
 import os
 import stat
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -127,11 +127,10 @@ FILES = ".hpcenv-files"
 _SKIP_NAMES = frozenset({"__pycache__", FILES, paths.BUILD_MARKER})
 
 
-def tree(venv: Path) -> list[str]:
-    """One line per file, link and directory under ``venv`` (bytecode left out), sorted."""
-    out: list[str] = []
-    root = str(venv)
-    todo = [root]
+def _walk(venv: Path) -> Iterator[tuple[os.DirEntry[str], os.stat_result]]:
+    """Every entry under ``venv`` with its ``lstat`` (bytecode and hpcenv's own files
+    left out); directories are entered, never followed through a link."""
+    todo = [str(venv)]
     while todo:
         folder = todo.pop()
         try:
@@ -141,18 +140,27 @@ def tree(venv: Path) -> list[str]:
         for entry in entries:
             if entry.name in _SKIP_NAMES or entry.name.endswith(".pyc"):
                 continue
-            rel = entry.path[len(root) + 1 :]
             try:
                 st = entry.stat(follow_symlinks=False)
             except OSError:
                 continue
-            if entry.is_symlink():
-                out.append(f"{rel}\tl\t0\t0\t{os.readlink(entry.path)}")
-            elif entry.is_dir(follow_symlinks=False):
-                out.append(f"{rel}\td\t0\t0")
+            if stat.S_ISDIR(st.st_mode):
                 todo.append(entry.path)
-            else:
-                out.append(f"{rel}\tf\t{st.st_size}\t{st.st_mtime_ns}")
+            yield entry, st
+
+
+def tree(venv: Path) -> list[str]:
+    """One line per file, link and directory under ``venv`` (bytecode left out), sorted."""
+    out: list[str] = []
+    cut = len(str(venv)) + 1
+    for entry, st in _walk(venv):
+        rel = entry.path[cut:]
+        if stat.S_ISLNK(st.st_mode):
+            out.append(f"{rel}\tl\t0\t0\t{os.readlink(entry.path)}")
+        elif stat.S_ISDIR(st.st_mode):
+            out.append(f"{rel}\td\t0\t0")
+        else:
+            out.append(f"{rel}\tf\t{st.st_size}\t{st.st_mtime_ns}")
     out.sort()
     return out
 
@@ -265,22 +273,8 @@ def protect(venv: Path) -> int:
     ``local``'s 1.0 GB, and a CUDA torch's gigabytes of disk quota per build. Returns how
     many files were made read-only."""
     protected = 0
-    todo = [str(venv)]
-    while todo:
-        folder = todo.pop()
-        try:
-            entries = list(os.scandir(folder))
-        except OSError:
-            continue
-        for entry in entries:
-            if entry.is_dir(follow_symlinks=False):
-                todo.append(entry.path)
-                continue
-            try:
-                st = entry.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            if stat.S_ISREG(st.st_mode) and st.st_nlink > 1 and st.st_mode & 0o222:
-                os.chmod(entry.path, stat.S_IMODE(st.st_mode) & ~0o222)
-                protected += 1
+    for entry, st in _walk(venv):
+        if stat.S_ISREG(st.st_mode) and st.st_nlink > 1 and st.st_mode & 0o222:
+            os.chmod(entry.path, stat.S_IMODE(st.st_mode) & ~0o222)
+            protected += 1
     return protected
