@@ -197,7 +197,14 @@ def built_local(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     text = text[:start] + 'run = ["ray"]' + text[text.index("]", start) + 1 :]
     (root / "ray-only.toml").write_text(text)
     env["PROFILE"] = str(root / "ray-only.toml")
-    hold_ray_in(root / "home" / "venvs" / "local" / "bin" / "python")
+    venv = root / "home" / "venvs" / "local"
+    hold_ray_in(venv / "bin" / "python")
+    # The hold stands in for something the build installed: recorded in the build's file
+    # list, or doctor's build would see an added .pth, rebuild (issue 24) and need PyPI
+    # from inside the loopback-only network
+    from hpcenv.build import venv_check
+
+    venv_check.record_tree(venv.resolve())
     return env
 
 
