@@ -480,14 +480,15 @@ def export(lock: Lock, selection: Selection = DEFAULT_SELECTION) -> str:
         )
     with tempfile.TemporaryDirectory(prefix="hpcenv-lock-") as tmp:
         shutil.copyfile(lock.path, Path(tmp) / "uv.lock")
-        version = f'version = "{root.version}"\n' if root.version else ""
+        version = f"version = {json.dumps(root.version)}\n" if root.version else ""
         requires = (
             f"requires-python = {json.dumps(lock.requires_python)}\n"
             if lock.requires_python
             else ""
         )
-        (Path(tmp) / "pyproject.toml").write_text(
-            f'[project]\nname = "{root.name}"\n{version}{requires}'
+        fsio.write_text(
+            Path(tmp) / "pyproject.toml",
+            f"[project]\nname = {json.dumps(root.name)}\n{version}{requires}",
         )
         return _export_in(lock, Path(tmp), selection)
 
