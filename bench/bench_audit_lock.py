@@ -26,49 +26,17 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
-import tarfile
 import tempfile
-import time
 from datetime import datetime, timezone
-from io import BytesIO
 from pathlib import Path
+
+from _timing import export_rev, summarize, timed_ok
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "tests" / "data"
 GH200 = DATA / "facts" / "gh200-isambard.json"
 LOCKS = {"prime-rl": "prime-rl", "open-instruct": "open-instruct"}
-
-
-def timed(argv: list[str], env: dict[str, str]) -> float:
-    start = time.perf_counter()
-    done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
-    took = time.perf_counter() - start
-    if done.returncode not in (0, 3):
-        sys.exit(f"{argv}: exit {done.returncode}: {done.stderr[-2000:]}")
-    return took
-
-
-def summary(samples: list[float]) -> dict[str, float]:
-    return {
-        "median_s": statistics.median(samples),
-        "min_s": min(samples),
-        "max_s": max(samples),
-        "runs": len(samples),
-    }
-
-
-def export_rev(rev: str, dest: Path) -> Path:
-    """``git archive REV src`` unpacked under ``dest``; returns its ``src``."""
-    blob = subprocess.run(
-        ["git", "-C", str(REPO), "archive", "--format=tar", rev, "src"],
-        capture_output=True,
-        check=True,
-    ).stdout
-    with tarfile.open(fileobj=BytesIO(blob)) as tar:
-        tar.extractall(dest, filter="data")
-    return dest / "src"
 
 
 def main() -> int:
@@ -93,12 +61,12 @@ def main() -> int:
         runs = [(f"{case}/{which}", argv, env) for case, argv in cases.items()
                 for which, env in envs.items()]  # fmt: skip
         for _, argv, env in runs:  # warm-up
-            timed(argv, env)
+            timed_ok(argv, env, (0, 3))
         samples: dict[str, list[float]] = {key: [] for key, _, _ in runs}
         for _ in range(args.runs):
             for key, argv, env in runs:
-                samples[key].append(timed(argv, env))
-    out: dict[str, object] = {key: summary(s) for key, s in samples.items()}
+                samples[key].append(timed_ok(argv, env, (0, 3)))
+    out: dict[str, object] = {key: summarize(s) for key, s in samples.items()}
     for case in LOCKS:
         after = statistics.median(samples[f"{case}/after"])
         out[f"ratio_{case}_after_vs_before"] = after / statistics.median(samples[f"{case}/before"])

@@ -23,33 +23,15 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+from _timing import summarize, timed_ok
+
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "tests" / "data"
-
-
-def timed(argv: list[str], env: dict[str, str], ok: tuple[int, ...]) -> float:
-    start = time.perf_counter()
-    done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
-    took = time.perf_counter() - start
-    if done.returncode not in ok:
-        sys.exit(f"{argv}: exit {done.returncode}: {done.stderr[-2000:]}")
-    return took
-
-
-def summary(samples: list[float]) -> dict[str, float]:
-    return {
-        "median_s": statistics.median(samples),
-        "min_s": min(samples),
-        "max_s": max(samples),
-        "runs": len(samples),
-    }
 
 
 def main() -> int:
@@ -98,12 +80,12 @@ def main() -> int:
             "python": ([sys.executable, "-c", "pass"], (0,)),
         }
         for argv, ok in cases.values():  # warm-up: caches filled
-            timed(argv, env, ok)
+            timed_ok(argv, env, ok)
         samples: dict[str, list[float]] = {name: [] for name in cases}
         for _ in range(args.runs):
             for name, (argv, ok) in cases.items():
-                samples[name].append(timed(argv, env, ok))
-    out: dict[str, object] = {name: summary(s) for name, s in samples.items()}
+                samples[name].append(timed_ok(argv, env, ok))
+    out: dict[str, object] = {name: summarize(s) for name, s in samples.items()}
     audit = statistics.median(samples["audit_requirements"])
     out["ratio_audit_vs_uv_pip_compile"] = audit / statistics.median(samples["uv_pip_compile"])
     out["measured"] = datetime.now(timezone.utc).isoformat(timespec="seconds")

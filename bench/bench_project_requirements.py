@@ -32,12 +32,12 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from datetime import datetime, timezone
-from io import BytesIO
 from pathlib import Path
+
+from _timing import export_rev, summarize
 
 REPO = Path(__file__).resolve().parents[1]
 PROJECT = REPO / "tests" / "data" / "projects" / "whisper"
@@ -51,28 +51,11 @@ def wheelhouse() -> Path:
     sys.exit("bench_project_requirements: no torch-2.13.0+cpu cp311 wheel in a wheelhouse")
 
 
-def export_rev(rev: str, dest: Path) -> Path:
-    """``git archive REV src`` unpacked under ``dest``; returns its ``src``."""
-    blob = subprocess.run(
-        ["git", "-C", str(REPO), "archive", "--format=tar", rev, "src"],
-        capture_output=True,
-        check=True,
-    ).stdout
-    with tarfile.open(fileobj=BytesIO(blob)) as tar:
-        tar.extractall(dest, filter="data")
-    return dest / "src"
-
-
 def timed(argv_list: list[list[str]], env: dict[str, str]) -> float:
     start = time.perf_counter()
     for argv in argv_list:
         subprocess.run(argv, env=env, check=True, capture_output=True)
     return time.perf_counter() - start
-
-
-def summary(samples: list[float]) -> dict[str, float]:
-    return {"median_s": statistics.median(samples), "min_s": min(samples),
-            "max_s": max(samples), "runs": len(samples)}  # fmt: skip
 
 
 def main() -> int:
@@ -125,7 +108,7 @@ def main() -> int:
                 took = timed(argvs, envs[name])
                 if run:
                     samples[name].append(took)
-    out: dict[str, object] = {name: summary(s) for name, s in samples.items()}
+    out: dict[str, object] = {name: summarize(s) for name, s in samples.items()}
     med = {name: statistics.median(s) for name, s in samples.items()}
     out["ratio_vs_uv_pip_install"] = med["hpcenv"] / med["uv_pip_install"]
     out["ratio_vs_uv_pip_install_plus_import"] = med["hpcenv"] / med["uv_pip_install_plus_import"]
