@@ -112,3 +112,39 @@ def test_sigkill_during_lock_compilation_leaves_nothing_in_lockfiles(
     assert done.returncode == 0, done.stderr
     assert [p.name for p in locks.iterdir()] == [f"local-{os.uname().machine}.txt"]
     assert list(work.glob("hpcenv-lock-*")) == []
+
+
+def _threads_masks(pid: int) -> dict[int, int]:
+    """thread id -> its blocked-signal mask (``/proc/PID/task/TID/status``, SigBlk)."""
+    masks = {}
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            text = (task / "status").read_text()
+        except OSError:  # the thread ended meanwhile
+            continue
+        for line in text.splitlines():
+            if line.startswith("SigBlk:"):
+                masks[int(task.name)] = int(line.split()[1], 16)
+    return masks
+
+
+def test_no_thread_of_a_build_but_the_main_one_takes_a_stop_signal(
+    home: dict[str, str], tmp_path: Path
+) -> None:
+    """Every helper thread of a real build (the RECORD hashing beside the import check,
+    rich's spinner, pipe readers) blocks SIGINT, SIGTERM and SIGHUP, so the kernel gives
+    those only to the main thread, where ``cli`` can take them (``hpcenv.kit.threads``)."""
+    env = {**home, "TMPDIR": str(tmp_path)}
+    proc = _start(["build", "local", "--force"], env)
+    stops = (1 << (signal.SIGINT - 1)) | (1 << (signal.SIGTERM - 1)) | (1 << (signal.SIGHUP - 1))
+    helpers: dict[int, int] = {}
+    while proc.poll() is None:
+        for tid, mask in _threads_masks(proc.pid).items():
+            if tid != proc.pid:
+                helpers[tid] = helpers.get(tid, stops) & mask  # a mask seen once unblocked stays so
+        time.sleep(0.01)
+    _, err = proc.communicate()
+    assert proc.returncode == 0, err
+    assert len(helpers) >= 2, f"the build ran no helper threads to look at: {helpers}"
+    unblocked = {tid: hex(mask) for tid, mask in helpers.items() if mask & stops != stops}
+    assert unblocked == {}, f"threads that could take a stop signal: {unblocked} of {len(helpers)}"

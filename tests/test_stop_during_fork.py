@@ -18,6 +18,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 from conftest import REPO
 
@@ -107,3 +108,67 @@ def test_the_child_runs_with_the_stop_signals_unblocked() -> None:
     blocked = int(done.stdout.split()[-1], 16)
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         assert not blocked & (1 << (sig - 1)), f"{sig.name} blocked in the child: {done.stdout}"
+
+
+def test_a_stop_sent_while_a_helper_thread_runs_is_taken_by_the_main_thread() -> None:
+    """CI: SIGHUP'd while a build's threads hashed files (and rich's spinner turned), the
+    kernel gave the signal to such a thread, whose mask did not hold it, and CPython ran
+    the handler in the main thread inside logging's at-fork hook all the same. Threads
+    hpcenv starts (here rich's spinner, as a build shows a step) now hold it too."""
+    done = _main_with(
+        """
+        import time
+        from hpcenv.ui import report
+
+        def hook():
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.5)  # time for whichever thread took it to run the C handler
+            for _ in range(1000):
+                pass
+
+        os.register_at_fork(after_in_parent=hook)
+
+        def one_child(args):
+            with report.BuildProgress().running("a step"):
+                command.run([sys.executable, "-c", "pass"])
+            return 0
+
+        profiles.run = one_child
+        """
+    )
+    assert done.returncode == 128 + signal.SIGTERM, done.stderr
+    assert "Exception ignored" not in done.stderr, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == (
+        "hpcenv: stopped by SIGTERM; everything it started was stopped"
+    ), done.stderr
+
+
+def test_a_stop_during_a_work_directorys_removal_waits_for_it(tmp_path: Path) -> None:
+    """CI: a SIGTERM'd build left ``hpcenv-run-*`` in $TMPDIR: the stop cut the work
+    directory's removal short. The removal now finishes first, then the stop unwinds."""
+    done = _main_with(
+        f"""
+        import shutil, tempfile
+        from hpcenv.utils import fsio
+
+        tempfile.tempdir = {str(tmp_path)!r}
+        removing = shutil.rmtree
+
+        def stopped_while_removing(path, **kwargs):
+            os.kill(os.getpid(), signal.SIGTERM)
+            for _ in range(1000):
+                pass
+            removing(path, **kwargs)
+
+        def one_child(args):
+            with fsio.work_dir("hpcenv-run-") as work:
+                (work / "0.out").write_text("output")
+                fsio.shutil.rmtree = stopped_while_removing
+            return 0
+
+        profiles.run = one_child
+        """
+    )
+    assert done.returncode == 128 + signal.SIGTERM, done.stderr
+    assert "stopped by SIGTERM" in done.stderr, done.stderr
+    assert list(tmp_path.iterdir()) == []

@@ -39,7 +39,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -52,6 +51,7 @@ from hpcenv import __version__
 from hpcenv.build import fixes, import_check, torch_first, venv_check
 from hpcenv.build import lockfiles as lock
 from hpcenv.decide.plan import require_torch
+from hpcenv.kit import threads
 from hpcenv.knowledge import build_isolation
 from hpcenv.models.facts import Facts
 from hpcenv.models.plan import Plan
@@ -643,20 +643,18 @@ def _prove_and_probe(
             hashed["seconds"] = round(time.monotonic() - start, 3)
 
     verify_what = "checking files against their RECORD hashes (beside the import check)"
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        hashing = pool.submit(hash_tree)
-        probe_error: BuildFailed | None = None
-        imports: import_check.ImportCheck | None = None
-        try:
-            imports = steps(
-                "probe", "import check", lambda: import_check.check(target, names, log=log)
-            )
-        except BuildFailed as exc:
-            probe_error = exc
-        except BaseException:
-            stop.set()  # Ctrl-C, a stop signal: the hashing threads end at their next file
-            raise
-        bad = hashing.result()
+    hashing = threads.Beside(hash_tree)
+    probe_error: BuildFailed | None = None
+    imports: import_check.ImportCheck | None = None
+    try:
+        imports = steps("probe", "import check", lambda: import_check.check(target, names, log=log))
+    except BuildFailed as exc:
+        probe_error = exc
+    except BaseException:
+        stop.set()  # Ctrl-C, a stop signal: the hashing threads end at their next file
+        hashing.result()
+        raise
+    bad = hashing.result()
     steps.insert_before_last(StepTime(step="verify", what=verify_what, seconds=hashed["seconds"]))
     repaired: tuple[str, ...] = ()
     if bad:

@@ -18,11 +18,11 @@ import os
 import stat
 import threading
 from collections.abc import Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
+from hpcenv.kit import threads
 from hpcenv.utils import fsio, paths
 
 #: Files at least this big have their size compared with RECORD's.
@@ -249,9 +249,8 @@ def hash_mismatches(venv: Path, *, stop: threading.Event | None = None) -> dict[
         return [None if stop is not None and stop.is_set() else _sha256_b64(p) for p in batch]
 
     files = [r[2] for r in rows]
-    batches = [files[i : i + 128] for i in range(0, len(files), 128)]  # one future per batch
-    with ThreadPoolExecutor(max_workers=HASH_THREADS) as pool:
-        got = [digest for done in pool.map(hash_batch, batches) for digest in done]
+    batches = [files[i : i + 128] for i in range(0, len(files), 128)]
+    got = [d for done in threads.map_threads(hash_batch, batches, HASH_THREADS) for d in done]
     bad: dict[str, list[str]] = {}
     for (name, rel, _, want), digest in zip(rows, got, strict=True):
         if digest is not None and digest != want:

@@ -10,11 +10,11 @@ import os
 import platform
 import re
 import socket
-import threading
 from collections.abc import Mapping
 from pathlib import Path
 
 from hpcenv.facts import allocation, fabric, nvidia, scratch
+from hpcenv.kit import threads
 from hpcenv.kit.netplugin import find_net_plugin
 from hpcenv.models.facts import Facts, NetworkFacts, load
 
@@ -58,16 +58,14 @@ def collect(
     env = os.environ if env is None else env
     providers: list[tuple[str, ...] | None] = [None]
     net_problems: list[str] = []
-    reader = threading.Thread(
-        target=lambda: providers.__setitem__(
-            0, fabric.providers(env, timeout=HELPER_TIMEOUT_S, problems=net_problems)
-        )
-    )
-    if network:
-        reader.start()
+
+    def read_providers() -> None:
+        providers[0] = fabric.providers(env, timeout=HELPER_TIMEOUT_S, problems=net_problems)
+
+    reader = threads.start(read_providers) if network else None
     problems: list[str] = []
     nv = nvidia.read(problems)
-    if network:
+    if reader is not None:
         reader.join()
     return Facts(
         hostname=socket.gethostname(),

@@ -32,11 +32,11 @@ import dataclasses
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hpcenv.kit import threads
 from hpcenv.models.results import ProbeResult, Status
 from hpcenv.runner import probes as runner
 from hpcenv.slurm.srun import SrunLauncher
@@ -231,8 +231,7 @@ def _parallel(
             on_done(result)
         return result
 
-    with ThreadPoolExecutor(max_workers=max(1, len(jobs))) as pool:
-        return list(pool.map(one, jobs))
+    return threads.map_threads(one, jobs, len(jobs))
 
 
 def find(

@@ -19,13 +19,13 @@ import os
 import shlex
 import signal
 import subprocess
-import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, NoReturn
 
+from hpcenv.kit import threads
 from hpcenv.kit.children import STOP_SIGNALS, stop_signals_held
 from hpcenv.utils.errors import CommandFailed, Interrupted
 
@@ -287,7 +287,7 @@ def _feed(pipe: IO[bytes], text: str) -> None:
         except OSError:  # the child exited without reading it all
             return
 
-    threading.Thread(target=write, daemon=True).start()
+    threads.start(write)
 
 
 class _Capture:
@@ -297,8 +297,7 @@ class _Capture:
         self._chunks: collections.deque[bytes] = collections.deque()
         self._kept = 0
         self.dropped = 0
-        self._thread = threading.Thread(target=self._read, args=(pipe,), daemon=True)
-        self._thread.start()
+        self._thread = threads.start(lambda: self._read(pipe))
 
     def _read(self, pipe: IO[bytes] | None) -> None:
         if pipe is None:

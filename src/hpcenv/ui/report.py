@@ -19,8 +19,8 @@ per probe or stage with details indented beneath, unwrapped (``for_log``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from contextlib import AbstractContextManager
+import contextlib
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from rich.console import Console, ConsoleOptions, RenderableType
@@ -28,7 +28,7 @@ from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
-from hpcenv.kit import registry
+from hpcenv.kit import registry, threads
 from hpcenv.models.facts import Facts
 from hpcenv.utils import redact
 from hpcenv.utils.output import visible
@@ -63,8 +63,13 @@ err_console = MaskingConsole(stderr=True)
 class BuildProgress:
     """A build's steps as rich progress lines on stderr (``hpcenv.build.builder.Progress``)."""
 
-    def running(self, what: str) -> AbstractContextManager[object]:
-        return err_console.status(Text(what, style="bold"))
+    @contextlib.contextmanager
+    def running(self, what: str) -> Iterator[None]:
+        with contextlib.ExitStack() as stack:
+            # rich's spinner is a thread: started so that it never takes a stop signal
+            with threads.stop_signals_blocked():  # (hpcenv.kit.threads)
+                stack.enter_context(err_console.status(Text(what, style="bold")))
+            yield
 
     def finished(self, what: str, seconds: float) -> None:
         err_console.print(Text("✓", style="green"), what, Text(f"({seconds:.1f} s)", style="dim"))

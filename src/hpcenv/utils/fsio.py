@@ -33,11 +33,11 @@ import stat
 import sys
 import tempfile
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from hpcenv.kit import threads
 from hpcenv.utils import redact
 from hpcenv.utils.errors import BadInput, DiskFull, HpcenvError
 
@@ -257,9 +257,8 @@ def remove_tree(path: Path) -> None:
                     os.unlink(name)
 
     work = [(True, d) for d in subtrees] + [(False, f) for f in files]
-    batches = [work[i : i + 128] for i in range(0, len(work), 128)]  # one future per batch
-    with ThreadPoolExecutor(max_workers=REMOVE_THREADS) as pool:
-        list(pool.map(remove, batches))
+    batches = [work[i : i + 128] for i in range(0, len(work), 128)]
+    threads.map_threads(remove, batches, REMOVE_THREADS)
     shutil.rmtree(path, ignore_errors=True)
 
 
@@ -281,8 +280,9 @@ def work_dir(prefix: str) -> Iterator[Path]:
     path = Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", dir=root))
     try:
         yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
+    finally:  # a stop signal arriving now waits for the removal, not cut it short
+        with threads.stop_signals_blocked():
+            shutil.rmtree(path, ignore_errors=True)
 
 
 def new_dir(parent: Path, prefix: str) -> Path:
