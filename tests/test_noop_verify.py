@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -189,14 +191,65 @@ def _cache_entry(env: dict[str, str], dist: str, version: str) -> Path:
     return found[0].parent
 
 
+def _forced(env: dict[str, str]) -> tuple[int, int]:
+    """``build local --force``: how many files its RECORD proof read, and how many an
+    earlier proof had read (from the build report's verify step)."""
+    done = hpcenv("build", "local", "--force", "--json", env=env)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    (what,) = [s["what"] for s in report["steps"] if s["step"] == "verify"]
+    found = re.search(r"\((\d+) read, (\d+) unchanged since an earlier check\)", what)
+    assert found, what
+    return int(found[1]), int(found[2])
+
+
+def _recorded(env: dict[str, str], path: Path) -> bool:
+    st = path.stat()
+    record = Path(env["HPCENV_HOME"]) / "cache" / f"record-proofs-{os.getuid()}.txt"
+    key = f"{st.st_dev} {st.st_ino} {st.st_size} {st.st_mtime_ns} "
+    return any(line.startswith(key) for line in record.read_text().splitlines())
+
+
+def test_a_rebuild_reads_only_the_files_no_earlier_proof_read(env: dict[str, str]) -> None:
+    """uv links the same cache entries into each build: the second of two forced builds
+    reads only the files uv wrote anew (scripts, INSTALLER, ...), not torch's gigabyte.
+    (Files written less than a second before a proof are read again by the next one: the
+    previous test's repair unpacked torch anew, so the first two builds may read some.)"""
+    _forced(env)
+    _forced(env)
+    read, known = _forced(env)
+    assert known > 10_000 and read < known / 20, (read, known)
+    # the bytecode of torch's unchanged files was taken over from the build it replaced
+    init = _site(env) / "torch" / "__pycache__" / f"__init__.{sys.implementation.cache_tag}.pyc"
+    assert init.stat().st_nlink >= 2, "torch's bytecode was compiled again"
+    assert _imports_torch(env)
+
+
 def test_a_damaged_cache_entry_is_cleaned_and_reinstalled(env: dict[str, str]) -> None:
     # What an edit through a hard link of an older hpcenv's build left behind: uv's
-    # unpacked idna differs from its RECORD.
+    # unpacked idna differs from its RECORD. An earlier proof read it whole: its record
+    # must not hide the edit.
     entry = _cache_entry(env, "idna", "3.20")
+    _forced(env)
+    assert _recorded(env, entry / "idna" / "core.py")
     _append(entry / "idna" / "core.py", b"# damaged by an edit through a hard link\n")
     done = hpcenv("build", "local", "--force", "--json", env=env)
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert any("idna" in r and "uv cache clean idna" in r for r in report["repaired"]), report
-    assert venv_check.hash_mismatches(_venv(env)) == {}
+    assert venv_check.prove(_venv(env)).bad == {}
     assert b"damaged" not in (_site(env) / "idna" / "core.py").read_bytes()
+
+
+def test_a_record_of_proofs_that_is_a_symlink_or_not_mine_is_not_read(tmp_path: Path) -> None:
+    """The record only saves reads: one planted as a link (or left by another user in a
+    shared $HPCENV_HOME) is ignored and every file is read."""
+    target = tmp_path / "elsewhere.txt"
+    target.write_text("1 2 3 4 " + "A" * 43 + "\n")
+    assert venv_check._load_proofs(target) == {(1, 2, 3, 4): "A" * 43}
+    link = tmp_path / "record.txt"
+    link.symlink_to(target)
+    assert venv_check._load_proofs(link) == {}
+    if os.getuid() == 0:  # root can hand the file to another user
+        os.chown(target, 12345, 12345)
+        assert venv_check._load_proofs(target) == {}

@@ -19,7 +19,8 @@ The chain (each step timed into the JSON build report, shown through a ``Progres
    ``import_check``); the file list a no-op compares with;
 6. marker file, then ``os.replace`` of a temporary symlink over ``venvs/<profile>``:
    readers see the old build or the new one, never a half-built one;
-7. older builds removed, the previous one kept (for a quick manual roll-back).
+7. older builds removed, the previous one kept (for a quick manual roll-back); the
+   removal starts once the new build is proven (step 5) and runs beside step 6.
 
 Any failure (or Ctrl-C) removes the new directory and leaves the symlink alone; a
 SIGKILL leaves the directory, which the next build removes in step 1.
@@ -35,6 +36,7 @@ import os
 import platform
 import re
 import shutil
+import subprocess
 import sys
 import threading
 import time
@@ -55,7 +57,7 @@ from hpcenv.kit import threads
 from hpcenv.knowledge import build_isolation
 from hpcenv.models.facts import Facts
 from hpcenv.models.plan import Plan
-from hpcenv.tools import uv
+from hpcenv.tools import command, uv
 from hpcenv.utils import build_lock as envlock
 from hpcenv.utils import fsio, paths
 from hpcenv.utils.errors import BadInput, BuildFailed, CommandFailed
@@ -211,15 +213,38 @@ def clean_leftovers(profile: str, keep: set[Path]) -> list[str]:
     return removed
 
 
-def remove_old_builds(profile: str, keep: set[Path]) -> list[str]:
-    removed = []
+def old_builds(profile: str, keep: set[Path]) -> list[Path]:
+    """The build directories of ``profile`` but those in ``keep`` (real directories only)."""
     pattern = build_dir_pattern(profile)
-    for entry in paths.venvs_dir().iterdir():
-        real_dir = entry.is_dir() and not entry.is_symlink()
-        if pattern.match(entry.name) and real_dir and entry not in keep:
-            fsio.remove_tree(entry)
-            removed.append(entry.name)
-    return removed
+    return [
+        entry
+        for entry in sorted(paths.venvs_dir().iterdir())
+        if pattern.match(entry.name) and entry.is_dir() and not entry.is_symlink()
+        if entry not in keep
+    ]
+
+
+def _start_removal(dirs: list[Path]) -> subprocess.Popen[bytes] | None:
+    """``rm -rf -- DIRS`` in a process of its own, so that it runs on another core beside
+    the new build's last steps (Python threads would contend for the GIL with the walk of
+    the file list; ``rm`` alone also beat 8 threads here: 0.22 vs 0.28 s for a local
+    build). None when there is nothing to remove or no ``rm``."""
+    if not dirs:
+        return None
+    try:
+        return command.spawn(["rm", "-rf", "--", *dirs])
+    except CommandFailed:  # no rm: removed in this process (_finish_removal)
+        return None
+
+
+def _finish_removal(remover: subprocess.Popen[bytes] | None, dirs: list[Path]) -> list[str]:
+    """Wait for :func:`_start_removal`'s process; what it left (none, or no ``rm``) is
+    removed here. Returns the names removed."""
+    if remover is not None:
+        remover.wait()
+    for d in dirs:
+        fsio.remove_tree(d)  # a no-op for what rm removed
+    return [d.name for d in dirs]
 
 
 def switch(profile: str, target: Path) -> None:
@@ -474,16 +499,7 @@ def _build_locked(
         report = _install(
             plan, facts, project=project, target=new_dir, d=d, report=report, steps=steps, log=log
         )
-        report = replace(report, steps=tuple(steps.done), seconds=_since(start))
-        fsio.write_json(new_dir / MARKER, report.serialize())
-        previous = current_target(profile)
-        switch(profile, new_dir)
-        keep = {new_dir} | ({previous} if previous else set())
-        report = replace(
-            report,
-            removed_old_builds=tuple(remove_old_builds(profile, keep)),
-            previous=str(previous) if previous else None,
-        )
+        report = _switch_in(profile, new_dir, report, steps, start=start, log=log)
     except BaseException as exc:
         if new_dir is not None and current_target(profile) != new_dir:
             shutil.rmtree(new_dir, ignore_errors=True)
@@ -597,12 +613,16 @@ def _install(
             lambda: _flash_attn(target, plan, log=log),
         )
     installed_fixes = steps("fixes", "installing fixes", lambda: fixes.install(target, plan.fixes))
+    if d.current is not None:
+        current = d.current
+        carried = steps("bytecode", "bytecode of unchanged files taken over from the current build",
+                        lambda: venv_check.carry_bytecode(current, target))  # fmt: skip
+        log.write(f"# {carried} bytecode files taken over from {current.name}\n")
     # with a project: every package built against torch, and the profile's (swap names them)
     names = package_names(plan) if project_report is None else list(project_report["checked"])
     steps("protect", "files shared with uv's cache made read-only",
           lambda: venv_check.protect(target))  # fmt: skip
     repaired, imports = _prove_and_probe(target, plan, names, steps, log=log)
-    venv_check.record_tree(target)  # last: what a no-op compares with
     if project_report is not None:
         isolation = project_report.get("no_build_isolation")
     return replace(
@@ -613,8 +633,43 @@ def _install(
         fixes=tuple(installed_fixes),
         repaired=repaired or None,
         imports=imports,
-        installed=uv.freeze(target, log=log),
     )
+
+
+def _switch_in(
+    profile: str, new_dir: Path, report: BuildReport, steps: _Steps, *, start: float, log: IO[str]
+) -> BuildReport:
+    """Complete the proven, import-checked build, write its marker and switch it in. The
+    builds it supersedes (all but the one it replaces, kept for a roll-back) are removed
+    meanwhile."""
+    previous = current_target(profile)
+    superseded = old_builds(profile, keep={new_dir} | ({previous} if previous else set()))
+    remover = _start_removal(superseded)
+    try:
+        report = _complete(new_dir, report, log=log)
+        report = replace(report, steps=tuple(steps.done), seconds=_since(start))
+        fsio.write_json(new_dir / MARKER, report.serialize())
+        switch(profile, new_dir)
+    except BaseException:
+        with contextlib.suppress(Exception):  # why the build failed comes first
+            _finish_removal(remover, superseded)
+        raise
+    return replace(
+        report,
+        removed_old_builds=tuple(_finish_removal(remover, superseded)),
+        previous=str(previous) if previous else None,
+    )
+
+
+def _complete(target: Path, report: BuildReport, *, log: IO[str]) -> BuildReport:
+    """What a proven build gets last: its file list (after the import check wrote its
+    bytecode: what a no-op compares with) and the list of what is installed, side by side."""
+    installed = threads.Beside(lambda: uv.freeze(target, log=log))
+    try:
+        venv_check.record_tree(target)
+    finally:
+        frozen = installed.result()
+    return replace(report, installed=frozen)
 
 
 def _sync(target: Path, lock_path: Path, plan: Plan, log: IO[str]) -> dict[str, Any] | None:
@@ -635,14 +690,13 @@ def _prove_and_probe(
     stop = threading.Event()
     hashed: dict[str, float] = {}
 
-    def hash_tree() -> dict[str, list[str]]:
+    def hash_tree() -> venv_check.Proof:
         start = time.monotonic()
         try:
-            return venv_check.hash_mismatches(target, stop=stop)
+            return venv_check.prove(target, stop=stop, record=venv_check.proofs_path())
         finally:
             hashed["seconds"] = round(time.monotonic() - start, 3)
 
-    verify_what = "checking files against their RECORD hashes (beside the import check)"
     hashing = threads.Beside(hash_tree)
     probe_error: BuildFailed | None = None
     imports: import_check.ImportCheck | None = None
@@ -654,7 +708,12 @@ def _prove_and_probe(
         stop.set()  # Ctrl-C, a stop signal: the hashing threads end at their next file
         hashing.result()
         raise
-    bad = hashing.result()
+    proof = hashing.result()
+    bad = proof.bad
+    verify_what = (
+        f"checking files against their RECORD hashes, beside the import check ({proof.read} "
+        f"read, {proof.known} unchanged since an earlier check)"
+    )
     steps.insert_before_last(StepTime(step="verify", what=verify_what, seconds=hashed["seconds"]))
     repaired: tuple[str, ...] = ()
     if bad:
@@ -686,7 +745,7 @@ def _prove(target: Path, plan: Plan, bad: dict[str, list[str]], *, log: IO[str])
         extra=["--reinstall", "--no-deps"],
         log=log,
     )
-    still = venv_check.hash_mismatches(target)
+    still = venv_check.prove(target).bad  # the files are new: read them all
     if still:
         name = sorted(still)[0]
         raise BuildFailed(
