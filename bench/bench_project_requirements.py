@@ -8,6 +8,8 @@ Interleaved, ``--runs`` times each, after one warm-up of each (uv's cache warm):
 - ``hpcenv``: ``hpcenv build local --project P --force`` into a private HPCENV_HOME (read
   the file, the plan, ``uv pip compile`` of the set, ``uv pip sync`` into a fresh venv,
   the import check of the packages built against torch, the switch);
+- ``hpcenv_first``: the same into an HPCENV_HOME emptied before each run: a first build,
+  with no build to take bytecode over from and no record of earlier RECORD proofs;
 - ``uv_pip_install``: ``uv venv`` + ``uv pip install -r requirements.txt`` with the same
   torch (``-c`` a constraint ``torch==2.13.0+cpu``, ``--find-links`` the wheelhouse);
 - ``uv_pip_install_plus_import``: the same plus importing torch, numba, numpy and
@@ -92,10 +94,14 @@ def main() -> int:
                     "--force",
                 ]
             ],
+            "hpcenv_first": [],  # filled below: the same command, another home
             "uv_pip_install": baseline,
             "uv_pip_install_plus_import": [*baseline, [py, "-c", IMPORTS]],
         }
+        cases["hpcenv_first"] = cases["hpcenv"]
         envs = {name: env for name in cases}
+        first_home = root / "home-first"
+        envs["hpcenv_first"] = {**env, "HPCENV_HOME": str(first_home)}
         if args.baseline_rev:
             name = f"hpcenv_{args.baseline_rev}"
             cases[name] = cases["hpcenv"]
@@ -105,6 +111,7 @@ def main() -> int:
         for run in range(args.runs + 1):  # the first round warms every cache
             for name, argvs in cases.items():
                 shutil.rmtree(venv, ignore_errors=True)
+                shutil.rmtree(first_home, ignore_errors=True)
                 took = timed(argvs, envs[name])
                 if run:
                     samples[name].append(took)
@@ -112,6 +119,9 @@ def main() -> int:
     med = {name: statistics.median(s) for name, s in samples.items()}
     out["ratio_vs_uv_pip_install"] = med["hpcenv"] / med["uv_pip_install"]
     out["ratio_vs_uv_pip_install_plus_import"] = med["hpcenv"] / med["uv_pip_install_plus_import"]
+    out["ratio_first_vs_uv_pip_install_plus_import"] = (
+        med["hpcenv_first"] / med["uv_pip_install_plus_import"]
+    )
     if args.baseline_rev:
         rev = med[f"hpcenv_{args.baseline_rev}"]
         out[f"ratio_vs_hpcenv_{args.baseline_rev}"] = med["hpcenv"] / rev
