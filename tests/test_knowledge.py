@@ -148,14 +148,7 @@ def test_every_published_variant_has_a_toolkit_and_mostly_gpu_code() -> None:
                 assert KNOW.toolkit(cuda) is not None, variant
                 if KNOW.arch_set(variant, arch, release.version) is None:
                     gaps.add((variant, arch))
-    # cu101/cu111 (1.8-1.10, index only): no wheel read, no build script version read
-    assert gaps == {
-        ("cu124", "aarch64"),
-        ("cu134", "x86_64"),
-        ("cu134", "aarch64"),
-        ("cu101", "x86_64"),
-        ("cu111", "x86_64"),
-    }
+    assert gaps == {("cu124", "aarch64"), ("cu134", "x86_64"), ("cu134", "aarch64")}
 
 
 def test_driver_strings_compare_numerically() -> None:

@@ -45,14 +45,14 @@ KNOW = knowledge.load()
 # build, which none of these drivers (<= 575) runs beyond, and no cu13 build has sm_70.
 EXPECTED = {
     # 1.8-2.0 (issue 22): only the variants each release published (its previous-versions
-    # section): PyPI's cu102 (1.8-1.12; sm_35-sm_70/75 read from the wheels) runs on the
-    # V100 and the RTX 6000 (7.5 by 7.0 SASS or its own), not on 8.0/9.0; the GPU code of
-    # cu101/cu111 is known from no wheel or script, so 1.8-1.10 on an A100 is exit 3 saying
-    # so; cu113 (1.11), cu116 (1.12), cu117 (1.13, read) stop at 8.6 with no PTX: nothing for
-    # an H100 before 2.0's cu118; aarch64 had only CPU wheels.
-    "1.8": ("cu102", "cu102", None, None, None),
-    "1.9": ("cu102", "cu102", None, None, None),
-    "1.10": ("cu102", "cu102", None, None, None),
+    # section): cu111 (1.8-1.10, index only; its GPU code from pytorch/builder's script,
+    # for 1.8 only the codes both of that month's lists carry: 5.0;7.0;8.0;8.6) is the
+    # newest that runs on the V100, the RTX 6000 (7.5 by 7.0 SASS) and the A100; cu113
+    # (1.11), cu116 (1.12), cu117 (1.13, read) stop at 8.6 with no PTX: nothing for an H100
+    # before 2.0's cu118; aarch64 had only CPU wheels.
+    "1.8": ("cu111", "cu111", "cu111", None, None),
+    "1.9": ("cu111", "cu111", "cu111", None, None),
+    "1.10": ("cu111", "cu111", "cu111", None, None),
     "1.11": ("cu113", "cu113", "cu113", None, None),
     "1.12": ("cu116", "cu116", "cu116", None, None),
     "1.13": ("cu117", "cu117", "cu117", None, None),
@@ -73,12 +73,15 @@ EXPECTED = {
     "2.14": ("cu126", "cu126", "cu126", "cu126", "cu126"),
     "2.15": (None, None, None, None, None),
 }  # V100, RTX, A100, H100, GH200
+#: releases whose published variants differ from their minor's: 1.10.2 has no
+#: previous-versions section, so only PyPI's cu102 build is known (no sm_80)
+EXPECTED_RELEASE = {"1.10.2": ("cu102", "cu102", None, None, None)}
 
 
 @pytest.mark.parametrize("version", KNOW.known_versions())
 def test_every_release_on_every_node(version: str) -> None:
     minor = ".".join(version.split(".")[:2])
-    v100, rtx, a100, h100, gh200 = EXPECTED[minor]
+    v100, rtx, a100, h100, gh200 = EXPECTED_RELEASE.get(version, EXPECTED[minor])
     wanted = {"V100": v100, "RTX": rtx, "A100": a100, "H100": h100, "GH200": gh200}
     for name, want in wanted.items():
         if name == "GH200" and KNOW.release_of(version).platforms.get("aarch64") is None:  # type: ignore[union-attr]
@@ -376,11 +379,22 @@ def test_old_cuda_10_build_runs_only_outright() -> None:
 
 
 def test_old_release_whose_variants_code_nobody_read_is_said() -> None:
-    """1.8.1 on an A100: cu102 has no sm_80; cu101/cu111 are published but hpcenv read no
-    wheel or script of them: exit 3 saying so, not a guess."""
-    choice = try_resolve_torch(A100, "==1.8.1")
+    """2.4.1 on a GH200: aarch64 cu124 is published, but hpcenv read no wheel or script of
+    its GPU code: exit 3 saying so, not a guess."""
+    choice = try_resolve_torch(GH200, "==2.4.1")
     assert choice.backend is None
-    assert "hpcenv has no data on the GPU code of cu111, cu101" in (choice.error or "")
+    assert "hpcenv has no data on the GPU code of cu124 for torch 2.4.1" in (choice.error or "")
+
+
+def test_an_a100_on_torch_1_8_gets_cu111_from_the_build_script_and_says_so() -> None:
+    """cu102 has no sm_80; cu111's list comes from pytorch/builder's script (no wheel read):
+    chosen, with the script named in a warning."""
+    choice = resolve_torch(A100, "==1.8.1")
+    assert choice.backend == "cu111"
+    assert "cu111 carries sm_80" in " ".join(choice.reasons)
+    warned = " ".join(choice.warnings)
+    assert "GPU-arch list of cu111 for torch 1.8.1 on x86_64 is unconfirmed" in warned
+    assert "pytorch/builder manywheel/build.sh" in warned
 
 
 @pytest.mark.parametrize("version", ["1.8.1", "1.10.2", "1.12.1", "1.13.1", "2.0.1"])
