@@ -40,6 +40,7 @@ def test_only_bytecode_of_the_same_source_file_is_taken_over(tmp_path: Path) -> 
     same = new / "pkg" / "__pycache__" / f"same.{TAG}.pyc"
     assert same.stat().st_ino == (old / "pkg" / "__pycache__" / f"same.{TAG}.pyc").stat().st_ino
     assert not (new / "pkg" / "__pycache__" / f"other.{TAG}.pyc").exists()
+    assert same.stat().st_mode & 0o222 == 0  # shared by both builds: read-only
     done = subprocess.run(
         [
             sys.executable,

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from hpcenv.slurm import requeue
+from hpcenv.slurm import requeue, survive
 
 
 def _hpcenv(*argv: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -117,6 +117,25 @@ def test_requeues_used_up_end_the_link_naming_the_nodes(tmp_path: Path) -> None:
     ]
     outcome = json.loads((tmp_path / "o.json").read_text())
     assert outcome["ended_by"] == "bad-nodes" and outcome["bad_nodes"] == ["nid3"]
+
+
+def test_wait_follows_a_requeued_link_and_not_one_whose_requeues_are_used_up(
+    tmp_path: Path,
+) -> None:
+    """``hpcenv sbatch --wait`` reads the link's outcome file: a requeue names the job to
+    follow; requeues used up, a watchdog end or no file name none."""
+    outcome = tmp_path / "o.json"
+    cases = [
+        ({"ended_by": "requeue", "new_job": "4242", "exclude": "n3"}, "4242"),
+        ({"ended_by": "bad-nodes", "new_job": None, "exclude": "n3"}, None),
+        ({"ended_by": "watchdog", "why": "silent"}, None),
+        ({"ended_by": "requeue", "new_job": "42; rm -rf /"}, None),  # only a job id
+    ]
+    for data, follow in cases:
+        outcome.write_text(json.dumps(data))
+        assert survive.requeued_as(outcome) == follow, data
+    outcome.unlink()
+    assert survive.requeued_as(outcome) is None
 
 
 def test_a_finder_that_names_no_node_is_a_plain_gate_failure(tmp_path: Path) -> None:

@@ -3,8 +3,8 @@ fixture, tests/cluster.py: node3's links capped at 100 Mbit/s with tc tbf).
 
 - a three-node job gated by the bad-node finder (``--gate pairs --requeue-bad 1``) lands
   on node1-3, the finder names node3 by its pairs' busbw, and the job resubmits itself
-  with ``--exclude=node3``: CMD runs on node1, node2 and node4; ``--wait`` on the first
-  job exits 11 naming the new one;
+  with ``--exclude=node3``: CMD runs on node1, node2 and node4; ``--wait`` follows the
+  first job to the new one and exits with CMD's 0;
 - a two-node CMD that stops printing inside a function (``--hang-timeout``): the log's
   stack dump (py-spy on both nodes) names that function, the link ends with exit 10
   (``--wait``), and the chain's next link runs to the end.
@@ -90,10 +90,11 @@ def test_a_gated_job_requeues_itself_without_the_slow_node(
                    "--gate", "pairs", "--requeue-bad", "1", "--chain", "2",
                    "--", "hostname")  # fmt: skip
     out = done.stdout + done.stderr
-    assert done.returncode == 11, out  # BadNodes: requeued, not CMD's failure
+    assert done.returncode == 0, out  # the requeued job's CMD succeeded: --wait followed it
     first = re.search(r"submitted job (\d+)", out)
-    new = re.search(r"requeued as job (\d+) with --exclude=node3\b", out)
-    assert first and new, out
+    new = re.search(r"requeued as job (\d+) with --exclude=node3\b; following job (\d+)", out)
+    assert first and new and new.group(1) == new.group(2), out
+    assert f"job {new.group(1)} ended COMPLETED" in out, out
     log = _log(tmp_path, first.group(1))
     # which node, the evidence (its pairs' busbw), the new job id
     assert re.search(

@@ -358,13 +358,21 @@ def _same_file(a: str, b: str) -> bool:
     return stat.S_ISREG(sa.st_mode) and (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
 
 
+def _read_only(path: str) -> None:
+    mode = os.stat(path, follow_symlinks=False).st_mode
+    if mode & 0o222:
+        os.chmod(path, stat.S_IMODE(mode) & ~0o222)
+
+
 def carry_bytecode(old: Path, new: Path) -> int:
     """Link the bytecode of ``old`` (the build ``new`` replaces) into ``new`` wherever its
     source is the very same file in both (one device and inode: both builds link the same
     entry of uv's cache), so that the import check, and every job's first start, do not
     compile again what did not change (``import torch`` 2.6 s without bytecode, 1.3 s with,
     measured here). Python still checks each ``.pyc`` against its source's mtime and size,
-    and replaces one by a new file, never in place. Nothing is followed through a symlink.
+    and replaces one by a new file, never in place; a shared one is made read-only, as
+    :func:`protect` does with files shared with uv's cache. Nothing is followed through a
+    symlink.
     Returns how many files were carried."""
     carried = 0
     for old_site in paths.site_packages(old):
@@ -392,8 +400,10 @@ def carry_bytecode(old: Path, new: Path) -> int:
                     except OSError:
                         break
                     ready = True
+                pyc = os.path.join(folder, name)
                 try:
-                    os.link(os.path.join(folder, name), os.path.join(target_dir, name))
+                    _read_only(pyc)  # shared by two builds now: no in-place write reaches both
+                    os.link(pyc, os.path.join(target_dir, name))
                 except OSError:  # there already, another device, no hard links: compiled anew
                     continue
                 carried += 1

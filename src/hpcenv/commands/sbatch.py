@@ -11,8 +11,9 @@ preflight on every node, then the --gate probes): once per node through srun, pe
 on node-local scratch with --copy-back directories; --chain N resubmits it (up to N
 links) until CMD exits 0; --gate pairs --requeue-bad N resubmits a link without the
 nodes the bad-node finder names; --hang-timeout dumps a silent CMD's Python stacks and
-ends the link (hpcenv.slurm.survive). --wait then waits for the first link and exits
-with CMD's code (10: the watchdog ended it, 11: requeued or ended for bad nodes)."""
+ends the link (hpcenv.slurm.survive). --wait then waits for the first link (following it
+to the job it was requeued as) and exits with CMD's code (10: the watchdog ended it, 11:
+the bad-node finder named nodes and --requeue-bad was used up)."""
 
 from __future__ import annotations
 
@@ -288,14 +289,11 @@ def run(args: argparse.Namespace) -> int:
     # The bound is the job's own time limit (plus slack), counted only while it runs:
     # a busy queue may hold it PENDING for hours, which is not a reason to give up.
     limit = args.time or (prof.slurm.build_time if args.target == "build" else prof.slurm.time)
-    state = sbatch.wait(job_id, timeout=walltime.seconds(limit or "24:00:00") + 600)
-    out, err = job.log_paths(job_id)
-    print_text(
-        f"job {job_id} ended {state} after {time.monotonic() - started:.1f} s; logs: {out}\n",
-        err=True,
-    )
+    timeout = walltime.seconds(limit or "24:00:00") + 600
+    state = _wait(job, job_id, timeout, started)
     if own:
-        return _own_outcome(job_id, state, err, job.outcome_path(job_id))
+        return _own_outcome(job, job_id, state, timeout, started)
+    _, err = job.log_paths(job_id)
     report = sbatch.read_report(job, job_id)
     if isinstance(report, dict):
         print_json(report)
@@ -316,17 +314,37 @@ def _tail(path: Path, lines: int = 20) -> list[str]:
     return fsio.read_tail(path, 64 << 10).splitlines()[-lines:]
 
 
-def _own_outcome(job_id: str, state: str, err: Path, outcome: Path) -> int:
+def _wait(job: sbatch.Job, job_id: str, timeout: float, started: float) -> str:
+    state = sbatch.wait(job_id, timeout=timeout)
+    out, _ = job.log_paths(job_id)
+    print_text(
+        f"job {job_id} ended {state} after {time.monotonic() - started:.1f} s; logs: {out}\n",
+        err=True,
+    )
+    return state
+
+
+def _own_outcome(job: sbatch.Job, job_id: str, state: str, timeout: float, started: float) -> int:
     """Your command's job: 0 when it completed, its exit code when it failed (that of
     the first link of a chain), exit 9 when SLURM ended it (timeout, cancel, node),
-    10 when the hang watchdog ended it, 11 when the bad-node gate requeued it or ended
-    it naming nodes (what the job wrote in ``outcome``)."""
-    if state.startswith("COMPLETED"):
-        return 0
-    print_text("\n".join(_tail(err)) + "\n", err=True)
+    10 when the hang watchdog ended it, 11 when the bad-node gate ended it naming nodes
+    with its requeues used up (what the job wrote in its outcome file). A link the gate
+    requeued without the bad nodes is followed: the answer is the new job's."""
     from hpcenv.slurm import survive
 
-    if (why := survive.read_outcome(outcome, job_id)) is not None:
+    while not state.startswith("COMPLETED"):
+        new_job = survive.requeued_as(job.outcome_path(job_id))
+        if new_job is None:
+            break
+        note = survive.read_outcome(job.outcome_path(job_id), job_id)
+        print_text(f"hpcenv: {note}; following job {new_job}\n", err=True)
+        job_id = new_job
+        state = _wait(job, job_id, timeout, started)
+    if state.startswith("COMPLETED"):
+        return 0
+    _, err = job.log_paths(job_id)
+    print_text("\n".join(_tail(err)) + "\n", err=True)
+    if (why := survive.read_outcome(job.outcome_path(job_id), job_id)) is not None:
         raise why
     code = sbatch.exit_code(job_id) if state.startswith("FAILED") else None
     if code:

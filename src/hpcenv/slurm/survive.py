@@ -149,6 +149,18 @@ def watchdog_end(spec: CommandJob) -> list[str]:
     ]
 
 
+def requeued_as(path: Path) -> str | None:
+    """The job id a link was requeued as by the bad-node gate (its outcome file), else None."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("ended_by") != "requeue":
+        return None
+    new = str(data.get("new_job") or "")
+    return new if new.isdigit() else None
+
+
 def read_outcome(path: Path, job_id: str) -> HpcenvError | None:
     """The error a link ended by the watchdog or the bad-node gate reports (``JobHung``,
     exit 10; ``BadNodes``, exit 11), from the outcome file the job wrote; None when the
@@ -185,6 +197,7 @@ __all__ = [
     "exclude_lines",
     "pairs_gate_lines",
     "read_outcome",
+    "requeued_as",
     "watchdog_end",
     "watchdog_setup",
     "watchdog_start",
