@@ -74,3 +74,29 @@ def test_nothing_to_take_over_from_a_build_without_bytecode(tmp_path: Path) -> N
     os.link(old / "mod.py", new / "mod.py")
     assert venv_check.carry_bytecode(tmp_path / "old", tmp_path / "new") == 0
     assert not (new / "__pycache__").exists()
+
+
+def test_a_link_on_the_way_or_a_planted_pyc_link_is_not_followed(tmp_path: Path) -> None:
+    """A directory of the new build that is a symlink (an intermediate one too) is not
+    written through, and a ``.pyc`` in the old build that is a symlink is neither
+    chmodded through nor linked."""
+    old, new = _site(tmp_path / "old"), _site(tmp_path / "new")
+    (old / "pkg" / "sub").mkdir(parents=True)
+    (old / "pkg" / "sub" / "mod.py").write_text("X = 1\n")
+    _compile(old)
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "sub").mkdir(parents=True)
+    os.link(old / "pkg" / "sub" / "mod.py", elsewhere / "sub" / "mod.py")
+    (new / "pkg").symlink_to(elsewhere)  # new/pkg/sub/__pycache__ would land elsewhere
+    assert venv_check.carry_bytecode(tmp_path / "old", tmp_path / "new") == 0
+    assert not (elsewhere / "sub" / "__pycache__").exists()
+
+    victim = tmp_path / "victim"
+    victim.write_text("not bytecode")
+    victim.chmod(0o644)
+    (old / "top.py").write_text("Y = 2\n")
+    os.link(old / "top.py", new / "top.py")
+    (old / "__pycache__").mkdir(exist_ok=True)
+    (old / "__pycache__" / f"top.{TAG}.pyc").symlink_to(victim)
+    assert venv_check.carry_bytecode(tmp_path / "old", tmp_path / "new") == 0
+    assert victim.stat().st_mode & 0o777 == 0o644

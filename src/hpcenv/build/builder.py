@@ -706,7 +706,8 @@ def _prove_and_probe(
         probe_error = exc
     except BaseException:
         stop.set()  # Ctrl-C, a stop signal: the hashing threads end at their next file
-        hashing.result()
+        with contextlib.suppress(Exception):  # the stop is what this reports
+            hashing.result()
         raise
     proof = hashing.result()
     bad = proof.bad

@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import csv
+import errno
 import hashlib
 import os
 import stat
@@ -359,7 +360,11 @@ def _same_file(a: str, b: str) -> bool:
 
 
 def _read_only(path: str) -> None:
+    """Take the write bits off ``path``, a regular file (``OSError`` for anything else: a
+    planted link is neither followed nor shared)."""
     mode = os.stat(path, follow_symlinks=False).st_mode
+    if not stat.S_ISREG(mode):
+        raise OSError(errno.EINVAL, "not a regular file", path)
     if mode & 0o222:
         os.chmod(path, stat.S_IMODE(mode) & ~0o222)
 
@@ -377,6 +382,7 @@ def carry_bytecode(old: Path, new: Path) -> int:
     carried = 0
     for old_site in paths.site_packages(old):
         new_site = new / old_site.relative_to(old)
+        inside = os.path.realpath(new_site) + os.sep
         for folder, dirs, files in os.walk(old_site):
             if os.path.basename(folder) != "__pycache__":
                 continue
@@ -392,8 +398,8 @@ def carry_bytecode(old: Path, new: Path) -> int:
                 old_source = os.path.join(os.path.dirname(folder), module + ".py")
                 if not _same_file(old_source, os.path.join(source_dir, module + ".py")):
                     continue
-                if not ready:
-                    if os.path.islink(source_dir) or os.path.islink(target_dir):
+                if not ready:  # a link anywhere on the way out of the new build: skipped
+                    if not os.path.realpath(target_dir).startswith(inside):
                         break
                     try:
                         os.makedirs(target_dir, exist_ok=True)
