@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
+from hpcenv.build import builder
 from hpcenv.models.results import RankResult, Status, gather
 from hpcenv.profile import schema as profile
 from hpcenv.slurm import sbatch
@@ -227,12 +228,16 @@ def test_a_kit_copy_planted_as_another_users_symlink_is_refused(
         paths.kit_path()
 
 
-def test_remove_tree_removes_a_deep_tree_and_never_what_a_symlink_points_at(
-    tmp_path: Path,
+@pytest.mark.parametrize("rm", [True, False], ids=["rm", "no-rm"])
+def test_an_old_builds_removal_takes_a_deep_tree_and_never_what_a_symlink_points_at(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rm: bool
 ) -> None:
-    """``fsio.remove_tree`` (an old build removed by threads, issue 21): every file and
-    directory below the root goes, at every depth; a symlink planted in the tree, to a
-    directory or a file outside it, is removed as a link and its target keeps its files."""
+    """A superseded build's removal (``rm -rf`` beside the new build's last steps, or in
+    hpcenv itself where there is no ``rm``; issue 21): every file and directory below the
+    root goes, at every depth; a symlink planted in the tree, to a directory or a file
+    outside it, is removed as a link and its target keeps its files."""
+    if not rm:
+        monkeypatch.setenv("PATH", str(tmp_path / "no-bin"))
     victim = tmp_path / "victim"
     victim.mkdir()
     (victim / "keep.txt").write_text("mine\n")
@@ -247,10 +252,12 @@ def test_remove_tree_removes_a_deep_tree_and_never_what_a_symlink_points_at(
     (deep.parents[1] / "to-file").symlink_to(victim / "keep.txt")
     (deep / "deeper" / "still" / "more").mkdir(parents=True)
     (deep / "deeper" / "still" / "more" / "f.h").write_text("x")
-    fsio.remove_tree(root)
+    remover = builder._start_removal([root])
+    assert (remover is not None) is rm
+    assert builder._finish_removal(remover, [root]) == [root.name]
     assert not root.exists()
     assert (victim / "keep.txt").read_text() == "mine\n"
     link = tmp_path / "link-to-victim"
     link.symlink_to(victim)
-    fsio.remove_tree(link)  # a symlink root is left alone, as shutil.rmtree does
+    builder._finish_removal(None, [link])  # a symlink root is left alone, as rmtree does
     assert link.is_symlink() and (victim / "keep.txt").is_file()

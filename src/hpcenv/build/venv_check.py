@@ -377,8 +377,7 @@ def carry_bytecode(old: Path, new: Path) -> int:
     measured here). Python still checks each ``.pyc`` against its source's mtime and size,
     and replaces one by a new file, never in place; a shared one is made read-only, as
     :func:`protect` does with files shared with uv's cache. Nothing is followed through a
-    symlink.
-    Returns how many files were carried."""
+    symlink. Returns how many files were carried."""
     carried = 0
     for old_site in paths.site_packages(old):
         new_site = new / old_site.relative_to(old)

@@ -215,53 +215,6 @@ def _remove_dead_work_dirs(root: Path, prefix: str) -> None:
 WORK_PREFIXES = ("hpcenv-run-", "hpcenv-lock-", "hpcenv-archs-", "hpcenv-plan-", "hpcenv-project-")
 
 
-#: threads removing a tree at once (:func:`remove_tree`): unlink waits on the file system's
-#: journal, not the CPU, so several at once finish a venv's 18,000 files several times faster
-REMOVE_THREADS = 8
-_REMOVE_DEPTH = 8  # below venv/lib/python3.X/site-packages/torch/include/ATen/native/cpu
-
-
-def remove_tree(path: Path) -> None:
-    """``shutil.rmtree(path, ignore_errors=True)``, faster: the subtrees ``_REMOVE_DEPTH``
-    levels down and every file above them (half a torch venv is in ``torch/include``)
-    are removed by :data:`REMOVE_THREADS` threads, each subtree by ``shutil.rmtree`` (which
-    never follows a symlink: one found in place of a directory is removed, not its
-    target); then ``shutil.rmtree`` removes what is left. ``path`` itself must be a real
-    directory (a symlink is left alone, as ``shutil.rmtree`` does)."""
-    if path.is_symlink() or not path.is_dir():
-        return
-    subtrees: list[str] = []
-    files: list[str] = []
-
-    def scan(directory: str, level: int) -> None:
-        try:
-            entries = list(os.scandir(directory))
-        except OSError:
-            return
-        for entry in entries:
-            if not entry.is_dir(follow_symlinks=False):
-                files.append(entry.path)
-            elif level + 1 >= _REMOVE_DEPTH:
-                subtrees.append(entry.path)
-            else:
-                scan(entry.path, level + 1)
-
-    scan(str(path), 0)
-
-    def remove(batch: list[tuple[bool, str]]) -> None:
-        for is_tree, name in batch:
-            if is_tree:
-                shutil.rmtree(name, ignore_errors=True)
-            else:
-                with contextlib.suppress(OSError):
-                    os.unlink(name)
-
-    work = [(True, d) for d in subtrees] + [(False, f) for f in files]
-    batches = [work[i : i + 128] for i in range(0, len(work), 128)]
-    threads.map_threads(remove, batches, REMOVE_THREADS)
-    shutil.rmtree(path, ignore_errors=True)
-
-
 def remove_dead_work_dirs() -> None:
     """Remove every work directory a SIGKILLed hpcenv process of this user left in
     $TMPDIR (called at the start of a build, which may run no command at all)."""
