@@ -132,7 +132,8 @@ def doctor(session: nox.Session) -> None:
 def cluster(session: nox.Session) -> None:
     """A real N-node SLURM on this machine (root): -- up [--nodes 3] [--slow node3] | down."""
     _hpcenv(session)
-    session.run("python", str(ROOT / "tests" / "cluster.py"), *(session.posargs or ["status"]))
+    cluster_py = ROOT / "tests" / "support" / "cluster.py"
+    session.run("python", str(cluster_py), *(session.posargs or ["status"]))
 
 
 @nox.session

@@ -10,7 +10,7 @@
     (an RTX 6000 node, ``tests/data/facts/rtx6000-brtx.json``), page cache warm. Goal:
     under 2 s. ``python -c pass`` of hpcenv's Python is timed alongside as the floor.
 
-Artifacts come from ``tests/cuda_artifacts.py`` (downloaded once). Prints JSON: min /
+Artifacts come from ``tests/support/cuda_artifacts.py`` (downloaded once). Prints JSON: min /
 median / max per command, the ratio of medians, and what the scans found.
 """
 
@@ -29,7 +29,7 @@ sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(BENCH))
 from _timing import summarize  # noqa: E402
 
-import cuda_artifacts  # noqa: E402
+from support import cuda_artifacts  # noqa: E402
 
 
 def interleaved(variants: dict[str, list[str]], runs: int) -> dict[str, dict[str, float]]:

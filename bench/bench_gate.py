@@ -1,6 +1,6 @@
 """The gate's cost: seconds from a job's start to its command's start, on a real SLURM.
 
-Starts a private test SLURM (tests/cluster.py, ``--nodes`` nodes), builds a CPU-torch
+Starts a private test SLURM (tests/support/cluster.py, ``--nodes`` nodes), builds a CPU-torch
 venv with uv from the wheelhouse (bench_slurm.build_venv), then submits
 ``hpcenv sbatch local --nodes N [gate] -- bash -c 'echo ...'`` jobs whose command prints
 the job's start (``HPCENV_JOB_START``, the script's first line) and its own start
@@ -31,7 +31,7 @@ sys.path.insert(0, str(BENCH))
 
 from bench_slurm import build_venv  # noqa: E402
 
-from slurm_cluster import missing_binaries, start_cluster, stop_cluster  # noqa: E402
+from support.slurm_cluster import missing_binaries, start_cluster, stop_cluster  # noqa: E402
 
 VARIANTS: dict[str, list[str]] = {
     "no gate": ["--no-gate"],

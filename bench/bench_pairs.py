@@ -1,6 +1,6 @@
 """The bad-node finder's wall time on 3 nodes against one full-allocation allreduce sweep.
 
-Starts a private 3-node SLURM cluster (``tests/cluster.py``, node3's links capped at
+Starts a private 3-node SLURM cluster (``tests/support/cluster.py``, node3's links capped at
 100 Mbit/s), then, inside one ``salloc -N3 --ntasks-per-node=2`` each, runs N times,
 interleaved:
 
@@ -31,7 +31,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
-import cluster as machinery  # noqa: E402
+from support import cluster as machinery  # noqa: E402
 
 PAIR_BYTES = 8 << 20
 

@@ -1,6 +1,6 @@
 """Wall time of ``hpcenv profile init`` end to end on a real local SLURM (issue 26).
 
-Starts a private one-node SLURM with GRES (tests/cluster.py ``--gres gpu:tstgpu:4``:
+Starts a private one-node SLURM with GRES (tests/support/cluster.py ``--gres gpu:tstgpu:4``:
 stand-in device files, no GPUs here) and a modulefile tree for Debian's Lmod, then
 times, interleaved, N runs of:
 
@@ -36,9 +36,9 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from _timing import summarize  # noqa: E402
 
-from cluster import up  # noqa: E402
 from hpcenv.facts import lmod  # noqa: E402
-from slurm_cluster import missing_binaries, stop_cluster  # noqa: E402
+from support.cluster import up  # noqa: E402
+from support.slurm_cluster import missing_binaries, stop_cluster  # noqa: E402
 
 GH200 = REPO / "tests" / "data" / "facts" / "gh200-isambard.json"
 MODULES = ("cuda/12.4", "cuda/12.6", "cuda/12.8", "nccl/2.21.5", "brics/aws-ofi-nccl/1.8.1")

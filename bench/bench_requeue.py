@@ -1,5 +1,5 @@
 """The requeue's overhead: from the bad-node gate's verdict to CMD running on the new
-allocation, on a real four-node SLURM whose node3 is capped (tests/cluster.py, tc tbf).
+allocation, on a real four-node SLURM whose node3 is capped (tests/support/cluster.py, tc tbf).
 
 Each round submits ``hpcenv sbatch local --nodes 3 --gate pairs --requeue-bad 1 --
 bash -c 'echo ...'``: the job lands on node1-3, the finder names node3, the requeue helper
@@ -38,7 +38,7 @@ sys.path.insert(0, str(BENCH))
 
 from bench_slurm import build_venv  # noqa: E402
 
-from slurm_cluster import missing_binaries, start_cluster, stop_cluster  # noqa: E402
+from support.slurm_cluster import missing_binaries, start_cluster, stop_cluster  # noqa: E402
 
 CMD = ["bash", "-c", 'echo "REQUEUE_BENCH $HPCENV_JOB_START $EPOCHREALTIME $(hostname)"']
 

@@ -1,6 +1,6 @@
 """Wall time of probe jobs on a real local SLURM, from submit to report (JSON out).
 
-Starts a private one-node SLURM (tests/slurm_cluster.py), builds a CPU-torch venv
+Starts a private one-node SLURM (tests/support/slurm_cluster.py), builds a CPU-torch venv
 with uv from the wheelhouse, then runs ``hpcenv sbatch local nccl --submit --wait``
 (the user's command: render, sbatch, srun 2 gloo ranks, wait, print the report)
 N times, against a baseline in the same run: an sbatch job that only runs ``true``
@@ -25,7 +25,7 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from hpcenv.profile import schema as profile  # noqa: E402
 from hpcenv.slurm import sbatch  # noqa: E402
-from slurm_cluster import missing_binaries, start_cluster, stop_cluster  # noqa: E402
+from support.slurm_cluster import missing_binaries, start_cluster, stop_cluster  # noqa: E402
 
 
 def build_venv(root: Path) -> Path:

@@ -129,7 +129,7 @@ def main() -> int:
     )
     results["probe_suite"] = median_wall([*hpcenv, "probe", "--env", "local"], env, args.runs)
     results["doctor"] = median_wall([*hpcenv, "doctor", "local"], env, args.runs)
-    results["archs"] = run_json(  # downloads its artifacts once (tests/cuda_artifacts.py)
+    results["archs"] = run_json(  # downloads its artifacts once (tests/support/cuda_artifacts.py)
         [py, str(BENCH / "bench_archs.py"), "--runs", str(max(args.runs, 5))], env
     )
     if args.slurm:

@@ -1,36 +1,27 @@
-"""Shared test helpers.
+"""The fixtures every test may use.
 
-``require(component, ok, reason)`` skips a test whose component (slurm, ray, uv,
-gcc, fi_info, torch-wheel, ...) is missing, and *fails* it instead when
-``HPCENV_REQUIRE_ALL=1`` or ``HPCENV_REQUIRE_<COMPONENT>=1`` is set, as ``.ci/run``
-does, so CI cannot pass by skipping.
+``tests/unit/<package>/`` holds fast tests of one module (no subprocess, no network, no
+SLURM); ``tests/integration/<what it proves>/`` the builds, probes, SLURM clusters and
+real wheels; ``tests/support/`` the helpers (``support``: REPO, DATA, FACTS, ``require``).
+The helpers' fixtures are registered here, once (``pytest_plugins``), so a test asks for
+``slurm``, ``cluster``, ``probe_python``, ``torch_python``, ``index`` ... by name and
+never imports them.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-DATA = REPO / "tests" / "data"
-FACTS = DATA / "facts"
-
-
-def required(component: str) -> bool:
-    key = "HPCENV_REQUIRE_" + component.upper().replace("-", "_")
-    return os.environ.get("HPCENV_REQUIRE_ALL") == "1" or os.environ.get(key) == "1"
-
-
-def require(component: str, ok: bool, reason: str) -> None:
-    """Skip (or, when CI requires the component, fail) unless ``ok``."""
-    if ok:
-        return
-    message = f"{component} not available: {reason}"
-    if required(component):
-        pytest.fail(f"{message} (required by HPCENV_REQUIRE_*)", pytrace=False)
-    pytest.skip(message)
+pytest_plugins = [  # a helper before the helpers that import it (assertion rewriting)
+    "support.probe_env",
+    "support.launcher_env",
+    "support.torch_venv",
+    "support.buildkit",
+    "support.standin_cuda",
+    "support.slurm_cluster",
+]
 
 
 @pytest.fixture

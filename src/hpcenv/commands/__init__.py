@@ -4,7 +4,7 @@
 ``hpcenv --help``), so a command pays for what its own module imports. ``facts`` must
 start fast: its module imports argparse and this package at the top and the rest inside
 ``run``, and ``hpcenv facts --json`` loads neither rich, packaging nor another command
-(``tests/test_facts.py`` checks it).
+(``tests/integration/node/test_facts.py`` checks it).
 
 A module defines ``NAME``, ``HELP``, optional ``ORDER`` (help listing order),
 ``configure(parser)`` and ``run(args) -> int``. Shared options live here, and the

@@ -2,7 +2,8 @@
 hpcenv imports too, so each helper and each fact is read one way.
 
 Rule for every module in this package: **standard library only, Python >= 3.10, and no
-import of an hpcenv module outside ``hpcenv.kit``** (``tests/test_kit.py`` checks it).
+import of an hpcenv module outside ``hpcenv.kit``** (``tests/unit/kit/test_kit_package.py``
+checks it).
 A target environment has its own packages and must not see hpcenv's (rich, packaging,
 nvidia-ml-py) nor the rest of hpcenv: the runner puts a directory holding only
 ``hpcenv/__init__.py`` and ``hpcenv/kit/`` first on the probes' ``PYTHONPATH``

@@ -28,7 +28,7 @@ Layout (little-endian). Sources: [E] n-eiling/cuda-fatbin-decompression
 compiled with PyPI ``nvidia-cuda-nvcc`` 13.5.37 for chosen ``-gencode`` targets and read
 back with ``cuobjdump -all`` 13.5.37, which prints each entry's arch (with its ``a``/``f``
 suffix), code version and whether it is compressed, and on real PyPI libraries
-(``tests/test_fatbin_oracle.py`` checks every entry against cuobjdump).
+(``tests/integration/node/test_fatbin_cuobjdump_oracle.py`` checks every entry against cuobjdump).
 
 Container, 16 bytes, then entries back to back: ``u32 magic 0xBA55ED50``, ``u16 version``
 (1), ``u16 header size`` (16), ``u64 size of the entries`` [E][J][M]. Containers follow

@@ -1,6 +1,6 @@
 """What NCCL's INFO log (NCCL_DEBUG=INFO, NCCL_DEBUG_SUBSYS=INIT,NET) says about the network.
 
-Pure text parsing, tested on recorded lines (tests/test_nccl_log.py): whether a net
+Pure text parsing, tested on recorded lines (tests/unit/kit/test_nccl_log.py): whether a net
 plugin was loaded (and which API version), the libfabric provider aws-ofi-nccl
 selected, the network NCCL finally used (``Using network X``), the channel
 transports (``via NET/AWS Libfabric/0/GDRDMA``), and the hard failure ``Failed to

@@ -1,0 +1,237 @@
+"""Real projects (tests/data/projects, origin in each ORIGIN) through the swap's first half:
+what ``hpcenv build PROFILE --project`` would install on the recorded GH200 and V100 nodes
+(``swap.project_set``: ``uv export`` of the real lock, then the rewrite), and the rules
+around it: the project's Python, the environment's name. Installing them needs
+download.pytorch.org, which this machine cannot reach; the install itself is tested with
+stand-in wheels (test_swap_stack).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from hpcenv.build import swap
+from hpcenv.decide.plan import make_plan
+from hpcenv.models import facts as facts_model
+from hpcenv.profile import schema as profile
+from hpcenv.project import uv_lock as uvlock
+from hpcenv.utils.errors import BadInput
+from support import DATA, FACTS
+from support.buildkit import hpcenv, require_uv
+
+PROJECTS = DATA / "projects"
+GH200 = facts_model.load(FACTS / "gh200-isambard.json")
+V100 = facts_model.load(FACTS / "v100-supercloud.json")
+
+
+def copy(name: str, tmp_path: Path) -> Path:
+    dest = tmp_path / name
+    shutil.copytree(PROJECTS / name, dest, ignore=shutil.ignore_patterns(".*cache"))
+    return dest
+
+
+def project_set(
+    name: str,
+    prof: str,
+    facts: facts_model.Facts,
+    tmp_path: Path,
+    *,
+    with_profile_packages: bool = True,
+    file: str | None = None,
+    **selection: object,
+) -> swap.ProjectSet:
+    require_uv()
+    plan = make_plan(profile.load(prof), facts, environ={})
+    directory = copy(name, tmp_path)
+    request = swap.ProjectRequest(
+        directory=directory,
+        file=directory / file if file else None,
+        selection=uvlock.Selection(**selection),  # type: ignore[arg-type]
+        with_profile_packages=with_profile_packages,
+    )
+    return swap.project_set(request, plan, facts)
+
+
+def changes(ps: swap.ProjectSet) -> dict[str, str | None]:
+    return {c.name: c.after for c in ps.changes}
+
+
+def test_open_instruct_on_the_gh200(tmp_path: Path) -> None:
+    """The migration this exists for: the lock's aarch64 fork is torch 2.10.0+cu130; the
+    565 driver needs cu126; every CUDA 13 wheel of torch's is left to the resolver."""
+    ps = project_set("open-instruct", "isambard", GH200, tmp_path)
+    assert (ps.torch_before, ps.torch_after, ps.variant) == (
+        "2.10.0+cu130",
+        "2.10.0+cu126",
+        "cu126",
+    )
+    assert "groups dev, cuda12" in ps.selection and "aarch64" in ps.selection
+    after = changes(ps)
+    assert after["torchvision"] == "torchvision==0.25.0+cu126"
+    assert after["torchaudio"] == "torchaudio==2.10.0+cu126"
+    for dropped in (
+        "nvidia-nccl-cu13",
+        "nvidia-cudnn-cu13",
+        "nvidia-nvshmem-cu13",
+        "nvidia-cuda-runtime",
+    ):
+        assert after[dropped] is None, dropped
+    assert not [r for r in ps.requirements if "cu13" in r]
+    assert after["ray"] == "ray==2.53.0"  # the project pins ray: its pin wins over the profile's
+    assert ps.python.version == "3.12" and "==3.12.*" in ps.python.why
+    assert ps.local == (".",)  # the project itself, installed from a copy
+    assert any("keeping 2.10.0" in w for w in ps.warnings)
+
+
+def test_open_instruct_cuda13_group_on_the_v100(tmp_path: Path) -> None:
+    """The cuda13 group: its flash-attn URL wheels are built for CUDA 13 and cannot be
+    rebuilt for cu128: left out, with a warning; vLLM's +cu130 becomes its public build."""
+    ps = project_set(
+        "open-instruct", "supercloud", V100, tmp_path, no_default_groups=True, groups=("cuda13",)
+    )
+    assert (ps.torch_before, ps.torch_after) == ("2.10.0+cu130", "2.10.0+cu128")
+    after = changes(ps)
+    assert after["vllm"] == "vllm===0.19.1"
+    assert after["flash-attn"] is None and after["flash-attn-3"] is None
+    assert sum("URL wheel built for CUDA 13" in w for w in ps.warnings) == 2
+
+
+def test_a_plain_vllm_built_for_cuda_12_is_left_out_of_a_cuda_13_swap(tmp_path: Path) -> None:
+    """open-instruct's default fork on x86_64: torch 2.10.0+cu128 and PyPI's vllm 0.19.1
+    (plain version, built against PyPI's torch 2.10.0, cu128). On an H100 with a 580 driver
+    the plan picks a CUDA 13 build of 2.10.0: the CUDA 12 vLLM is left out, said."""
+    from support.fakenodes import node
+
+    h100 = node("x86_64", "580.95.05", ("9.0",))
+    ps = project_set("open-instruct", "supercloud", h100, tmp_path)
+    if not (ps.variant or "").startswith("cu13"):
+        pytest.skip(f"the plan chose {ps.variant} for torch 2.10.0 on this node")
+    after = changes(ps)
+    assert after["vllm"] is None
+    assert any(
+        w.startswith("vllm 0.19.1 is built for CUDA 12 (PyPI's plain vLLM") for w in ps.warnings
+    )
+    assert not [r for r in ps.requirements if r.startswith("vllm")]
+
+
+def test_open_instruct_default_on_the_v100_needs_no_swap(tmp_path: Path) -> None:
+    ps = project_set("open-instruct", "supercloud", V100, tmp_path)
+    assert ps.torch_before == ps.torch_after == "2.10.0+cu128"
+    assert not [c for c in ps.changes if c.after is None]
+
+
+def test_nanochat_keeps_its_python_and_extras(tmp_path: Path) -> None:
+    ps = project_set("nanochat", "isambard", GH200, tmp_path)
+    assert (ps.torch_before, ps.torch_after) == ("2.9.1", "2.9.1+cu126")  # PyPI's: CPU on aarch64
+    assert ps.python.version == "3.10"
+    assert ps.python.why.startswith(
+        "the project pins 3.10 in .python-version; profile isambard says 3.12"
+    )
+    gpu = project_set("nanochat", "isambard", GH200, tmp_path / "gpu", extras=("gpu",))
+    assert gpu.torch_before == "2.9.1+cu128" and "extras gpu" in gpu.selection
+    assert changes(gpu)["nvidia-nccl-cu12"] is None  # cu128's wheels: re-resolved for cu126
+    assert changes(gpu)["ray"] == "ray[default]>=2.49"  # not in the project: the profile's
+    # ... only when asked (--with-profile-packages): by default the project's set alone
+    alone = project_set("nanochat", "isambard", GH200, tmp_path / "alone", extras=("gpu",),
+                        with_profile_packages=False)  # fmt: skip
+    assert "ray" not in changes(alone) and not [r for r in alone.requirements if "ray" in r]
+
+
+def test_prime_rl_workspace_and_overrides(tmp_path: Path) -> None:
+    ps = project_set("prime-rl", "isambard", GH200, tmp_path)
+    assert ps.torch_after == "2.11.0+cu126"
+    assert "./packages/prime-rl-configs" in ps.local and "." in ps.local
+    # its override of torch's cuDNN still applies to the re-resolved CUDA wheels
+    assert ps.overrides == ("nvidia-cudnn-cu12>=9.15",)
+    vllm = changes(ps)["vllm"]
+    assert vllm is not None and "vllm-0.26.0+cu129" in vllm  # a CUDA 12 URL wheel: kept
+
+
+def test_lerobot_on_both(tmp_path: Path) -> None:
+    for prof, facts in (("isambard", GH200), ("supercloud", V100)):
+        ps = project_set("lerobot", prof, facts, tmp_path / prof)
+        assert (ps.torch_before, ps.torch_after) == ("2.11.0+cu128", "2.11.0+cu126"), prof
+
+
+# --- projects without a uv.lock (project_handwritten) -----------------------------------
+
+
+def test_requirements_with_includes_and_a_pytorch_index(tmp_path: Path) -> None:
+    """kohya_ss pins torch 2.7.0+cu128 from the PyTorch cu128 index: the node's build of
+    2.7.0 instead, torchvision without its label, the PyTorch index not used."""
+    ps = project_set("kohya_ss", "supercloud", V100, tmp_path, file="requirements_linux.txt")
+    assert ps.torch_before == "torch==2.7.0+cu128"
+    assert ps.torch_after.startswith("torch==2.7.0+cu12") and ps.torch_after != "torch==2.7.0+cu128"
+    assert "torchvision==0.22.0" in ps.requirements
+    assert "transformers==4.54.1" in ps.requirements  # from -r requirements.txt
+    assert ps.indexes == () and ps.local_deps
+    assert any("PyTorch index https://download.pytorch.org/whl/cu128 not used" in w
+               for w in ps.warnings)  # fmt: skip
+    assert any("./sd-scripts is not here" in w for w in ps.warnings)
+
+
+def test_bare_torch_setup_py_and_conda_get_the_plans_torch(tmp_path: Path) -> None:
+    whisper = project_set("whisper", "supercloud", V100, tmp_path / "w")
+    plan_version = whisper.torch_after.split("==")[1].split("+")[0]
+    assert whisper.torch_before == "torch" and "(any)" in whisper.changes[0].why
+    mingpt = project_set("mingpt", "isambard", GH200, tmp_path / "m")
+    assert mingpt.local == (".",) and mingpt.torch_before == "none"
+    assert "setup.py's build backend" in mingpt.changes[0].why
+    dit = project_set("dit", "supercloud", V100, tmp_path / "d")
+    assert dit.torch_before == "torch>=1.13" and dit.torch_after.startswith(
+        f"torch=={plan_version}"
+    )
+    assert dit.python.version == "3.12" or "admits" in dit.python.why
+    olmo = project_set("olmo", "isambard", GH200, tmp_path / "o", with_profile_packages=True)
+    assert olmo.python.why.endswith("admits") and "ai2-olmo-core>=1.8.0" in olmo.requirements
+    assert changes(olmo).get("rich") is None  # the project asks for it: not the profile's
+    with pytest.raises(BadInput, match=r"select from a uv\.lock"):
+        project_set("olmo", "isambard", GH200, tmp_path / "g", groups=("dev",))
+
+
+# --- the rules around it ------------------------------------------------------------------
+
+
+def project(tmp_path: Path, requires: str | None, pin: str | None) -> uvlock.Project:
+    return uvlock.Project(directory=tmp_path, requires_python=requires, python_pin=pin)
+
+
+def test_python_rule(tmp_path: Path) -> None:
+    by = "profile isambard"
+    pinned = uvlock.python_for(project(tmp_path, ">=3.10", "3.11"), None, "3.12", by)
+    assert pinned.version == "3.11"
+    assert "pins 3.11 in .python-version; profile isambard says 3.12: using 3.11" in pinned.why
+    same = uvlock.python_for(project(tmp_path, ">=3.10", "3.12"), None, "3.12", by)
+    assert same.version == "3.12" and "as profile isambard" in same.why
+    admitted = uvlock.python_for(project(tmp_path, ">=3.10", None), None, "3.12", by)
+    assert admitted.version == "3.12" and "admits" in admitted.why
+    outside = uvlock.python_for(project(tmp_path, "==3.12.*", None), None, "3.11", by)
+    assert outside.version == "3.12" and "outside the project's requires-python" in outside.why
+    with pytest.raises(
+        BadInput, match=r"pins Python 3\.10, which the project's requires-python >=3\.11"
+    ):
+        uvlock.python_for(project(tmp_path, ">=3.11", "3.10"), None, "3.12", by)
+    with pytest.raises(BadInput, match="names no Python version"):
+        uvlock.python_for(project(tmp_path, None, "pypy"), None, "3.12", by)
+
+
+def test_environment_names(tmp_path: Path) -> None:
+    proj = copy("nanochat", tmp_path)
+    assert swap.environment_name("isambard", swap.ProjectRequest(directory=proj)) == (
+        "isambard-nanochat"
+    )
+    named = swap.ProjectRequest(directory=proj, name="chat")
+    assert swap.environment_name("isambard", named) == "chat"
+    for bad in ("../x", "a/b", "-rf", "x.lock"):
+        with pytest.raises(BadInput, match="--name"):
+            swap.environment_name("isambard", swap.ProjectRequest(directory=proj, name=bad))
+
+
+def test_build_cli_selection_needs_a_project(tmp_path: Path) -> None:
+    done = hpcenv("build", "local", "--extra", "gpu", env={"HPCENV_HOME": str(tmp_path)})
+    assert done.returncode == 2 and "go with --project PATH" in done.stderr
+    done = hpcenv("build", "local", "--project", str(tmp_path), env={"HPCENV_HOME": str(tmp_path)})
+    assert done.returncode == 2 and "no uv.lock, pyproject.toml, setup.py" in done.stderr

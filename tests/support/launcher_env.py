@@ -1,0 +1,61 @@
+"""A real target venv with the launchers researchers use: CPU torch 2.13.0 (the
+wheelhouse), accelerate and DeepSpeed from PyPI (pinned).
+
+Built once and kept in the temp directory (keyed by its contents, guarded by a file
+lock; ``.complete`` written only when every install succeeded), like ``probe_env``'s
+venv, so CI pays PyPI and the install once per machine; uv's cache makes a rebuild
+fast. DeepSpeed's setup imports torch: it is installed without build isolation
+(``--no-build-isolation-package deepspeed``) and without building its ops
+(``DS_BUILD_OPS=0``: they are JIT-built when first used).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from support import require
+from support.probe_env import TORCH, torch_wheel_available, wheel_dirs
+
+ACCELERATE = "accelerate==1.15.0"
+DEEPSPEED = "deepspeed==0.19.8"
+VENV = (
+    Path(tempfile.gettempdir()) / "hpcenv-test-launchers-py311-torch2.13.0-cpu-acc1.15.0-ds0.19.8"
+)
+
+
+def _build(venv: Path) -> None:
+    uv = shutil.which("uv")
+    assert uv is not None
+    python = venv / "bin" / "python"
+    if not python.exists():
+        if venv.exists():
+            shutil.rmtree(venv)
+        subprocess.run([uv, "venv", str(venv), "--python", "3.11", "-q"], check=True)
+    links = [a for d in wheel_dirs() if Path(d).is_dir() for a in ("--find-links", d)]
+    done = subprocess.run(
+        [uv, "pip", "install", "-q", "--python", str(python), *links, TORCH, "numpy",
+         "setuptools", "wheel", ACCELERATE, DEEPSPEED,
+         "--no-build-isolation-package", "deepspeed"],
+        capture_output=True, text=True, env={**os.environ, "DS_BUILD_OPS": "0"},
+    )  # fmt: skip
+    require("launchers", done.returncode == 0, f"uv pip install failed: {done.stderr[-800:]}")
+    (venv / ".complete").write_text("ok\n")
+
+
+@pytest.fixture(scope="session", name="launcher_venv")
+def launcher_venv_fixture() -> Path:
+    """The venv (its directory) with CPU torch, accelerate and DeepSpeed."""
+    require("uv", shutil.which("uv") is not None, "uv is not on PATH")
+    require("torch-wheel", torch_wheel_available(), "no torch 2.13.0 cp311 wheel in /opt/wheels")
+    with open(VENV.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (VENV / ".complete").exists():
+            _build(VENV)
+    return VENV
