@@ -8,7 +8,7 @@ SHELL := /bin/bash
 TOOLS := $(CURDIR)/.tools
 export PATH := $(TOOLS)/bin:$(PATH)
 
-.PHONY: bootstrap demo doctor test lint lock bench
+.PHONY: bootstrap demo doctor test test-fast lint lock bench
 
 bootstrap:
 	@if ! command -v uv >/dev/null || ! command -v nox >/dev/null; then \
@@ -23,8 +23,11 @@ demo: bootstrap      ## facts, plan, build and probe this machine's environment 
 
 doctor: demo
 
-test: bootstrap      ## the test suite
+test: bootstrap      ## the test suite (a worker per core)
 	nox -s tests
+
+test-fast: bootstrap ## the unit tests alone (tests/unit: seconds)
+	nox -s unit
 
 lint: bootstrap      ## ruff, mypy --strict, import-linter's layers, profiles validate
 	nox -s lint

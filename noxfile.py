@@ -24,7 +24,7 @@ from hpcenv.kit import registry  # noqa: E402 - standard library only
 
 nox.options.default_venv_backend = "uv"
 nox.options.reuse_existing_virtualenvs = True
-nox.options.sessions = ["lint", "tests"]
+nox.options.sessions = ["lint", "tests"]  # `nox -s unit`: the fast loop
 
 PROFILES = sorted(p.stem for p in (ROOT / "envs").glob("*.toml"))
 
@@ -45,9 +45,18 @@ def _dev(session: nox.Session) -> None:
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """The test suite (unit + integration on real uv, torch, Ray, SLURM)."""
+    """The test suite (unit + integration on real uv, torch, Ray, SLURM), one worker per
+    core: the SLURM tests share their clusters in one worker, a file's tests stay together
+    (tests/conftest.py groups them)."""
     _dev(session)
-    session.run("pytest", *session.posargs)
+    session.run("pytest", "-n", "auto", "--dist", "loadgroup", *session.posargs)
+
+
+@nox.session
+def unit(session: nox.Session) -> None:
+    """The fast loop: tests/unit (one module each; no subprocess, network or SLURM)."""
+    _dev(session)
+    session.run("pytest", "tests/unit", "-q", *session.posargs)
 
 
 @nox.session

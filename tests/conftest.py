@@ -24,6 +24,15 @@ pytest_plugins = [  # a helper before the helpers that import it (assertion rewr
 ]
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Groups for ``pytest -n N --dist loadgroup`` (``nox -s tests``): every SLURM test in
+    one worker, so each test cluster starts once; the other tests by file, so a file's
+    module-scoped fixtures (stand-in indexes, built venvs) are made once."""
+    for item in items:
+        group = "slurm" if item.get_closest_marker("slurm") else str(item.path)
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
 @pytest.fixture
 def hpcenv_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """An isolated HPCENV_HOME for one test."""
