@@ -92,6 +92,8 @@ def test_changed_plan_or_hand_edit_is_detected(index: StandInIndex, offline_pypi
     assert reason is not None and "no hpcenv header" in reason
 
 
+@pytest.mark.slow
+@pytest.mark.slow
 def test_unreachable_index_is_one_clear_error(offline_pypi: Path) -> None:
     plan = stand_in_plan("http://127.0.0.1:9/whl")
     with pytest.raises(BuildFailed, match=r"127\.0\.0\.1:9/whl/cu126"):

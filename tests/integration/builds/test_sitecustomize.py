@@ -150,6 +150,7 @@ def test_gh200_list_emptied_after_import_is_set_when_building(venv: Path) -> Non
     assert "-gencode=arch=compute_90,code=sm_90" in out["flags"]  # type: ignore[operator]
 
 
+@pytest.mark.slow
 def test_gh200_suffix_tolerated_with_native(venv: Path) -> None:
     """TORCH_CUDA_ARCH_LIST=native makes torch parse get_arch_list() (with sm_90a)."""
     without = probe(venv, fixes_on=False, cap=[9, 0], arches=GH200_ARCHES, preset="native")
@@ -169,6 +170,7 @@ def test_user_setting_is_kept(venv: Path) -> None:
     assert isinstance(after, dict) and after["get_device_capability"] == 0
 
 
+@pytest.mark.slow
 def test_other_gpu_is_left_alone(venv: Path) -> None:
     with_fix = probe(venv, cap=[8, 0], arches=A100_ARCHES)
     without = probe(venv, fixes_on=False, cap=[8, 0], arches=A100_ARCHES)
@@ -177,6 +179,7 @@ def test_other_gpu_is_left_alone(venv: Path) -> None:
     assert "-gencode=arch=compute_80,code=sm_80" in with_fix["flags"]  # type: ignore[operator]
 
 
+@pytest.mark.slow
 def test_no_cuda_is_left_alone(venv: Path) -> None:
     with_fix = probe(venv, cap=None, arches=[])
     without = probe(venv, fixes_on=False, cap=None, arches=[])

@@ -178,6 +178,8 @@ def test_torch_from_a_mirror_never_the_projects_index(
         mirror.stop()
 
 
+@pytest.mark.slow
+@pytest.mark.slow
 def test_unreachable_torch_index_names_the_setting(
     uv_env: dict[str, str], cuda_index: StandInIndex, tmp_path: Path, hpcenv_home: Path
 ) -> None:

@@ -77,6 +77,8 @@ def _python(venv: Path, code: str, **env: str) -> subprocess.CompletedProcess[st
     )
 
 
+@pytest.mark.slow
+@pytest.mark.slow
 def test_an_older_nccl_loaded_first_breaks_torch_and_the_fix_puts_the_venv_s_first(
     cuda_venv: Path, old_nccl: Path
 ) -> None:
@@ -114,6 +116,7 @@ def _nccl_check(result: dict[str, Any]) -> dict[str, Any]:
     return check  # type: ignore[no-any-return]
 
 
+@pytest.mark.slow
 def test_the_torch_probe_names_the_nccl_torch_uses(
     cuda_venv: Path, old_nccl: Path, tmp_path: Path
 ) -> None:

@@ -100,6 +100,7 @@ def test_a_silent_command_is_named_where_it_sits_then_checkpoints_and_ends(
     assert isinstance(error, JobHung) and "job 7: the command wrote nothing" in str(error)
 
 
+@pytest.mark.slow
 def test_a_heartbeat_keeps_a_quiet_command_alive_until_it_stops(
     tmp_path: Path, reaped: list[subprocess.Popen[bytes]]
 ) -> None:

@@ -27,6 +27,8 @@ def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, s
     return code, out, err
 
 
+@pytest.mark.slow
+@pytest.mark.slow
 @pytest.mark.parametrize("key", ["bnb-cuda118", "bnb-cuda130", "curand", "nccl"])
 def test_json_equals_cuobjdump(capsys: pytest.CaptureFixture[str], key: str) -> None:
     lib = real(key)

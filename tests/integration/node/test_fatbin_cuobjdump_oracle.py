@@ -75,6 +75,8 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return out
 
 
+@pytest.mark.slow
+@pytest.mark.slow
 def test_compiled_targets_keep_their_suffixes(built: dict[str, Path]) -> None:
     code = fatbin.scan(built["lib.so"])
     assert {"7.5", "9.0a", "10.0f", "12.1f"} == set(code.sass)
@@ -114,6 +116,8 @@ def test_fixture_entries_equal_cuobjdump(built: dict[str, Path], name: str) -> N
 # --- real libraries from PyPI wheels -------------------------------------------------
 
 
+@pytest.mark.slow
+@pytest.mark.slow
 @pytest.mark.parametrize("key", ["bnb-cuda118", "bnb-cuda128", "bnb-cuda130", "curand", "nccl"])
 def test_real_library_equals_cuobjdump(key: str) -> None:
     lib = real(key)
@@ -222,6 +226,8 @@ def test_a_cubin_without_kernels_is_not_code(built: dict[str, Path], tmp_path: P
     assert kernels.launchable and kernels.full_sass == ["8.6"]
 
 
+@pytest.mark.slow
+@pytest.mark.slow
 def test_cufft_keeps_its_kernels_in_ldata() -> None:
     """The real case: ``nvidia-cufft`` 12.0.0.61 (torch 2.13.0's CUDA 13 wheels from PyPI).
     Its ``.nv_fatbin`` is one compressed sm_75 cubin (kernel-less, by ``cuobjdump -xelf``

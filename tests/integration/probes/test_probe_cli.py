@@ -10,6 +10,8 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import pytest
+
 from support import REPO, require
 
 
@@ -34,6 +36,7 @@ def profile(tmp_path: Path, install: list[str]) -> Path:
     return p
 
 
+@pytest.mark.slow
 def test_json_and_junit_on_pass(probe_python: Path, tmp_path: Path) -> None:
     junit = tmp_path / "probes.xml"
     out = hpcenv(

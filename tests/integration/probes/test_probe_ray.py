@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from hpcenv.models.results import Status
 from hpcenv.runner import probes as runner
 from support import require
@@ -48,6 +50,7 @@ class LoopbackOnlyLauncher:
         return self.inner.rank_exit_codes(env, ranks, codes)
 
 
+@pytest.mark.slow
 def test_local_ray_runs_tasks_on_every_node(probe_python: Path, tmp_path: Path) -> None:
     require("ray", has_ray(probe_python), "ray could not be installed from PyPI")
     spec = runner.ProbeSpec(

@@ -54,6 +54,8 @@ def _compile_aarch64(tmp_path: Path, requirement: str) -> Path:
     return out
 
 
+@pytest.mark.slow
+@pytest.mark.slow
 def test_pypi_torch_2_13_on_aarch64_cannot_run_on_the_565_gh200(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -71,6 +73,7 @@ def test_pypi_torch_2_13_on_aarch64_cannot_run_on_the_565_gh200(
     assert audit(lock, node("aarch64", "580.95.05", ("9.0",))).ok
 
 
+@pytest.mark.slow
 def test_pypi_torch_2_9_1_on_aarch64_is_cpu_only_on_a_gpu_node(tmp_path: Path) -> None:
     lock = _compile_aarch64(tmp_path, "torch==2.9.1")
     result = audit(lock, GH200)

@@ -119,6 +119,8 @@ def test_local_ranks_are_capped_and_the_cap_can_be_raised(
         runner.check_ranks(2)
 
 
+@pytest.mark.slow
+@pytest.mark.slow
 def test_hung_nvidia_smi_and_fi_info_are_reported_as_hung(tmp_path: Path) -> None:
     """Stand-ins for an nvidia-smi and an fi_info that never answer (a stuck GPU, a
     provider probing stuck hardware): facts says they hang, after the facts timeout."""

@@ -198,6 +198,7 @@ def test_secret_assignments_are_masked_by_name_however_short() -> None:
     assert redact.text(script) == script
 
 
+@pytest.mark.slow
 def test_build_files_hold_no_secret(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -96,6 +96,8 @@ def test_lock_header_never_records_index_credentials(
     assert lock.mismatch(path, plan, Facts(arch="x86_64")) is None  # masking keeps it valid
 
 
+@pytest.mark.slow
+@pytest.mark.slow
 def test_build_report_and_log_never_record_index_credentials(
     offline_pypi: Path, hpcenv_home: Path
 ) -> None:
