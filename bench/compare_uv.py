@@ -29,7 +29,7 @@ from pathlib import Path
 
 from hpcenv import knowledge
 from hpcenv.decide.torch_variant import assess, describe_gpus, try_resolve_torch
-from hpcenv.models import facts as facts_model
+from hpcenv.facts import collect
 from hpcenv.models.facts import Facts, NvidiaFacts
 from hpcenv.tools import command
 
@@ -49,9 +49,9 @@ def _with_driver(facts: Facts, driver: str, label: str) -> Facts:
 
 
 def nodes() -> list[tuple[str, Facts]]:
-    gh200 = facts_model.load(FACTS / "gh200-isambard.json")
-    v100 = facts_model.load(FACTS / "v100-supercloud.json")
-    rtx = facts_model.load(FACTS / "rtx6000-brtx.json")
+    gh200 = collect.load(FACTS / "gh200-isambard.json")
+    v100 = collect.load(FACTS / "v100-supercloud.json")
+    rtx = collect.load(FACTS / "rtx6000-brtx.json")
     return [
         ("GH200 / 565.57.01 (aarch64)", gh200),
         ("V100 / 575.57.08", v100),

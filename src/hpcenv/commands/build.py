@@ -24,7 +24,7 @@ from hpcenv.commands import (
     selection_of,
     wait_seconds,
 )
-from hpcenv.decide.plan import plan_for
+from hpcenv.commands._inputs import plan_for
 from hpcenv.ui import report
 from hpcenv.utils.errors import BadInput
 

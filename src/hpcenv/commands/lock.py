@@ -14,7 +14,7 @@ import argparse
 
 from hpcenv.build import lockfiles as lock
 from hpcenv.commands import add_json_option, print_json, print_text
-from hpcenv.decide.plan import plan_for
+from hpcenv.commands._inputs import plan_for
 from hpcenv.profile import schema as profile
 from hpcenv.ui import report
 from hpcenv.utils.errors import BadInput, BuildFailed, HpcenvError

@@ -19,7 +19,7 @@ from hpcenv.commands import (
     print_json,
     selection_of,
 )
-from hpcenv.decide.plan import plan_for
+from hpcenv.commands._inputs import plan_for
 from hpcenv.models.plan import Plan
 from hpcenv.ui import report
 

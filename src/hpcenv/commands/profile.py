@@ -53,7 +53,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def _facts(args: argparse.Namespace, partition: str | None, problems: list[str]) -> object:
-    from hpcenv.models.facts import load
+    from hpcenv.facts.collect import load
     from hpcenv.slurm import survey
 
     if args.facts:

@@ -20,13 +20,10 @@ from packaging.version import Version
 from hpcenv import knowledge
 from hpcenv.decide import flashattn, torch_fit
 from hpcenv.decide.torch_variant import describe_gpus, index_base, raise_if_none, resolve_torch
-from hpcenv.facts import collect as facts_mod
 from hpcenv.knowledge import cap_key
-from hpcenv.models import facts as facts_model
 from hpcenv.models import wheel_fit
 from hpcenv.models.facts import Facts
 from hpcenv.models.plan import Plan, Step, TorchChoice
-from hpcenv.profile import schema as profile
 from hpcenv.profile.schema import Profile
 from hpcenv.utils.errors import BadInput
 
@@ -379,33 +376,6 @@ def _env_words(env: Mapping[str, str]) -> str:
     return " ".join(f"{k}={v}" for k, v in env.items())
 
 
-def facts_for(p: Profile, facts_path: str | None, *, declared: bool = False) -> Facts:
-    """``--facts FILE`` (recorded on the node), ``--declared`` (the node the profile's
-    [platform] describes) or this host (without network facts: a plan needs none)."""
-    if declared and facts_path:
-        raise BadInput("give either --facts FILE or --declared, not both")
-    if facts_path:
-        return facts_model.load(facts_path)
-    if declared:
-        return profile.declared_facts(p)
-    return facts_mod.collect(network=False)
-
-
-def plan_for(
-    profile_name_or_path: str,
-    facts_path: str | None = None,
-    *,
-    declared: bool = False,
-    environ: Mapping[str, str] | None = None,
-) -> tuple[Plan, Facts]:
-    """Load a profile and the facts (``facts_for``) and make the plan: the one way the
-    plan, lock and build commands get theirs. Returns the facts too (a lock's header and
-    a build's stamp record them)."""
-    p = profile.load(profile_name_or_path)
-    found = facts_for(p, facts_path, declared=declared)
-    return make_plan(p, found, environ=environ), found
-
-
 def require_torch(plan: Plan) -> None:
     """``NoCompatibleBuild`` (exit 3) unless the plan has a torch build that runs here.
 
@@ -419,11 +389,9 @@ def require_torch(plan: Plan) -> None:
 __all__ = [
     "decide",
     "describe",
-    "facts_for",
     "find_links",
     "find_torch_wheel",
     "make_plan",
-    "plan_for",
     "require_torch",
     "vllm_warning",
 ]

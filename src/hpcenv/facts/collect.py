@@ -1,7 +1,9 @@
 """Collect the facts of this node: pure reads, no torch import, a few cheap subprocesses.
 
-``collect()`` reads this host; ``for_args(path)`` returns recorded facts when a
-``--facts FILE`` was given and this host's otherwise.
+``collect()`` reads this host; ``load(path)`` reads facts recorded on another node
+(``hpcenv facts --json > FILE``; ``models/facts.py`` is their data, without I/O);
+``for_args(path)`` returns recorded facts when a ``--facts FILE`` was given and this
+host's otherwise.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from pathlib import Path
 from hpcenv.facts import allocation, fabric, nvidia, scratch
 from hpcenv.kit import threads
 from hpcenv.kit.netplugin import find_net_plugin
-from hpcenv.models.facts import Facts, NetworkFacts, load
+from hpcenv.models.facts import Facts, NetworkFacts, from_json
+from hpcenv.utils import fsio
 
 
 def glibc_version() -> str | None:
@@ -84,6 +87,13 @@ def collect(
         warnings=tuple(problems + net_problems),
         source="this host",
     )
+
+
+def load(path: str | Path) -> Facts:
+    """Facts recorded in a JSON file (``hpcenv facts --json > FILE``)."""
+    p = Path(path)
+    data = fsio.load_json(p, "facts file", "record facts with 'hpcenv facts --json > FILE'")
+    return from_json(data, str(p))
 
 
 def for_args(path: str | Path | None) -> Facts:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from hpcenv.utils.errors import BadInput
@@ -336,12 +335,3 @@ def from_json(data: Any, where: str = "facts") -> Facts:
 
 def _is_cap(text: str) -> bool:
     return re.fullmatch(r"[0-9]+\.[0-9]+", text) is not None  # ASCII digits only ("².0" is not)
-
-
-def load(path: str | Path) -> Facts:
-    """Facts recorded in a JSON file (``hpcenv facts --json > FILE``)."""
-    from hpcenv.utils import fsio
-
-    p = Path(path)
-    data = fsio.load_json(p, "facts file", "record facts with 'hpcenv facts --json > FILE'")
-    return from_json(data, str(p))

@@ -21,7 +21,7 @@ from hpcenv.build import builder as build
 from hpcenv.build import swap
 from hpcenv.build.swap import ProjectRequest
 from hpcenv.decide.plan import make_plan
-from hpcenv.models import facts as facts_model
+from hpcenv.facts import collect
 from hpcenv.models.facts import Facts
 from hpcenv.models.plan import Plan, TorchChoice
 from hpcenv.profile import schema as profile
@@ -158,7 +158,7 @@ def test_project_without_lock_is_built_from_its_pyproject(
     assert sorted(p.name for p in proj.iterdir()) == ["pyproject.toml"]
 
 
-V100 = facts_model.load(FACTS / "v100-supercloud.json")
+V100 = collect.load(FACTS / "v100-supercloud.json")
 
 
 def supercloud_plan(version: str, backend: str = "auto") -> Plan:

@@ -19,8 +19,9 @@ from hypothesis import strategies as st
 from hpcenv.cli import main
 from hpcenv.facts import collect as facts
 from hpcenv.facts import nvidia
+from hpcenv.facts.collect import load
 from hpcenv.kit import nvidia_proc
-from hpcenv.models.facts import from_json, load, to_json
+from hpcenv.models.facts import from_json, to_json
 from hpcenv.slurm import allocation
 from hpcenv.utils.errors import BadInput
 from support import FACTS

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from hpcenv.facts import collect
 from hpcenv.job import preflight
-from hpcenv.models import facts as facts_model
 from hpcenv.models.facts import Facts
 from hpcenv.profile import schema as profile
 from hpcenv.slurm.allocation import from_env as slurm_from_env
@@ -38,7 +38,7 @@ def _profile(tmp_path: Path, extra: str = "") -> profile.Profile:
 
 
 def _brtx_facts(env: dict[str, str] | None = None) -> Facts:
-    f = facts_model.load(FACTS / "rtx6000-brtx.json")
+    f = collect.load(FACTS / "rtx6000-brtx.json")
     return dataclasses.replace(f, slurm=slurm_from_env(env) if env else None)
 
 
@@ -176,7 +176,7 @@ def test_gpu_memory_and_ecc_on_recorded_facts(tmp_path: Path) -> None:
     c = preflight.check_gpu_memory(_ctx(tmp_path, small))
     assert c.status == "fail" and "GPU 0 (16.0 GiB)" in c.reason
     assert preflight.check_ecc(_ctx(tmp_path, f)).status == "skip"  # RTX 6000: ECC off
-    v100 = facts_model.load(FACTS / "v100-supercloud.json")
+    v100 = collect.load(FACTS / "v100-supercloud.json")
     assert preflight.check_ecc(_ctx(tmp_path, v100)).status == "pass"
     bad = dataclasses.replace(
         f,

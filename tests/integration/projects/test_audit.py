@@ -16,15 +16,15 @@ from pathlib import Path
 import pytest
 
 from hpcenv.cli import main
-from hpcenv.models import facts as facts_model
+from hpcenv.facts import collect
 from hpcenv.project.audit import audit, identify, marker_environment, read
 from hpcenv.utils.errors import BadInput
 from support import FACTS, require
 from support.fakenodes import node
 
-GH200 = facts_model.load(FACTS / "gh200-isambard.json")
+GH200 = collect.load(FACTS / "gh200-isambard.json")
 GH200_FILE = FACTS / "gh200-isambard.json"
-V100 = facts_model.load(FACTS / "v100-supercloud.json")
+V100 = collect.load(FACTS / "v100-supercloud.json")
 OPT_WHEEL = Path("/opt/wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl")
 
 

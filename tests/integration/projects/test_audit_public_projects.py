@@ -233,7 +233,7 @@ def test_lock_installing_no_torch_says_which_selection_does(tmp_path: Path) -> N
     """A project whose torch comes only with an extra: the message names the flag."""
     project = copy_project("nanochat", tmp_path)
     pyproject = project / "pyproject.toml"
-    from hpcenv.models.facts import load
+    from hpcenv.facts.collect import load
     from hpcenv.project.audit import audit, read
     from hpcenv.utils.errors import BadInput
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from hpcenv.cli import main
-from hpcenv.models import facts as facts_model
+from hpcenv.facts import collect
 from hpcenv.project import readers as project_files
 from hpcenv.project.audit import audit, read
 from hpcenv.tools import uv
@@ -27,7 +27,7 @@ from hpcenv.utils.errors import BadInput
 from support import FACTS, require
 
 PROJECTS = Path(__file__).parent / "data" / "projects"
-V100 = facts_model.load(FACTS / "v100-supercloud.json")
+V100 = collect.load(FACTS / "v100-supercloud.json")
 V100_FILE = str(FACTS / "v100-supercloud.json")
 GH200_FILE = str(FACTS / "gh200-isambard.json")
 

@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 
 from hpcenv.cli import main
-from hpcenv.decide.plan import find_links, find_torch_wheel, make_plan, plan_for, vllm_warning
+from hpcenv.commands._inputs import plan_for
+from hpcenv.decide.plan import find_links, find_torch_wheel, make_plan, vllm_warning
+from hpcenv.facts import collect
 from hpcenv.models import facts as facts_model
 from hpcenv.profile import schema as profile
 from hpcenv.utils.errors import BadInput
@@ -81,7 +83,7 @@ def test_index_url_from_the_environment_wins() -> None:
 
 def test_gpu_model_mismatch_is_a_warning() -> None:
     p = profile.load("brtx")
-    plan = make_plan(p, facts_model.load(V100_FILE), environ={})
+    plan = make_plan(p, collect.load(V100_FILE), environ={})
     assert any("expects Quadro RTX 6000" in w for w in plan.warnings)
     assert plan.torch.backend == "cu128"  # torch 2.9's cu128 still carries sm_70
 
@@ -174,11 +176,11 @@ def test_unknown_arch_with_an_any_profile_is_bad_input() -> None:
 
 
 def test_vllm_on_volta_is_warned() -> None:
-    v100 = facts_model.load(V100_FILE)
+    v100 = collect.load(V100_FILE)
     assert vllm_warning(("numpy", "vllm"), v100) is not None
     assert "7.5" in (vllm_warning(("vllm>=0.9",), v100) or "")
     assert vllm_warning(("vllm==0.10.1",), v100) is None  # docs up to 0.14: >= 7.0
-    assert vllm_warning(("vllm",), facts_model.load(GH200_FILE)) is None
+    assert vllm_warning(("vllm",), collect.load(GH200_FILE)) is None
     assert vllm_warning(("vllm",), node("x86_64", None)) is None
 
 

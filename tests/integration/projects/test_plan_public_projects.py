@@ -15,6 +15,7 @@ import pytest
 
 from hpcenv.build import swap
 from hpcenv.decide.plan import make_plan
+from hpcenv.facts import collect
 from hpcenv.models import facts as facts_model
 from hpcenv.profile import schema as profile
 from hpcenv.project import uv_lock as uvlock
@@ -23,8 +24,8 @@ from support import DATA, FACTS
 from support.buildkit import hpcenv, require_uv
 
 PROJECTS = DATA / "projects"
-GH200 = facts_model.load(FACTS / "gh200-isambard.json")
-V100 = facts_model.load(FACTS / "v100-supercloud.json")
+GH200 = collect.load(FACTS / "gh200-isambard.json")
+V100 = collect.load(FACTS / "v100-supercloud.json")
 
 
 def copy(name: str, tmp_path: Path) -> Path:

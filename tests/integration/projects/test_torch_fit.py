@@ -17,7 +17,7 @@ from hpcenv import knowledge
 from hpcenv.cli import main
 from hpcenv.decide import torch_fit
 from hpcenv.decide.plan import find_torch_wheel
-from hpcenv.models import facts as facts_model
+from hpcenv.facts import collect
 from hpcenv.models import wheel_fit
 from hpcenv.models.plan import TorchChoice
 from hpcenv.project import uv_lock
@@ -170,7 +170,7 @@ def test_plan_refuses_python_3_11_with_torch_1_12_1(
 def test_plan_refuses_a_glibc_2_17_node_with_a_manylinux_2_28_torch(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    old = replace(facts_model.load(V100_FILE), glibc="2.17")
+    old = replace(collect.load(V100_FILE), glibc="2.17")
     facts = write(old, tmp_path / "v100-glibc217.json")
     prof = _profile(tmp_path, "3.11", "2.7.0")
     code, _, err = _run(capsys, "plan", str(prof), "--facts", str(facts))
@@ -206,13 +206,13 @@ def test_audit_refuses_a_lock_whose_torch_needs_a_newer_glibc(
     """lerobot's uv.lock (a real project's) installs torch 2.11.0+cu128, whose wheels are
     manylinux_2_28: a node on glibc 2.17 cannot install them."""
     lock = REPO / "tests" / "data" / "projects" / "lerobot" / "uv.lock"
-    old = write(replace(facts_model.load(V100_FILE), glibc="2.17"), tmp_path / "old.json")
+    old = write(replace(collect.load(V100_FILE), glibc="2.17"), tmp_path / "old.json")
     code = main(["audit", str(lock), "--facts", str(old), "--json"])
     data = json.loads(capsys.readouterr().out)
     assert code == 3
     assert "torch 2.11.0+cu128" in data["error"] and "no wheel for glibc 2.17" in data["error"]
     assert "manylinux_2_28_x86_64" in data["error"]
-    new = write(replace(facts_model.load(V100_FILE), glibc="2.28"), tmp_path / "new.json")
+    new = write(replace(collect.load(V100_FILE), glibc="2.28"), tmp_path / "new.json")
     code = main(["audit", str(lock), "--facts", str(new), "--json"])
     data = json.loads(capsys.readouterr().out)
     assert "no wheel for glibc" not in json.dumps(data)
@@ -232,7 +232,7 @@ def test_resolve_the_issues_v100_example_offline(capsys: pytest.CaptureFixture[s
 def test_resolve_refuses_a_glibc_the_wheels_need_more_than(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    old = write(replace(facts_model.load(GH200_FILE), glibc="2.17"), tmp_path / "gh200-old.json")
+    old = write(replace(collect.load(GH200_FILE), glibc="2.17"), tmp_path / "gh200-old.json")
     code, out, err = _run(capsys, "resolve", "--facts", str(old), "--torch", "==2.9.1", "--json")
     assert code == 3 and err.count("\n") == 1
     torch = json.loads(out)["torch"]

@@ -10,14 +10,15 @@ from hypothesis import strategies as st
 
 from hpcenv.decide.flashattn import build_archs, build_jobs, decide
 from hpcenv.decide.torch_variant import resolve_torch
+from hpcenv.facts import collect
 from hpcenv.models import facts as facts_model
 from hpcenv.models.plan import FlashAttnChoice
 from hpcenv.utils.errors import BadInput
 from support import FACTS
 from support.fakenodes import node
 
-GH200 = facts_model.load(FACTS / "gh200-isambard.json")
-V100 = facts_model.load(FACTS / "v100-supercloud.json")
+GH200 = collect.load(FACTS / "gh200-isambard.json")
+V100 = collect.load(FACTS / "v100-supercloud.json")
 
 
 def _decide(

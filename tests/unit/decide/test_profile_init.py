@@ -18,7 +18,8 @@ import pytest
 from hpcenv.cli import main
 from hpcenv.decide import profile_drift
 from hpcenv.facts import lmod, scratch
-from hpcenv.models.facts import from_json, load, to_json
+from hpcenv.facts.collect import load
+from hpcenv.models.facts import from_json, to_json
 from hpcenv.models.survey_model import Gres, Partition, SlurmSurvey, Survey
 from hpcenv.profile import schema
 from hpcenv.slurm import survey

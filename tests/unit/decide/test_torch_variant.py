@@ -20,19 +20,19 @@ from hpcenv.decide.torch_variant import (
     try_resolve_torch,
 )
 from hpcenv.decide.torch_variant_words import explain
+from hpcenv.facts import collect
 from hpcenv.knowledge import cap_key, cuda_key, driver_key, variant_cuda
 from hpcenv.knowledge.lookup import Lookup
-from hpcenv.models import facts as facts_model
 from hpcenv.utils.errors import BadInput, NoCompatibleBuild
 from support import FACTS
 from support.fakenodes import node
 from support.torch_standin import StandIn, torch_wheel
 
-GH200 = facts_model.load(FACTS / "gh200-isambard.json")  # aarch64, 565.57.01
-V100 = facts_model.load(FACTS / "v100-supercloud.json")  # 575.57.08
-RTX = facts_model.load(FACTS / "rtx6000-brtx.json")  # 7.5, 535.104.05
-A100 = facts_model.load(FACTS / "a100-standin.json")  # 550.54.15
-H100 = facts_model.load(FACTS / "h100-standin.json")  # 570.124.06
+GH200 = collect.load(FACTS / "gh200-isambard.json")  # aarch64, 565.57.01
+V100 = collect.load(FACTS / "v100-supercloud.json")  # 575.57.08
+RTX = collect.load(FACTS / "rtx6000-brtx.json")  # 7.5, 535.104.05
+A100 = collect.load(FACTS / "a100-standin.json")  # 550.54.15
+H100 = collect.load(FACTS / "h100-standin.json")  # 570.124.06
 CPU = node("x86_64", None)
 NODES = {"GH200": GH200, "V100": V100, "RTX": RTX, "A100": A100, "H100": H100, "CPU": CPU}
 KNOW = knowledge.load()
