@@ -329,8 +329,19 @@ def build_wheel(
 
 
 def error_summary(output: str) -> str:
-    """uv's error line, with the first cause naming a URL or file and the root cause."""
-    lines = [ln.strip() for ln in output.splitlines() if ln.strip()]
+    """uv's error line, with the first cause naming a URL or file and the root cause.
+    uv wraps its messages at ``$COLUMNS`` (nox and pytest-xdist set it): an indented line
+    that opens no new message continues the one before it."""
+    lines: list[str] = []
+    for raw in output.splitlines():
+        line = raw.strip()
+        if not line:
+            continue
+        opens = line.lower().startswith(("error:", "×", "cause:", "hint:", "warning:", "help:"))
+        if lines and raw[:1].isspace() and not opens:
+            lines[-1] = f"{lines[-1]} {line}"
+        else:
+            lines.append(line)
     head = next((ln for ln in lines if ln.lower().startswith(("error:", "×"))), "")
     causes = [ln.removeprefix("cause:").strip() for ln in lines if ln.startswith("cause:")]
     where = next((c for c in causes if "://" in c or "/" in c), "")

@@ -24,9 +24,9 @@ from hpcenv.project import readers as project_files
 from hpcenv.project.audit import audit, read
 from hpcenv.tools import uv
 from hpcenv.utils.errors import BadInput
-from support import FACTS, require
+from support import DATA, FACTS, require
 
-PROJECTS = Path(__file__).parent / "data" / "projects"
+PROJECTS = DATA / "projects"
 V100 = collect.load(FACTS / "v100-supercloud.json")
 V100_FILE = str(FACTS / "v100-supercloud.json")
 GH200_FILE = str(FACTS / "gh200-isambard.json")
