@@ -24,6 +24,7 @@ pytest_plugins = [  # a helper before the helpers that import it (assertion rewr
 ]
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups into the node ids
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Groups for ``pytest -n N --dist loadgroup`` (``nox -s tests``): every SLURM test in
     one worker, so each test cluster starts once; the other tests by file, so a file's
