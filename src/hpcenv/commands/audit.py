@@ -25,13 +25,6 @@ from hpcenv.commands import (
 if TYPE_CHECKING:
     from hpcenv.project.audit import Audit
 
-NAME = "audit"
-HELP = (
-    "check which torch build (and CUDA packages) a lock, venv, requirements file, "
-    "pyproject.toml, setup.py or environment.yml installs, and whether this node can run it"
-)
-ORDER = 32
-
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(

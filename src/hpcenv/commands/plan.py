@@ -23,10 +23,6 @@ from hpcenv.decide.plan import plan_for
 from hpcenv.models.plan import Plan
 from hpcenv.ui import report
 
-NAME = "plan"
-HELP = "show what a build of PROFILE would do on a node, and why"
-ORDER = 31
-
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("profile", metavar="PROFILE", help="profile name or path to a .toml")

@@ -28,10 +28,6 @@ from hpcenv.profile.schema import BACKEND, FlashAttnSection
 from hpcenv.ui import report
 from hpcenv.utils.errors import BadInput, NoCompatibleBuild
 
-NAME = "resolve"
-HELP = "choose the torch variant and flash-attn action for a node, with reasons"
-ORDER = 30
-
 
 def configure(parser: argparse.ArgumentParser) -> None:
     add_facts_option(parser)
