@@ -57,10 +57,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.table import Table
-    from rich.text import Text
-
-    from hpcenv.ui import report
     from hpcenv.utils.errors import HpcenvError, NoCompatibleBuild
 
     try:
@@ -75,34 +71,44 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(result.to_json())
     else:
-        table = Table(
-            title=f"audit {result.source} ({result.kind})", show_header=False, title_justify="left"
-        )
-        table.add_column(style="bold")
-        table.add_column(overflow="fold")
-        table.add_row("node", Text(node))
-        if result.selection:
-            table.add_row("audited", Text(result.selection))
-        if result.python_why:
-            table.add_row("python", Text(f"{result.python}: {result.python_why}"))
-        if result.resolved:
-            table.add_row("resolved", Text(result.resolved))
-        table.add_row("torch", Text(f"{result.torch_version}: {result.build}"))
-        table.add_row("evidence", Text(result.evidence))
-        table.add_row("verdict", Text(result.message, style="green" if result.ok else "red"))
-        if result.fix:
-            table.add_row("fix", Text(result.fix))
-        for line in result.packages:
-            table.add_row("package", Text(line))
-        for w in result.warnings:
-            table.add_row("warning", Text(w, style="yellow"))
-        for note in result.notes:
-            table.add_row("note", Text(note))
-        report.console.print(table)
+        _print(result, node)
     if not result.ok:
         fix = f"; fix: {result.fix}" if result.fix else ""
         raise NoCompatibleBuild(f"{result.message}{fix}")
     return 0
+
+
+def _print(result: Audit, node: str) -> None:
+    """The table for people (rich is imported here only: --json does not pay for it)."""
+    from rich.table import Table
+    from rich.text import Text
+
+    from hpcenv.ui import report
+
+    table = Table(
+        title=f"audit {result.source} ({result.kind})", show_header=False, title_justify="left"
+    )
+    table.add_column(style="bold")
+    table.add_column(overflow="fold")
+    table.add_row("node", Text(node))
+    if result.selection:
+        table.add_row("audited", Text(result.selection))
+    if result.python_why:
+        table.add_row("python", Text(f"{result.python}: {result.python_why}"))
+    if result.resolved:
+        table.add_row("resolved", Text(result.resolved))
+    table.add_row("torch", Text(f"{result.torch_version}: {result.build}"))
+    table.add_row("evidence", Text(result.evidence))
+    table.add_row("verdict", Text(result.message, style="green" if result.ok else "red"))
+    if result.fix:
+        table.add_row("fix", Text(result.fix))
+    for line in result.packages:
+        table.add_row("package", Text(line))
+    for w in result.warnings:
+        table.add_row("warning", Text(w, style="yellow"))
+    for note in result.notes:
+        table.add_row("note", Text(note))
+    report.console.print(table)
 
 
 def _audit(args: argparse.Namespace) -> tuple[Audit, str]:

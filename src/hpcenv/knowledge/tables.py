@@ -1,34 +1,26 @@
 """The knowledge TOML files' data, parsed once per change of the files, not once per run.
 
-Parsing the six files (~215 KB) with ``tomllib`` costs ~40 ms, more than a plan's
-decisions. So their parsed data (plain dicts, lists, strings, numbers: nothing that runs
-code when read) is kept as one ``marshal`` file in the user cache
-(``paths.user_cache_dir()/knowledge/<key>.marshal``), keyed by the sha256 of every
-file's name and bytes (and the marshal format and Python it was written by). Reading it
-back takes ~1 ms; a changed file is a new key, and the data is parsed and cached again.
-
-The cache is data hpcenv acts on, so it is trusted only when nobody else could have
-written it: the file and its directory must be owned by you and writable by nobody else
-(whatever the umask: the file is written 0644). Otherwise, or when it is unreadable,
-stale or not the expected shape, the TOML files are parsed in memory (and the cache
-written again where its directory is yours); the results are the same either way.
+Parsing the files (~215 KB) with ``tomllib`` costs ~40 ms, more than a plan's decisions.
+So their parsed data is kept as one entry of ``utils/data_cache`` (a ``marshal`` file of
+plain data under the user cache's ``knowledge/``), keyed by the sha256 of every file's
+name and bytes: reading it back takes ~1 ms, and a changed file is a new key, parsed and
+cached again. An entry someone else could have written is ignored (``data_cache``), and
+the files are then parsed in memory: the tables are the same either way.
 """
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import marshal
-import os
-import stat
 import sys
 from functools import cache
 from pathlib import Path
 from typing import Any
 
+from hpcenv.utils import data_cache
+
 HERE = Path(__file__).parent
-#: Bumped when what is stored changes shape (the key changes with it).
-FORMAT = 1
+#: Entries kept: one per version of the data (two installations of hpcenv side by side
+#: must not rewrite each other's on every run).
+KEEP = 4
 
 Tables = dict[str, dict[str, Any]]
 
@@ -39,11 +31,7 @@ def sources(directory: Path = HERE) -> dict[str, bytes]:
 
 
 def key(files: dict[str, bytes]) -> str:
-    """The sha256 of the files (names and bytes), the format and the writer's Python."""
-    digest = hashlib.sha256(f"{FORMAT} {marshal.version} {sys.version_info[:2]}\0".encode())
-    for name, data in sorted(files.items()):
-        digest.update(name.encode() + b"\0" + len(data).to_bytes(8, "big") + data)
-    return digest.hexdigest()
+    return data_cache.key(sorted(files.items()))
 
 
 def parse(files: dict[str, bytes]) -> Tables:
@@ -55,81 +43,21 @@ def parse(files: dict[str, bytes]) -> Tables:
     return {name: tomllib.loads(data.decode("utf-8")) for name, data in files.items()}
 
 
-def cache_file(digest: str, base: Path | None = None) -> Path:
-    from hpcenv.utils import paths
-
-    return (base or paths.user_cache_dir()) / "knowledge" / f"{digest[:32]}.marshal"
-
-
-def trusted(st: os.stat_result) -> bool:
-    """Owned by this user and writable by nobody else."""
-    return st.st_uid == os.geteuid() and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
-
-
-def load_cached(path: Path, digest: str) -> Tables | None:
-    """The cached tables at ``path`` when they are trusted and hold ``digest``, else None."""
-    try:
-        if not trusted(os.stat(path.parent)):
-            return None
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
-    except OSError:
-        return None
-    with os.fdopen(fd, "rb") as fh:
-        st = os.fstat(fh.fileno())
-        if not (stat.S_ISREG(st.st_mode) and trusted(st)):
-            return None
-        try:
-            stored = marshal.loads(fh.read())
-        except (EOFError, ValueError, TypeError, OSError):
-            return None
-    if not (isinstance(stored, dict) and stored.get("key") == digest):
-        return None
-    data = stored.get("tables")
-    if not (isinstance(data, dict) and all(isinstance(v, dict) for v in data.values())):
-        return None
-    return data
-
-
-def store(path: Path, digest: str, data: Tables) -> bool:
-    """Write the cache (atomically, 0644, never through a symlink); False when it could
-    not be written (a read-only or foreign cache directory: the caller goes on uncached)."""
-    from hpcenv.utils import fsio
-    from hpcenv.utils.errors import HpcenvError
-
-    try:
-        blob = marshal.dumps({"key": digest, "tables": data})
-        fsio.ensure_dir(path.parent.parent)
-        with contextlib.suppress(FileExistsError):
-            os.mkdir(path.parent, 0o755)
-            os.chmod(path.parent, 0o755)  # not the umask's group write: it would not be trusted
-        if not trusted(os.stat(fsio.check_dir(path.parent))):
-            return False
-        fsio.write_bytes(path, blob, mode=0o644)
-    except (HpcenvError, OSError, ValueError):
-        return False
-    for old in path.parent.glob("*.marshal"):  # earlier data's caches
-        if old.name != path.name:
-            old.unlink(missing_ok=True)
-    return True
+def _shaped(value: Any) -> bool:
+    return isinstance(value, dict) and all(isinstance(v, dict) for v in value.values())
 
 
 def load(directory: Path = HERE, base: Path | None = None) -> Tables:
     """The tables of ``directory``'s TOML files: from the cache when it holds them, else
-    parsed (and cached)."""
-    from hpcenv.utils.errors import HpcenvError
-
+    parsed (and cached). ``base``: the cache directory (default the user cache)."""
     files = sources(directory)
     digest = key(files)
-    try:
-        path: Path | None = cache_file(digest, base)
-    except (HpcenvError, RuntimeError):  # an unusable HPCENV_HOME, no home directory
-        path = None
-    found = load_cached(path, digest) if path else None
-    if found is not None:
-        return found
+    where = data_cache.entry("knowledge", digest, base)
+    found = data_cache.read(where, digest)
+    if _shaped(found):
+        return found  # type: ignore[no-any-return]
     data = parse(files)
-    if path:
-        store(path, digest, data)
+    data_cache.write(where, digest, data, keep=KEEP)
     return data
 
 
