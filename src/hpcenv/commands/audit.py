@@ -113,13 +113,14 @@ def _print(result: Audit, node: str) -> None:
 
 def _audit(args: argparse.Namespace) -> tuple[Audit, str]:
     from hpcenv.facts import collect as facts
-    from hpcenv.profile import schema as profile
     from hpcenv.project import audit
     from hpcenv.utils.errors import BadInput
 
     if args.declared and args.facts:
         raise BadInput("give either --facts FILE or --declared PROFILE, not both")
     if args.declared:
+        from hpcenv.profile import schema as profile  # only here: a lock audit needs no profile
+
         prof = profile.load(args.declared)
         found = profile.declared_facts(prof)
         node = f"profile {prof.name}'s declared node"
