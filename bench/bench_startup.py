@@ -15,8 +15,11 @@ Every figure is a whole process, wall and CPU (user + system of the child, from
 ``wait4``), min/median/max over ``--runs`` rounds after one warm-up round (which fills
 the knowledge and lock caches, as any second run finds them). Ratios: of the medians,
 and min/median/max of the round-by-round ratio. hpcenv's bytecode is compiled first
-(``compileall``), as an installed package has it. Usage:
-``python bench/bench_startup.py [--runs N]``.
+(``compileall``), as an installed package has it. With ``--baseline-rev REV`` (default
+``main``; ``""`` for none) each hpcenv command also runs from that revision's ``src``
+(``git archive``, ``PYTHONPATH``; same interpreter and dependencies) in the same rounds:
+``before_wall_s`` and ``ratio_after_vs_before``. Usage:
+``python bench/bench_startup.py [--runs N] [--baseline-rev REV]``.
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ import tempfile
 import time
 from datetime import datetime, timezone
 from pathlib import Path
+
+from _timing import export_rev
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "tests" / "data"
@@ -87,6 +92,7 @@ def cases(py: str, uv: str) -> dict[str, tuple[list[str], list[str], Path]]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--runs", type=int, default=11)
+    ap.add_argument("--baseline-rev", default="main")
     args = ap.parse_args()
     uv = shutil.which("uv")
     if not uv:
@@ -95,19 +101,25 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="bench-startup-") as tmp:
         env = {**os.environ, "HPCENV_HOME": str(Path(tmp) / "home")}
         env.pop("PYTHONDONTWRITEBYTECODE", None)
+        before_env = None
+        if args.baseline_rev:
+            before_src = export_rev(args.baseline_rev, Path(tmp) / "before")
+            compileall.compile_dir(str(before_src), quiet=1)
+            before_env = {**env, "PYTHONPATH": str(before_src)}
         todo = cases(sys.executable, uv)
-        for a, b, cwd in todo.values():  # warm-up: caches filled, files in the page cache
-            run_once(a, env, cwd)
-            run_once(b, env, cwd)
-        raw: dict[str, dict[str, list[float]]] = {
-            name: {k: [] for k in ("a_wall", "a_cpu", "b_wall", "b_cpu")} for name in todo
-        }
-        for _ in range(args.runs):
+        sides = (("a", 0, env), ("b", 1, env))
+        if before_env:
+            sides += (("before", 0, before_env),)
+        raw: dict[str, dict[str, list[float]]] = {name: {} for name in todo}
+        for warm in (True, *([False] * args.runs)):  # warm-up: caches filled, page cache
             for name, (a, b, cwd) in todo.items():
-                for side, argv in (("a", a), ("b", b)):
-                    wall, cpu = run_once(argv, env, cwd)
-                    raw[name][f"{side}_wall"].append(wall)
-                    raw[name][f"{side}_cpu"].append(cpu)
+                for side, which, side_env in sides:
+                    if side == "before" and name.endswith("_vs_facts"):
+                        continue  # the same command as audit_<lock>'s
+                    wall, cpu = run_once((a, b)[which], side_env, cwd)
+                    if not warm:
+                        raw[name].setdefault(f"{side}_wall", []).append(wall)
+                        raw[name].setdefault(f"{side}_cpu", []).append(cpu)
     out: dict[str, object] = {}
     for name, (a, b, _) in todo.items():
         r = raw[name]
@@ -121,6 +133,15 @@ def main() -> int:
             "ratio_wall": spread([x / y for x, y in zip(r["a_wall"], r["b_wall"], strict=True)]),
             "ratio_cpu": spread([x / y for x, y in zip(r["a_cpu"], r["b_cpu"], strict=True)]),
         }
+        if "before_wall" in r:
+            out[name] |= {  # type: ignore[operator]
+                "before_wall_s": spread(r["before_wall"]),
+                "before_cpu_s": spread(r["before_cpu"]),
+                "ratio_after_vs_before": spread(
+                    [x / y for x, y in zip(r["a_wall"], r["before_wall"], strict=True)]
+                ),
+            }
+    out["baseline_rev"] = args.baseline_rev
     out["measured"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
     out["load_average"] = list(os.getloadavg())
     print(json.dumps(out, indent=2))

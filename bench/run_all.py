@@ -54,7 +54,7 @@ def row(what: str, value: str, baseline: str, target: str, met: bool | None) -> 
     return f"| {what} | {value} | {baseline} | {target} | {mark} |"
 
 
-def main() -> int:
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--runs", type=int, default=3, help="runs per figure (facts: 5x this)")
     ap.add_argument("--slurm", action="store_true", help="also time probe-nccl on local SLURM")
@@ -75,6 +75,12 @@ def main() -> int:
         help="only measure the quick commands (bench_startup.py), merged into results.json",
     )
     ap.add_argument(
+        "--startup-baseline",
+        default="main",
+        metavar="REV",
+        help="the revision the quick commands are also timed at (default main; '' for none)",
+    )
+    ap.add_argument(
         "--render",
         action="store_true",
         help="only rewrite RESULTS.md from results.json (no measuring)",
@@ -84,7 +90,11 @@ def main() -> int:
         action="store_true",
         help="also time 'hpcenv profile init' on local SLURM with GRES and Lmod",
     )
-    args = ap.parse_args()
+    return ap
+
+
+def main() -> int:
+    args = _parser().parse_args()
     if args.render:
         results = json.loads((BENCH / "results.json").read_text())
         (BENCH / "RESULTS.md").write_text(render(results))
@@ -92,7 +102,8 @@ def main() -> int:
         print((BENCH / "RESULTS.md").read_text())
         return 0
     py = sys.executable
-    startup = [py, str(BENCH / "bench_startup.py"), "--runs", str(max(4 * args.runs, 11))]
+    startup = [py, str(BENCH / "bench_startup.py"), "--runs", str(max(4 * args.runs, 11)),
+               "--baseline-rev", args.startup_baseline]  # fmt: skip
     if args.startup_only:
         results = json.loads((BENCH / "results.json").read_text())
         results["startup"] = run_json(startup, dict(os.environ))
@@ -229,11 +240,18 @@ def _startup_rows(r: dict[str, Any]) -> list[str]:
             continue
         c = s[key]
         a, b, ratio = c["a_wall_s"], c["b_wall_s"], c["ratio_wall"]
+        before = ""
+        if "before_wall_s" in c:
+            before = (
+                f"; `{s['baseline_rev'][:10]}` (before this work) "
+                f"{c['before_wall_s']['median']:.3f} s, now "
+                f"{c['ratio_after_vs_before']['median']:.2f}x of it"
+            )
         lines.append(
             row(
                 what,
                 f"{a['median']:.3f} s (min {a['min']:.3f}, max {a['max']:.3f}; "
-                f"CPU {c['a_cpu_s']['median']:.3f} s)",
+                f"CPU {c['a_cpu_s']['median']:.3f} s{before})",
                 f"{_baseline_name(c['b'])} {b['median']:.3f} s: {ratio['median']:.2f}x "
                 f"(pairs {ratio['min']:.2f}-{ratio['max']:.2f}; CPU "
                 f"{c['ratio_cpu']['median']:.2f}x)",
