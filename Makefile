@@ -8,7 +8,7 @@ SHELL := /bin/bash
 TOOLS := $(CURDIR)/.tools
 export PATH := $(TOOLS)/bin:$(PATH)
 
-.PHONY: bootstrap demo doctor test lint lock bench
+.PHONY: bootstrap demo doctor test test-fast lint lock bench
 
 bootstrap:
 	@if ! command -v uv >/dev/null || ! command -v nox >/dev/null; then \
@@ -25,6 +25,9 @@ doctor: demo
 
 test: bootstrap      ## the test suite
 	nox -s tests
+
+test-fast: bootstrap ## the tests that build nothing and start no service (start-up, caches, decisions)
+	nox -s tests -- -m "not slow and not slurm"
 
 lint: bootstrap      ## ruff, mypy --strict, import-linter's layers, profiles validate
 	nox -s lint
