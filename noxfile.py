@@ -54,9 +54,11 @@ def tests(session: nox.Session) -> None:
 
 @nox.session
 def unit(session: nox.Session) -> None:
-    """The fast loop: tests/unit (one module each; no subprocess, network or SLURM)."""
+    """The fast loop: tests/unit (one module each; no subprocess, network or SLURM) and
+    what hpcenv imports at start-up (a fresh interpreter each)."""
     _dev(session)
-    session.run("pytest", "tests/unit", "-q", *session.posargs)
+    startup = "tests/integration/cli/test_startup.py"
+    session.run("pytest", "tests/unit", startup, "-q", *session.posargs)
 
 
 @nox.session

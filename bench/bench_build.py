@@ -12,7 +12,11 @@
 - ``wheel_cache``: a gcc-built stand-in C extension through
   ``flashattn_build.build_cached_wheel``: miss (build) vs hit.
 
-Medians of ``--runs`` (default 3). Usage: ``python bench/bench_build.py [--runs N]``.
+``hpcenv``, ``uv_bare`` and ``uv_bare_plus_import`` run interleaved, one of each per round
+(``--runs`` rounds, default 3), so a machine whose speed drifts moves all three; medians,
+with min/max in ``spread`` and the round-by-round ratio of the build to install + import.
+Wall seconds and the CPU seconds of the children (user + system). Usage:
+``python bench/bench_build.py [--runs N]``.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -37,6 +42,12 @@ def timed(argv: list[str], **kw: object) -> float:
     start = time.monotonic()
     subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **kw)  # type: ignore[call-overload]
     return time.monotonic() - start
+
+
+def children_cpu() -> float:
+    """User + system seconds of every finished child so far (``os.times``)."""
+    t = os.times()
+    return t.children_user + t.children_system
 
 
 def uv() -> str:
@@ -142,9 +153,18 @@ def main() -> int:
         shutil.copytree(REPO / "lockfiles", tmp / "lockfiles")
         hpcenv_build(tmp, fresh=True, force=True)  # warm-up: uv cache and bytecode
         uv_bare(tmp, probe=False)
-        build_s = [hpcenv_build(tmp, fresh=True, force=True) for _ in range(args.runs)]
-        bare_s = [uv_bare(tmp, probe=False) for _ in range(args.runs)]
-        bare_probe_s = [uv_bare(tmp, probe=True) for _ in range(args.runs)]
+        build_s: list[float] = []
+        bare_s: list[float] = []
+        bare_probe_s: list[float] = []
+        cpu: dict[str, list[float]] = {"build": [], "uv_bare_plus_import": []}
+        for _ in range(args.runs):  # interleaved rounds
+            before = children_cpu()
+            build_s.append(hpcenv_build(tmp, fresh=True, force=True))
+            middle = children_cpu()
+            bare_probe_s.append(uv_bare(tmp, probe=True))
+            cpu["build"].append(middle - before)
+            cpu["uv_bare_plus_import"].append(children_cpu() - middle)
+            bare_s.append(uv_bare(tmp, probe=False))
         hpcenv_build(tmp, fresh=False, force=False)
         noop_s = [hpcenv_build(tmp, fresh=False, force=False) for _ in range(max(args.runs, 5))]
         pip_s = [venv_pip(tmp) for _ in range(args.pip_runs)]
@@ -163,6 +183,25 @@ def main() -> int:
         "ratio_build_vs_uv_bare_plus_import": round(med(build_s) / med(bare_probe_s), 2),
         "speedup_vs_venv_pip": round(med(pip_s) / med(build_s), 1),
         "wheel_cache": cache,
+        "spread": {
+            name: {"min": min(v), "median": med(v), "max": max(v)}
+            for name, v in (
+                ("build", build_s),
+                ("uv_bare", bare_s),
+                ("uv_bare_plus_import", bare_probe_s),
+            )
+        },
+        "ratio_build_vs_uv_bare_plus_import_pairs": sorted(
+            a / b for a, b in zip(build_s, bare_probe_s, strict=True)
+        ),
+        "cpu_s": {
+            name: {"min": min(v), "median": med(v), "max": max(v)} for name, v in cpu.items()
+        },
+        "ratio_cpu_build_vs_uv_bare_plus_import": round(
+            med(cpu["build"]) / med(cpu["uv_bare_plus_import"]), 2
+        ),
+        "measured": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "load_average": list(os.getloadavg()),
         "samples": {
             "build": build_s,
             "uv_bare": bare_s,

@@ -3,7 +3,10 @@
 
 Each figure is a median of several runs with its baseline measured in the same run
 (see each script's docstring). Steps: build ``local`` into a private HPCENV_HOME
-(warm uv cache), then facts, build, a project build (``bench_project.py``), allreduce,
+(warm uv cache), then the quick commands against their baselines (``bench_startup.py``:
+``--help``, ``plan``, ``resolve``, ``audit`` of real locks; ``--startup-only`` measures just
+these and merges them into results.json), facts, build, a project build
+(``bench_project.py``), allreduce,
 the local probe suite and the doctor,
 the GPU-code reader against cuobjdump and the audit of a CUDA torch venv
 (``bench_archs.py``; a 4.5 GB venv and a 470 MB library fetched once into
@@ -51,7 +54,7 @@ def row(what: str, value: str, baseline: str, target: str, met: bool | None) -> 
     return f"| {what} | {value} | {baseline} | {target} | {mark} |"
 
 
-def main() -> int:
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--runs", type=int, default=3, help="runs per figure (facts: 5x this)")
     ap.add_argument("--slurm", action="store_true", help="also time probe-nccl on local SLURM")
@@ -67,6 +70,17 @@ def main() -> int:
         help="also measure the hang watchdog and the bad-node requeue (4-node SLURM, root)",
     )
     ap.add_argument(
+        "--startup-only",
+        action="store_true",
+        help="only measure the quick commands (bench_startup.py), merged into results.json",
+    )
+    ap.add_argument(
+        "--startup-baseline",
+        default="main",
+        metavar="REV",
+        help="the revision the quick commands are also timed at (default main; '' for none)",
+    )
+    ap.add_argument(
         "--render",
         action="store_true",
         help="only rewrite RESULTS.md from results.json (no measuring)",
@@ -76,7 +90,11 @@ def main() -> int:
         action="store_true",
         help="also time 'hpcenv profile init' on local SLURM with GRES and Lmod",
     )
-    args = ap.parse_args()
+    return ap
+
+
+def main() -> int:
+    args = _parser().parse_args()
     if args.render:
         results = json.loads((BENCH / "results.json").read_text())
         (BENCH / "RESULTS.md").write_text(render(results))
@@ -84,6 +102,12 @@ def main() -> int:
         print((BENCH / "RESULTS.md").read_text())
         return 0
     py = sys.executable
+    startup = [py, str(BENCH / "bench_startup.py"), "--runs", str(max(4 * args.runs, 11)),
+               "--baseline-rev", args.startup_baseline]  # fmt: skip
+    if args.startup_only:
+        results = json.loads((BENCH / "results.json").read_text())
+        results["startup"] = run_json(startup, dict(os.environ))
+        return _write(results)
     home = Path(tempfile.mkdtemp(prefix="hpcenv-bench-"))
     env = {**os.environ, "HPCENV_HOME": str(home)}
     hpcenv = [py, "-m", "hpcenv"]
@@ -95,6 +119,7 @@ def main() -> int:
         "machine": f"{platform.machine()}, {os.cpu_count()} cpus, "
         f"{platform.python_implementation()} {platform.python_version()}, no GPU",
     }
+    results["startup"] = run_json(startup, env)
     results["facts"] = run_json(
         [
             py,
@@ -160,6 +185,10 @@ def main() -> int:
             str(Path(venv_py).parent.parent),
         ]
         results["requeue"] = run_json(requeue, env)
+    return _write(results)
+
+
+def _write(results: dict[str, Any]) -> int:
     (BENCH / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     (BENCH / "RESULTS.md").write_text(render(results))
     update_readme(render(results))
@@ -175,6 +204,92 @@ def update_readme(table: str) -> None:
     if start in text and end in text:
         head, rest = text.split(start, 1)
         readme.write_text(f"{head}{start}\n{table}{end}{rest.split(end, 1)[1]}")
+
+
+#: bench_startup's pairs: (key, what A is, the goal as a ratio of the medians or None).
+_STARTUP = (
+    ("help", "`hpcenv --help`", 8.0),
+    ("version", "`hpcenv --version`", 8.0),
+    ("facts", "`hpcenv facts --json`", None),
+    ("plan", "`hpcenv plan local --json`", 2.0),
+    ("resolve", "`hpcenv resolve --torch ==2.9.1 --offline --json`", 2.0),
+    ("audit_prime-rl", "`hpcenv audit uv.lock --json` (prime-rl's, GH200 facts), warm", 5.0),
+    ("audit_prime-rl_vs_facts", "... same", 2.0),
+    ("audit_open-instruct", "`hpcenv audit uv.lock --json` (open-instruct's), warm", 5.0),
+    ("audit_open-instruct_vs_facts", "... same", 2.0),
+)
+
+
+def _baseline_name(argv: str) -> str:
+    if argv.endswith("-c pass"):
+        return "`python -c pass`"
+    if " facts --json" in argv:
+        return "`hpcenv facts --json`"
+    return "`uv export --frozen`"
+
+
+def _startup_rows(r: dict[str, Any]) -> list[str]:
+    """``bench_startup.py``: each quick command against its baseline, interleaved."""
+    if "startup" not in r:
+        return []
+    s = r["startup"]
+    load = ", ".join(f"{x:.1f}" for x in s.get("load_average", []))
+    lines = []
+    for key, what, goal in _STARTUP:
+        if key not in s:
+            continue
+        c = s[key]
+        a, b, ratio = c["a_wall_s"], c["b_wall_s"], c["ratio_wall"]
+        before = ""
+        if "before_wall_s" in c:
+            before = (
+                f"; `{s['baseline_rev'][:10]}` (before this work) "
+                f"{c['before_wall_s']['median']:.3f} s, now "
+                f"{c['ratio_after_vs_before']['median']:.2f}x of it"
+            )
+        lines.append(
+            row(
+                what,
+                f"{a['median']:.3f} s (min {a['min']:.3f}, max {a['max']:.3f}; "
+                f"CPU {c['a_cpu_s']['median']:.3f} s{before})",
+                f"{_baseline_name(c['b'])} {b['median']:.3f} s: {ratio['median']:.2f}x "
+                f"(pairs {ratio['min']:.2f}-{ratio['max']:.2f}; CPU "
+                f"{c['ratio_cpu']['median']:.2f}x)",
+                f"<= {goal:g}x" if goal else "-",
+                ratio["median"] <= goal if goal else None,
+            )
+        )
+    if lines:
+        lines[0] = lines[0].replace(
+            "`hpcenv --help`",
+            f"`hpcenv --help` (quick commands measured {s['measured'][:10]}, "
+            f"{c['a_wall_s']['runs']} interleaved rounds, load average {load})",
+            1,
+        )
+    return lines
+
+
+def _first_build_rows(b: dict[str, Any]) -> list[str]:
+    """The build against install + import (``bench_build.py``): interleaved rounds, wall
+    and CPU, when that run recorded them (older results carry the medians only)."""
+    if "spread" not in b:
+        return []
+    h, base = b["spread"]["build"], b["spread"]["uv_bare_plus_import"]
+    pairs = b["ratio_build_vs_uv_bare_plus_import_pairs"]
+    load = ", ".join(f"{x:.1f}" for x in b.get("load_average", []))
+    ratio = b["ratio_build_vs_uv_bare_plus_import"]
+    return [
+        row(
+            f"... same, baseline also imports the packages (the build's check; measured "
+            f"{b['measured'][:10]}, {len(pairs)} interleaved rounds, load average {load})",
+            f"{h['median']:.2f} s (min {h['min']:.2f}, max {h['max']:.2f}; CPU "
+            f"{b['cpu_s']['build']['median']:.2f} s)",
+            f"sync + import {base['median']:.2f} s: {ratio:.2f}x (pairs {pairs[0]:.2f}-"
+            f"{pairs[-1]:.2f}; CPU {b['ratio_cpu_build_vs_uv_bare_plus_import']:.2f}x)",
+            "<= 1.05x",
+            ratio <= 1.05,
+        )
+    ]
 
 
 def _project_rows(r: dict[str, Any]) -> list[str]:
@@ -263,6 +378,7 @@ def render(r: dict[str, Any]) -> str:
         "",
         "| figure | hpcenv | baseline | target | |",
         "|---|---|---|---|---|",
+        *_startup_rows(r),
         row(
             "`hpcenv facts --json` (the `fi_info -l` cache warm)",
             f"{f['facts_json']['median_s']:.3f} s",
@@ -296,20 +412,14 @@ def render(r: dict[str, Any]) -> str:
             None,
         ),
         row(
-            "warm-cache build of `local`",
+            "warm-cache build of `local`"
+            + (f" (measured {b['measured'][:10]}, loaded machine)" if "measured" in b else ""),
             f"{b['hpcenv_build_s']:.2f} s",
             f"`uv venv && uv pip sync` {b['uv_bare_s']:.2f} s ({b['ratio_build_vs_uv_bare']:.2f}x)",
             "< 1.15x",
             b["ratio_build_vs_uv_bare"] < 1.15,
         ),
-        row(
-            "... same, baseline also imports the packages (the build's check)",
-            f"{b['hpcenv_build_s']:.2f} s",
-            f"sync + import {b['uv_bare_plus_import_s']:.2f} s "
-            f"({b['ratio_build_vs_uv_bare_plus_import']:.2f}x)",
-            "-",
-            None,
-        ),
+        *_first_build_rows(b),
         row(
             "warm-cache build vs pip",
             f"{b['hpcenv_build_s']:.2f} s",

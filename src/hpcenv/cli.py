@@ -1,6 +1,12 @@
 """``hpcenv`` command line: thin. Each subcommand is one module in ``hpcenv.commands``
-(``NAME``, ``HELP``, ``configure(parser)``, ``run(args) -> int``); errors are caught
-here, once, and become one line on stderr (masked: ``redact``) and the error's exit code.
+(``configure(parser)``, ``run(args) -> int``, its docstring the command's description),
+listed once in :data:`COMMANDS` with its one-line help; errors are caught here, once,
+and become one line on stderr (masked: ``redact``) and the error's exit code.
+
+Start-up: only the chosen command's module is imported. ``hpcenv --help`` and
+``--version`` import none (the help lines come from :data:`COMMANDS`), so they cost
+argparse and this module, not rich, packaging or the builder
+(``tests/integration/cli/test_startup.py``).
 
 SIGTERM and SIGHUP (a batch system's cancel, an SSH disconnect) are handled like
 Ctrl-C: they raise ``KeyboardInterrupt`` where hpcenv is, so every ``finally`` and
@@ -15,28 +21,39 @@ import importlib
 import signal
 import sys
 from collections.abc import Sequence
-from pathlib import Path
-from types import ModuleType
 
-from hpcenv import __version__, commands
+from hpcenv import __version__
 from hpcenv.utils.errors import HpcenvError, Interrupted
 
-
-def _command_names() -> list[str]:
-    """Subcommand module names, found without importing them."""
-    here = Path(commands.__file__).parent
-    return sorted(p.stem for p in here.glob("*.py") if not p.stem.startswith("_"))
-
-
-def _command_modules(only: str | None = None) -> list[ModuleType]:
-    names = [only] if only else _command_names()
-    mods = [importlib.import_module(f"{commands.__name__}.{name}") for name in names]
-    return sorted(mods, key=lambda m: (getattr(m, "ORDER", 50), m.NAME))
+#: Every command in ``hpcenv --help``'s order, one line each: its name (its module is
+#: ``hpcenv.commands.<name>``, imported only when the command is chosen) and its help.
+#: A new command is a module in ``hpcenv/commands/`` and a line here.
+COMMANDS: dict[str, str] = {
+    "doctor": "facts -> plan -> build -> probes for a profile (default local), one report",
+    "facts": "show this node's facts (driver, GPUs, network, SLURM); --json for the contract",
+    "profiles": "list the cluster profiles and whether each validates",
+    "show": "validate and print one profile (NAME or path); --schema lists every key",
+    "profile": "write a profile from the cluster itself (init), or check one for drift (check)",
+    "resolve": "choose the torch variant and flash-attn action for a node, with reasons",
+    "plan": "show what a build of PROFILE would do on a node, and why",
+    "audit": "check the torch a lock, venv or project file installs, and whether this node runs it",
+    "archs": "show the SASS and PTX archs in libraries, wheels or venvs (no CUDA needed)",
+    "lock": "write lockfiles/<profile>-<arch>.txt with uv pip compile (--check: verify only)",
+    "build": "build (or update) a profile's environment; no-op when nothing changed",
+    "preflight": "check this job's node against the profile (GPUs, scratch, logs, modules, ECC)",
+    "env": "print the job environment of a profile (export lines for eval, or --json)",
+    "run": "run CMD (after --) in a profile's environment; CMD's exit code is hpcenv's",
+    "probe": "run probes (imports, torch, gpu-health, nccl, ofi, ray, vllm, ...) in an env",
+    "sbatch": "render (and --submit) a job script: a probe, a build, or your command after --",
+    "knowledge": "regenerate hpcenv's torch/vLLM data from PyPI and PyTorch; check it is current",
+}
 
 
 def build_parser(only: str | None = None, *, with_command: bool = False) -> argparse.ArgumentParser:
-    """The parser; with ``only`` just that subcommand's module is imported (fast start:
-    ``hpcenv facts --json`` must not pay for importing every other command).
+    """The parser. With ``only`` that subcommand is configured from its module, the one
+    module imported (``hpcenv facts --json`` pays for nothing else); without, every
+    command is listed with its help from :data:`COMMANDS` and no module is imported
+    (``hpcenv --help``, ``--version``, an unknown command's error).
 
     A module that takes a command after ``--`` (``TAKES_COMMAND``) is configured knowing
     whether one was given (``configure(parser, with_command=...)``): ``sbatch PROFILE
@@ -49,15 +66,23 @@ def build_parser(only: str | None = None, *, with_command: bool = False) -> argp
     )
     parser.add_argument("--version", action="version", version=f"hpcenv {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for mod in _command_modules(only):
-        p = sub.add_parser(mod.NAME, help=mod.HELP, description=mod.__doc__)
-        takes = getattr(mod, "TAKES_COMMAND", False)
-        if takes:
-            mod.configure(p, with_command=with_command)
-        else:
-            mod.configure(p)
-        p.set_defaults(_run=mod.run, _takes_command=takes)
+    if only is not None:  # the other commands' parsers would cost ~0.3 ms each, unused
+        _configure(sub.add_parser(only, help=COMMANDS[only]), only, with_command=with_command)
+        return parser
+    for name, help_line in COMMANDS.items():
+        sub.add_parser(name, help=help_line)
     return parser
+
+
+def _configure(parser: argparse.ArgumentParser, name: str, *, with_command: bool) -> None:
+    mod = importlib.import_module(f"hpcenv.commands.{name}")
+    parser.description = mod.__doc__
+    takes = getattr(mod, "TAKES_COMMAND", False)
+    if takes:
+        mod.configure(parser, with_command=with_command)
+    else:
+        mod.configure(parser)
+    parser.set_defaults(_run=mod.run, _takes_command=takes)
 
 
 def split_command(argv: list[str]) -> tuple[list[str], list[str] | None]:
@@ -98,7 +123,7 @@ def _say(line: str) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv, command_argv = split_command(list(sys.argv[1:] if argv is None else argv))
-    only = argv[0] if argv and argv[0] in _command_names() else None
+    only = argv[0] if argv and argv[0] in COMMANDS else None
     _handle_signals()
     _received.clear()
     try:

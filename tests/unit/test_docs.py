@@ -61,9 +61,9 @@ def test_the_readme_exit_code_table_names_each_command_that_documents_its_exit()
     for info in pkgutil.iter_modules(hpcenv.commands.__path__):
         mod = importlib.import_module(f"hpcenv.commands.{info.name}")
         for code in re.findall(r"exit (\d+) when", " ".join((mod.__doc__ or "").split())):
-            promised.append((mod.NAME, code))
-            assert f"hpcenv {mod.NAME}" in rows.get(code, ""), (
-                f"README's exit code {code} does not name 'hpcenv {mod.NAME}'"
+            promised.append((info.name, code))
+            assert f"hpcenv {info.name}" in rows.get(code, ""), (
+                f"README's exit code {code} does not name 'hpcenv {info.name}'"
             )
     assert ("lock", "4") in promised
 

@@ -27,13 +27,11 @@ import csv
 import os
 import re
 import shutil
-import sys
 import zipfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from email.parser import HeaderParser
 from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -41,14 +39,10 @@ from hpcenv import knowledge
 from hpcenv.kit import coverage
 from hpcenv.kit.elf import ElfError
 from hpcenv.kit.fatbin import CudaCode, FatbinError, scan
+from hpcenv.knowledge import tables
 from hpcenv.models.facts import Facts
 from hpcenv.utils import fsio, paths
 from hpcenv.utils.errors import BadInput
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib  # type: ignore[import-not-found,unused-ignore]
 
 #: a shared library's file name: libx.so, libx.so.12, _C.cpython-311-x86_64-linux-gnu.so
 SHARED = re.compile(r"\.so(?:\.\d+)*$")
@@ -269,8 +263,7 @@ def scan_paths(paths: Iterable[str | Path]) -> Scan:
 
 @cache
 def _ptx_table() -> dict[str, str]:
-    text = resources.files(knowledge).joinpath("ptx_isa.toml").read_text(encoding="utf-8")
-    return {row["isa"]: row["cuda"] for row in tomllib.loads(text)["ptx"]}
+    return {row["isa"]: row["cuda"] for row in tables.read("ptx_isa.toml")["ptx"]}
 
 
 def ptx_cuda(isa: str) -> tuple[str, bool]:

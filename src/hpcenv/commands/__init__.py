@@ -1,13 +1,14 @@
-"""One module per ``hpcenv`` subcommand; ``cli`` discovers them.
+"""One module per ``hpcenv`` subcommand; ``cli.COMMANDS`` lists them (name and one-line
+help, in ``--help``'s order).
 
-``cli`` imports only the module of the command being run (all of them only for
-``hpcenv --help``), so a command pays for what its own module imports. ``facts`` must
+``cli`` imports only the module of the command being run (none for ``hpcenv --help``
+and ``--version``), so a command pays for what its own module imports. ``facts`` must
 start fast: its module imports argparse and this package at the top and the rest inside
 ``run``, and ``hpcenv facts --json`` loads neither rich, packaging nor another command
-(``tests/integration/node/test_facts.py`` checks it).
+(``tests/integration/cli/test_startup.py`` checks it).
 
-A module defines ``NAME``, ``HELP``, optional ``ORDER`` (help listing order),
-``configure(parser)`` and ``run(args) -> int``. Shared options live here, and the
+A module defines ``configure(parser)`` and ``run(args) -> int``; its docstring is the
+command's description. Shared options live here, and the
 plain-output exits (``print_json``, ``print_text``), which mask secrets (``redact``)
 like the rich consoles in ``report`` do: commands print nothing any other way.
 """

@@ -12,10 +12,6 @@ import argparse
 
 from hpcenv.commands import add_json_option, print_json
 
-NAME = "archs"
-HELP = "show the SASS and PTX archs in libraries, wheels or venvs (no CUDA needed)"
-ORDER = 34
-
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(

@@ -25,13 +25,6 @@ from hpcenv.commands import (
 if TYPE_CHECKING:
     from hpcenv.project.audit import Audit
 
-NAME = "audit"
-HELP = (
-    "check which torch build (and CUDA packages) a lock, venv, requirements file, "
-    "pyproject.toml, setup.py or environment.yml installs, and whether this node can run it"
-)
-ORDER = 32
-
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
@@ -64,10 +57,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.table import Table
-    from rich.text import Text
-
-    from hpcenv.ui import report
     from hpcenv.utils.errors import HpcenvError, NoCompatibleBuild
 
     try:
@@ -82,45 +71,56 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(result.to_json())
     else:
-        table = Table(
-            title=f"audit {result.source} ({result.kind})", show_header=False, title_justify="left"
-        )
-        table.add_column(style="bold")
-        table.add_column(overflow="fold")
-        table.add_row("node", Text(node))
-        if result.selection:
-            table.add_row("audited", Text(result.selection))
-        if result.python_why:
-            table.add_row("python", Text(f"{result.python}: {result.python_why}"))
-        if result.resolved:
-            table.add_row("resolved", Text(result.resolved))
-        table.add_row("torch", Text(f"{result.torch_version}: {result.build}"))
-        table.add_row("evidence", Text(result.evidence))
-        table.add_row("verdict", Text(result.message, style="green" if result.ok else "red"))
-        if result.fix:
-            table.add_row("fix", Text(result.fix))
-        for line in result.packages:
-            table.add_row("package", Text(line))
-        for w in result.warnings:
-            table.add_row("warning", Text(w, style="yellow"))
-        for note in result.notes:
-            table.add_row("note", Text(note))
-        report.console.print(table)
+        _print(result, node)
     if not result.ok:
         fix = f"; fix: {result.fix}" if result.fix else ""
         raise NoCompatibleBuild(f"{result.message}{fix}")
     return 0
 
 
+def _print(result: Audit, node: str) -> None:
+    """The table for people (rich is imported here only: --json does not pay for it)."""
+    from rich.table import Table
+    from rich.text import Text
+
+    from hpcenv.ui import report
+
+    table = Table(
+        title=f"audit {result.source} ({result.kind})", show_header=False, title_justify="left"
+    )
+    table.add_column(style="bold")
+    table.add_column(overflow="fold")
+    table.add_row("node", Text(node))
+    if result.selection:
+        table.add_row("audited", Text(result.selection))
+    if result.python_why:
+        table.add_row("python", Text(f"{result.python}: {result.python_why}"))
+    if result.resolved:
+        table.add_row("resolved", Text(result.resolved))
+    table.add_row("torch", Text(f"{result.torch_version}: {result.build}"))
+    table.add_row("evidence", Text(result.evidence))
+    table.add_row("verdict", Text(result.message, style="green" if result.ok else "red"))
+    if result.fix:
+        table.add_row("fix", Text(result.fix))
+    for line in result.packages:
+        table.add_row("package", Text(line))
+    for w in result.warnings:
+        table.add_row("warning", Text(w, style="yellow"))
+    for note in result.notes:
+        table.add_row("note", Text(note))
+    report.console.print(table)
+
+
 def _audit(args: argparse.Namespace) -> tuple[Audit, str]:
     from hpcenv.facts import collect as facts
-    from hpcenv.profile import schema as profile
     from hpcenv.project import audit
     from hpcenv.utils.errors import BadInput
 
     if args.declared and args.facts:
         raise BadInput("give either --facts FILE or --declared PROFILE, not both")
     if args.declared:
+        from hpcenv.profile import schema as profile  # only here: a lock audit needs no profile
+
         prof = profile.load(args.declared)
         found = profile.declared_facts(prof)
         node = f"profile {prof.name}'s declared node"

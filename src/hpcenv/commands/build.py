@@ -32,10 +32,6 @@ if TYPE_CHECKING:
     from hpcenv.build.swap import ProjectRequest
     from hpcenv.project.uv_lock import Selection
 
-NAME = "build"
-HELP = "build (or update) a profile's environment; no-op when nothing changed"
-ORDER = 41
-
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("profile", metavar="PROFILE")

@@ -19,10 +19,6 @@ if TYPE_CHECKING:  # imported where used: every command's module loads with the 
     from hpcenv.models.plan import Plan
     from hpcenv.profile.schema import Profile
 
-NAME = "doctor"
-HELP = "facts -> plan -> build -> probes for a profile (default local), one report"
-ORDER = 5
-
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(

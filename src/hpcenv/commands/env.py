@@ -13,10 +13,6 @@ import os
 
 from hpcenv.commands import add_json_option, print_json, print_text
 
-NAME = "env"
-HELP = "print the job environment of a profile (export lines for eval, or --json)"
-ORDER = 56
-
 
 def add_job_env_options(parser: argparse.ArgumentParser) -> None:
     """Options ``env`` and ``run`` share (declared once)."""

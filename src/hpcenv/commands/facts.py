@@ -8,10 +8,6 @@ import argparse
 
 from hpcenv.commands import add_facts_option, add_json_option, print_json
 
-NAME = "facts"
-HELP = "show this node's facts (driver, GPUs, network, SLURM); --json for the contract"
-ORDER = 10
-
 
 def configure(parser: argparse.ArgumentParser) -> None:
     add_json_option(parser)

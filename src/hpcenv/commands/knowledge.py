@@ -14,10 +14,6 @@ import argparse
 
 from hpcenv.commands import print_text
 
-NAME = "knowledge"
-HELP = "regenerate hpcenv's torch/vLLM data from PyPI and a PyTorch index; check it is current"
-ORDER = 90
-
 
 def configure(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)

@@ -19,10 +19,6 @@ from hpcenv.profile import schema as profile
 from hpcenv.ui import report
 from hpcenv.utils.errors import BadInput, BuildFailed, HpcenvError
 
-NAME = "lock"
-HELP = "write lockfiles/<profile>-<arch>.txt with uv pip compile (--check: verify only)"
-ORDER = 40
-
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(

@@ -8,9 +8,7 @@ every package as name==version and each change with its reason."""
 from __future__ import annotations
 
 import argparse
-from typing import Any
-
-from rich.table import Table
+from typing import TYPE_CHECKING, Any
 
 from hpcenv.commands import (
     add_facts_option,
@@ -20,12 +18,9 @@ from hpcenv.commands import (
     selection_of,
 )
 from hpcenv.commands._inputs import plan_for
-from hpcenv.models.plan import Plan
-from hpcenv.ui import report
 
-NAME = "plan"
-HELP = "show what a build of PROFILE would do on a node, and why"
-ORDER = 31
+if TYPE_CHECKING:
+    from hpcenv.models.plan import Plan
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -56,18 +51,20 @@ def add_project_options(parser: argparse.ArgumentParser) -> None:
 
 
 def project_json(args: argparse.Namespace, plan: Plan, facts: Any) -> dict[str, Any] | None:
-    """``--project``: the project's set for the node (``swap.project_plan``)."""
-    from hpcenv.build import swap
-    from hpcenv.commands.build import project_request
-    from hpcenv.project import uv_lock as uvlock
-    from hpcenv.utils.errors import BadInput
-
-    selection = selection_of(args)
+    """``--project``: the project's set for the node (``swap.project_plan``); the build
+    and project modules are imported only then (``plan PROFILE`` alone stays fast)."""
     if not args.project:
-        if selection != uvlock.DEFAULT_SELECTION or args.with_profile_packages:
+        chosen = args.extra or args.all_extras or args.group or args.no_default_groups
+        if chosen or args.with_profile_packages:
+            from hpcenv.utils.errors import BadInput
+
             raise BadInput("--extra, --group, --no-default-groups and --with-profile-packages "
                            "go with --project PATH")  # fmt: skip
         return None
+    from hpcenv.build import swap
+    from hpcenv.commands.build import project_request
+
+    selection = selection_of(args)
     request = project_request(args.project, selection, None, args.with_profile_packages)
     wanted, _, install = swap.project_plan(request, plan, facts)
     return {
@@ -95,6 +92,17 @@ def run(args: argparse.Namespace) -> int:
             data["project"] = project
         print_json(data)
         return 0
+    print_plan(plan)
+    if project is not None:
+        print_project(project)
+    return 0
+
+
+def print_plan(plan: Plan) -> None:
+    from rich.table import Table
+
+    from hpcenv.ui import report
+
     table = Table(
         title=f"plan {plan.profile} ({plan.arch}, Python {plan.python}, digest {plan.digest()})",
         title_justify="left",
@@ -108,12 +116,13 @@ def run(args: argparse.Namespace) -> int:
     report.console.print(table)
     for w in plan.warnings:
         report.console.print(report.styled(f"warning: {w}", "yellow"))
-    if project is not None:
-        print_project(project)
-    return 0
 
 
 def print_project(project: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    from hpcenv.ui import report
+
     table = Table(
         title=f"project {project['directory']}: {project['selection']}, Python "
         f"{project['python']} ({project['python_why']})",

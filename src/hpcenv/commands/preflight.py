@@ -20,9 +20,6 @@ from hpcenv.profile import schema as profile
 from hpcenv.ui import report
 from hpcenv.utils.errors import PreflightFailed
 
-NAME = "preflight"
-HELP = "check this job's node against the profile (GPUs, scratch, logs, modules, ECC)"
-ORDER = 55
 TAKES_COMMAND = True
 
 STYLE = {Status.PASS: "green", Status.FAIL: "bold red", Status.SKIP: "yellow"}

@@ -19,10 +19,6 @@ from hpcenv.slurm import pairs, srun
 from hpcenv.ui import junit, report
 from hpcenv.utils.errors import BadInput, ProbeFailed
 
-NAME = "probe"
-HELP = f"run probes ({', '.join(registry.NAMES)}) in an env"
-ORDER = 60
-
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(

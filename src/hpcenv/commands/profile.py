@@ -22,10 +22,6 @@ from pathlib import Path
 from hpcenv.commands import print_text, seconds
 from hpcenv.utils.errors import BadInput
 
-NAME = "profile"
-HELP = "write a profile from the cluster itself (init), or check one for drift (check)"
-ORDER = 22
-
 
 def configure(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)

@@ -8,10 +8,6 @@ import argparse
 from hpcenv.commands import add_json_option, print_json
 from hpcenv.utils.errors import BadInput
 
-NAME = "profiles"
-HELP = "list the cluster profiles and whether each validates"
-ORDER = 20
-
 
 def configure(parser: argparse.ArgumentParser) -> None:
     add_json_option(parser)

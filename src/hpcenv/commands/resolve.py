@@ -14,9 +14,6 @@ import argparse
 from dataclasses import replace
 from typing import Any
 
-from rich.table import Table
-from rich.text import Text
-
 from hpcenv.commands import add_facts_option, add_json_option, print_json
 from hpcenv.decide import flashattn, torch_fit
 from hpcenv.decide.torch_variant import index_base, raise_if_none, try_resolve_torch
@@ -25,12 +22,7 @@ from hpcenv.knowledge.lookup import Lookup, pypi_base
 from hpcenv.models.facts import Facts
 from hpcenv.models.plan import FlashAttnChoice, TorchChoice
 from hpcenv.profile.schema import BACKEND, FlashAttnSection
-from hpcenv.ui import report
 from hpcenv.utils.errors import BadInput, NoCompatibleBuild
-
-NAME = "resolve"
-HELP = "choose the torch variant and flash-attn action for a node, with reasons"
-ORDER = 30
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -138,6 +130,11 @@ def _fits_node(choice: TorchChoice, found: Facts, python: str | None) -> TorchCh
 
 
 def _print(choice: TorchChoice, fa: FlashAttnChoice, source: str) -> None:
+    from rich.table import Table  # only here: --json does not pay for rich
+    from rich.text import Text
+
+    from hpcenv.ui import report
+
     table = Table(title=f"torch for {source}", show_header=False, title_justify="left")
     table.add_column(style="bold")
     table.add_column()

@@ -9,9 +9,6 @@ import argparse
 
 from hpcenv.commands.env import add_job_env_options
 
-NAME = "run"
-HELP = "run CMD (after --) in a profile's environment; CMD's exit code is hpcenv's"
-ORDER = 57
 TAKES_COMMAND = True
 
 

@@ -29,9 +29,6 @@ from hpcenv.slurm import sbatch
 from hpcenv.utils import fsio
 from hpcenv.utils.errors import BadInput, JobFailed
 
-NAME = "sbatch"
-HELP = "render (and --submit) a job script: a probe, a build, or your command after --"
-ORDER = 60
 TAKES_COMMAND = True
 
 #: Options only a job running your command (``-- CMD``) takes.

@@ -9,10 +9,6 @@ import dataclasses
 from hpcenv.commands import add_json_option, print_json
 from hpcenv.utils.errors import BadInput
 
-NAME = "show"
-HELP = "validate and print one profile (NAME or path); --schema lists every key"
-ORDER = 21
-
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("profile", nargs="?", metavar="NAME_OR_PATH")

@@ -88,10 +88,7 @@ def cache_key(fi_info: Path, env: Mapping[str, str]) -> dict[str, Any]:
 
 
 def cache_dir(env: Mapping[str, str]) -> Path:
-    if env.get("HPCENV_CACHE") or env.get("HPCENV_HOME"):
-        return paths.cache_dir(env) / "fi_info"
-    xdg = env.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(xdg) / "hpcenv" / "fi_info"
+    return paths.user_cache_dir(env) / "fi_info"
 
 
 def _read(path: Path, binary: dict[str, Any]) -> tuple[str, ...] | None:

@@ -18,25 +18,17 @@ decides (``resolve``, ``flashattn``, ``audit``) only asks questions of these tab
 from __future__ import annotations
 
 import re
-import sys
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 from typing import Any
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from hpcenv.knowledge import releases
+from hpcenv.knowledge import releases, tables
 from hpcenv.knowledge import vllm as vllm_data
 from hpcenv.knowledge.releases import ArchSet, PlatformVariants, TorchData, TorchRelease
 from hpcenv.knowledge.vllm import VllmRange
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib  # type: ignore[import-not-found,unused-ignore]
-
 
 # --- small value helpers --------------------------------------------------------------
 
@@ -193,15 +185,11 @@ class Knowledge:
 
 
 def _read(name: str) -> dict[str, Any]:
-    text = resources.files(__name__).joinpath(name).read_text(encoding="utf-8")
-    data: dict[str, Any] = tomllib.loads(text)
-    return data
+    return tables.read(name)
 
 
 def _read_optional(name: str) -> dict[str, Any] | None:
-    if not resources.files(__name__).joinpath(name).is_file():
-        return None
-    return _read(name)
+    return tables.read_optional(name)
 
 
 def _strs(value: Any) -> tuple[str, ...]:
@@ -210,7 +198,7 @@ def _strs(value: Any) -> tuple[str, ...]:
 
 @cache
 def load() -> Knowledge:
-    """All knowledge files, parsed once per process."""
+    """All knowledge files, read once per process (``tables``: parsed once per change)."""
     cuda = _read("cuda.toml")
     toolkits = sorted(
         (

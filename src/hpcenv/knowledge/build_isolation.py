@@ -4,18 +4,13 @@ and their build requirements are in the venv (``hpcenv.build.torch_first``)."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 
 from packaging.utils import canonicalize_name
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib  # type: ignore[import-not-found,unused-ignore]
+from hpcenv.knowledge import tables
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -30,9 +25,8 @@ class TorchAtBuild:
 @cache
 def rows() -> dict[str, TorchAtBuild]:
     """``{canonical name: row}``, read once per process."""
-    text = resources.files(__package__).joinpath("packages.toml").read_text(encoding="utf-8")
     out: dict[str, TorchAtBuild] = {}
-    for row in tomllib.loads(text).get("torch_at_build", ()):
+    for row in tables.read("packages.toml").get("torch_at_build", ()):
         name = canonicalize_name(row["name"])
         out[name] = TorchAtBuild(
             name=name,

@@ -15,13 +15,16 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from hpcenv.knowledge import listing
 from hpcenv.knowledge.releases import variant_order
 from hpcenv.utils.errors import BadInput
+
+if TYPE_CHECKING:  # imported when a lookup runs: urllib, ssl and email cost every plan ~20 ms
+    from hpcenv.knowledge import listing
 
 PYPI_ENV = "HPCENV_PYPI_URL"
 DEFAULT_PYPI = "https://pypi.org"
@@ -62,6 +65,8 @@ class Lookup:
     def __call__(self, spec: SpecifierSet, known: Iterable[str], variants: Iterable[str]) -> Found:
         """Releases matching ``spec`` that are not in ``known``; ``variants`` are the
         per-variant pages to try on a mirror without a ``<base>/torch/`` page."""
+        from hpcenv.knowledge import listing
+
         have = set(known)
         index: dict[str, dict[str, set[str]]] = {}
         pypi: dict[str, set[str]] = {}

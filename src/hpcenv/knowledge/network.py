@@ -11,17 +11,12 @@ providers (``pick``).
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 from typing import Any
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib  # type: ignore[import-not-found,unused-ignore]
+from hpcenv.knowledge import tables
 
 FILE = "network.toml"
 
@@ -72,8 +67,7 @@ def _variables(table: dict[str, Any], sources: dict[str, str], where: str) -> tu
 @cache
 def recipes() -> dict[str, Recipe]:
     """Every recipe by name, in ``order`` (the order ``pick`` tries them)."""
-    text = resources.files(__package__).joinpath(FILE).read_text(encoding="utf-8")
-    data = tomllib.loads(text)
+    data = tables.read(FILE)
     sources = {str(k): str(v) for k, v in data["sources"].items()}
     out = {}
     for name in data["order"]:

@@ -41,11 +41,6 @@ from hpcenv.kit import threads
 from hpcenv.utils import redact
 from hpcenv.utils.errors import BadInput, DiskFull, HpcenvError
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib  # type: ignore[import-not-found,unused-ignore]
-
 #: Deepest nesting of lists/tables/objects a JSON or TOML input may have (profiles and
 #: facts need 4; uv.lock files 5).
 MAX_DEPTH = 32
@@ -258,8 +253,12 @@ def temp_name(path: Path) -> Path:
     return path.parent / f".{path.name}{TMP_MARK}{os.getpid()}-{secrets.token_hex(4)}"
 
 
-def write_bytes(path: Path, data: bytes, *, executable: bool = False) -> Path:
-    """Write ``data`` to ``path`` atomically (temp file + rename, never through a symlink)."""
+def write_bytes(
+    path: Path, data: bytes, *, executable: bool = False, mode: int | None = None
+) -> Path:
+    """Write ``data`` to ``path`` atomically (temp file + rename, never through a symlink);
+    with ``mode`` the file gets exactly that mode whatever the umask (a cache hpcenv
+    trusts only when nobody else can write it)."""
     path = Path(path)
     ensure_dir(path.parent)
     remove_stale_temps(path.parent)
@@ -271,6 +270,8 @@ def write_bytes(path: Path, data: bytes, *, executable: bool = False) -> Path:
         raise denied(path.parent, exc) from exc
     try:
         with os.fdopen(fd, "wb") as fh:
+            if mode is not None:
+                os.fchmod(fh.fileno(), mode)
             fh.write(data)
         os.replace(tmp, path)
     except IsADirectoryError as exc:
@@ -474,6 +475,10 @@ def parse_json(text: str, where: str, hint: str = "") -> Any:
 
 def parse_toml(text: str, where: str) -> dict[str, Any]:
     """TOML ``text``; BadInput naming ``where`` when it is not TOML or nests too deeply."""
+    if sys.version_info >= (3, 11):  # imported here: ``hpcenv facts`` reads no TOML
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib  # type: ignore[import-not-found,unused-ignore]
     try:
         data: dict[str, Any] = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

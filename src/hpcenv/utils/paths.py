@@ -112,6 +112,16 @@ def cache_dir(env: Mapping[str, str] | None = None) -> Path:
     return Path(env.get("HPCENV_CACHE") or home(env) / "cache").absolute()
 
 
+def user_cache_dir(env: Mapping[str, str] | None = None) -> Path:
+    """A cache that follows the user rather than the working directory: ``$HPCENV_CACHE``,
+    else ``$HPCENV_HOME/cache``, else ``$XDG_CACHE_HOME/hpcenv`` (``~/.cache/hpcenv``), so
+    a command run anywhere does not leave a ``.hpcenv/`` behind."""
+    env = os.environ if env is None else env
+    if env.get("HPCENV_CACHE") or env.get("HPCENV_HOME"):
+        return cache_dir(env)
+    return Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache").absolute() / "hpcenv"
+
+
 def logs_dir() -> Path:
     return home() / "logs"
 

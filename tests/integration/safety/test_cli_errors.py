@@ -46,16 +46,6 @@ def test_non_ascii_digits_in_compute_capability_are_bad_input(
     assert "compute_capability" in err and "Traceback" not in err
 
 
-def test_command_modules_are_named_for_their_command() -> None:
-    """``cli`` imports only the module named like argv[0]; that needs NAME == file name."""
-    import importlib
-
-    from hpcenv import cli
-
-    for name in cli._command_names():
-        assert name == importlib.import_module(f"hpcenv.commands.{name}").NAME
-
-
 def test_one_command_parser_imports_only_that_command() -> None:
     code = (
         "import sys; from hpcenv.cli import build_parser; build_parser('facts'); "

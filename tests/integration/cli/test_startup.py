@@ -1,0 +1,117 @@
+"""Start-up: ``hpcenv --help``, ``--version`` and ``facts --json`` import only what they use
+(no command module for the first two, no builder, rich, packaging or yaml for any), and
+every command's own ``--help`` still works from the command table."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hpcenv import cli
+
+HEAVY = ("hpcenv.build", "rich", "packaging", "yaml", "torch")
+
+#: One interpreter runs the three start-ups in turn and prints, after each, the modules
+#: loaded so far (a module the first loaded would show in all three: none may appear).
+_SCRIPT = """
+import contextlib, io, json, sys
+from hpcenv.cli import main
+seen = {}
+for argv in (["--help"], ["--version"], ["facts", "--json"]):
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        try:
+            code = main(argv)
+        except SystemExit as exc:
+            code = exc.code
+    seen[" ".join(argv)] = {"code": code, "out": out.getvalue(), "modules": sorted(sys.modules)}
+print(json.dumps(seen))
+"""
+
+
+@pytest.fixture(scope="module")
+def started(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, object]]:
+    cache = tmp_path_factory.mktemp("cache")
+    done = subprocess.run(
+        [sys.executable, "-c", _SCRIPT],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "HPCENV_CACHE": str(cache)},
+        timeout=120,
+    )
+    return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def _heavy(modules: object) -> list[str]:
+    assert isinstance(modules, list)
+    return [m for m in modules if any(m == h or m.startswith(h + ".") for h in HEAVY)]
+
+
+def _commands(modules: object) -> list[str]:
+    assert isinstance(modules, list)
+    return [m for m in modules if m.startswith("hpcenv.commands.")]
+
+
+def test_help_imports_no_command_module_and_lists_every_command(
+    started: dict[str, dict[str, object]],
+) -> None:
+    run = started["--help"]
+    assert run["code"] == 0
+    assert _commands(run["modules"]) == []
+    assert _heavy(run["modules"]) == []
+    out = str(run["out"])
+    for name in cli.COMMANDS:
+        assert f"    {name} " in out or f"    {name}\n" in out, name
+
+
+def test_version_imports_no_command_module(started: dict[str, dict[str, object]]) -> None:
+    run = started["--version"]
+    assert run["code"] == 0 and str(run["out"]).startswith("hpcenv ")
+    assert _commands(run["modules"]) == []
+    assert _heavy(run["modules"]) == []
+
+
+def test_facts_json_imports_its_command_only_and_nothing_heavy(
+    started: dict[str, dict[str, object]],
+) -> None:
+    run = started["facts --json"]
+    assert run["code"] == 0 and json.loads(str(run["out"]))["schema"] == 1
+    assert _commands(run["modules"]) == ["hpcenv.commands.facts"]
+    assert _heavy(run["modules"]) == []
+
+
+def test_the_command_table_lists_every_command_module() -> None:
+    """A module in ``hpcenv/commands/`` that is not in ``cli.COMMANDS`` could never run."""
+    here = Path(cli.__file__).parent / "commands"
+    modules = {p.stem for p in here.glob("*.py") if not p.stem.startswith("_")}
+    assert set(cli.COMMANDS) == modules
+
+
+@pytest.mark.parametrize("name", list(cli.COMMANDS))
+def test_each_commands_help_shows_its_description(
+    name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import importlib
+
+    with pytest.raises(SystemExit) as exited:
+        cli.main([name, "--help"])
+    assert exited.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"usage: hpcenv {name}")
+    doc = importlib.import_module(f"hpcenv.commands.{name}").__doc__
+    assert doc and " ".join(doc.split()[:4]) in " ".join(out.split())
+
+
+def test_an_unknown_command_names_the_commands_and_exits_2(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["bulid"])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert "invalid choice: 'bulid'" in err and "'build'" in err

@@ -1,0 +1,105 @@
+"""Parsed TOML kept between runs (``utils/data_cache.py``): a uv.lock read again is the same
+lock without a second parse; a changed file is parsed again; an entry someone else could
+have written is never believed; bad TOML is still one line naming the file."""
+
+from __future__ import annotations
+
+import marshal
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from hpcenv.project import uv_lock
+from hpcenv.utils import data_cache, fsio
+from hpcenv.utils.errors import BadInput
+from support import REPO
+
+#: A real lock (prime-rl's, tests/data/projects/prime-rl/ORIGIN says where from).
+LOCK = REPO / "tests" / "data" / "projects" / "prime-rl" / "uv.lock"
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    where = tmp_path / "cache"
+    monkeypatch.setenv("HPCENV_CACHE", str(where))
+    return where / "toml"
+
+
+def _no_parse(*_: object) -> object:
+    raise AssertionError("parsed the TOML again although the cache holds it")
+
+
+def test_a_lock_read_again_is_the_same_lock_unparsed(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = uv_lock.read_lock(LOCK)
+    assert first == uv_lock.read_lock(LOCK, fsio.load_toml(LOCK, "uv.lock"))  # as parsed
+    assert len(list(cache.glob("*.marshal"))) == 1
+    monkeypatch.setattr(fsio, "parse_toml", _no_parse)
+    assert uv_lock.read_lock(LOCK) == first
+
+
+def test_a_changed_lock_is_parsed_again(cache: Path, tmp_path: Path) -> None:
+    lock = tmp_path / "uv.lock"
+    shutil.copy(LOCK, lock)
+    before = uv_lock.read_lock(lock)
+    lock.write_text(
+        lock.read_text().replace('requires-python = "==3.12.*"', 'requires-python = ">=3.12"', 1)
+    )
+    after = uv_lock.read_lock(lock)
+    assert after.requires_python != before.requires_python
+    assert after.requires_python == uv_lock.read_lock(lock, fsio.load_toml(lock)).requires_python
+
+
+def test_a_planted_entry_is_believed_only_when_nobody_else_could_write_it(
+    cache: Path, tmp_path: Path
+) -> None:
+    toml = tmp_path / "a.toml"
+    toml.write_text('answer = "parsed"\n')
+    data_cache.load_toml(toml, "test file")
+    (entry,) = cache.glob("*.marshal")
+    digest = data_cache.key([("toml", toml.read_bytes())])
+    entry.write_bytes(marshal.dumps({"key": digest, "value": {"answer": "planted"}}))
+    entry.chmod(0o644)
+    assert data_cache.load_toml(toml, "test file") == {"answer": "planted"}  # the control
+    entry.chmod(0o664)
+    assert data_cache.load_toml(toml, "test file") == {"answer": "parsed"}  # group could write
+    entry.write_bytes(marshal.dumps({"key": digest, "value": {"answer": "planted"}}))
+    entry.chmod(0o644)
+    cache.chmod(0o777)
+    assert data_cache.load_toml(toml, "test file") == {"answer": "parsed"}  # directory too
+    cache.chmod(0o755)
+    if os.geteuid() == 0:
+        entry.write_bytes(marshal.dumps({"key": digest, "value": {"answer": "planted"}}))
+        entry.chmod(0o644)
+        os.chown(entry, 65534, 65534)  # nobody's
+        assert data_cache.load_toml(toml, "test file") == {"answer": "parsed"}
+
+
+def test_bad_toml_is_one_line_naming_the_file_and_not_cached(cache: Path, tmp_path: Path):
+    bad = tmp_path / "uv.lock"
+    bad.write_text("[[package]\nname = 1\n")
+    with pytest.raises(BadInput, match=f"^{bad}: invalid TOML"):
+        uv_lock.read_lock(bad)
+    assert not list(cache.glob("*.marshal"))
+
+
+def test_only_the_newest_entries_are_kept(cache: Path, tmp_path: Path) -> None:
+    for n in range(5):
+        f = tmp_path / f"{n}.toml"
+        f.write_text(f"n = {n}\n")
+        assert data_cache.load_toml(f, "test file", keep=3) == {"n": n}
+        assert len(list(cache.glob("*.marshal"))) == min(n + 1, 3)
+    last = data_cache.entry("toml", data_cache.key([("toml", f.read_bytes())]))
+    assert last is not None and last.is_file()  # the entry just written is never pruned
+
+
+def test_without_a_usable_cache_directory_the_file_is_parsed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocked = tmp_path / "cache"
+    blocked.write_text("a file where the cache directory would go")
+    monkeypatch.setenv("HPCENV_CACHE", str(blocked))
+    assert uv_lock.read_lock(LOCK) == uv_lock.read_lock(LOCK, fsio.load_toml(LOCK, "uv.lock"))
