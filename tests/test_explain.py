@@ -19,20 +19,21 @@ CATALOG = failures.load()
 
 
 def _explain(text: str, nodes: tuple[str, ...] = (), tasks_per_node: int = 0) -> Explanation:
-    lines = ex.lines_of(text, CATALOG.keys, file="job.out")
+    lines = ex.lines_of(text, CATALOG, file="job.out")
     return ex.explain(lines, CATALOG, nodes=nodes, tasks_per_node=tasks_per_node)
 
 
 def _file(name: str) -> Explanation:
     path = DATA / name
-    return ex.explain(ex.lines_of(path.read_text(), CATALOG.keys, file=name), CATALOG)
+    return ex.explain(ex.lines_of(path.read_text(), CATALOG, file=name), CATALOG)
 
 
 def test_every_cause_matches_its_quoted_example_and_passes_the_prefilter() -> None:
     for cause in CATALOG.causes:
         assert cause.match(cause.example), cause.id
         assert any(k.decode() in cause.example for k in CATALOG.keys), cause.id
-        assert cause.source.startswith("https://"), cause.id
+        # a public thread, the docs or the source; hpcenv's own messages: its module
+        assert cause.source.startswith(("https://", "hpcenv/")), cause.id
 
 
 def test_every_log_in_sources_md_is_there_and_named() -> None:
@@ -73,6 +74,18 @@ def test_real_error_output_gets_its_cause_evidence_and_fix(
     assert (got.evidence.file, got.evidence.line) == (name, line)
     assert (got.evidence.rank, got.evidence.node) == (rank, node)
     assert got.fix and got.source.startswith("https://")
+
+
+def test_hpcenvs_own_hang_watchdog_is_a_hang_naming_where_it_is_stuck() -> None:
+    log = (
+        "step 3\nhpcenv watchdog: the command printed nothing for 31 s (--hang-timeout 30 s): "
+        "the Python stacks of the command's processes on 2 node(s) follow\n"
+        "hpcenv watchdog: --- node1 pid 77: python train.py\n"
+        "hpcenv watchdog: not in a collective: node1 pid 77 (train.py:12 load)\n"
+    )
+    got = _explain(log)
+    assert got.cause_id == "hang" and "31 s" in got.cause
+    assert "node1 pid 77 (train.py:12 load)" in got.fix
 
 
 def test_torchrun_summary_names_the_signal_and_the_rank() -> None:
@@ -128,9 +141,11 @@ def test_a_log_with_no_failure_says_nothing_failed() -> None:
 
 def test_blocks_split_anywhere_give_the_same_lines_and_numbers() -> None:
     data = (DATA / "torchrun_sigkill.log").read_bytes() * 3
-    whole = list(ex.scan([data], CATALOG.keys, file="f"))
+    after = CATALOG.after()
+    whole = list(ex.scan([data], CATALOG.keys, file="f", after=after))
     pieces = [data[i : i + 7] for i in range(0, len(data), 7)]
-    assert list(ex.scan(pieces, CATALOG.keys, file="f")) == whole
+    assert list(ex.scan(pieces, CATALOG.keys, file="f", after=after)) == whole
+    assert len(whole[2].after) == 8  # the summary's own lines (Root Cause ... traceback)
     assert [line.number for line in whole][:2] == [6, 7]
 
 

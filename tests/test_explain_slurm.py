@@ -45,13 +45,14 @@ def test_a_two_node_job_with_a_rank_killed_is_explained_by_sbatch_wait(
                    "--no-gate", "--json", "--", "bash", "-c", script)  # fmt: skip
     assert done.returncode != 0, done.stdout + done.stderr
     job_id = _job_id(done)
+    print(done.stderr)  # what the user sees (docs/own-job.md quotes it)
     assert f"why job {job_id} failed" in done.stderr, done.stderr
     report = json.loads(done.stdout)
     found = report["explanation"]
     assert found["cause_id"] == "rank_died", found
     assert found["evidence"]["rank"] == 1
     assert found["evidence"]["node"] in {"node1", "node2", "node3"}
-    assert "rank 1 died first" in found["cause"]
+    assert "rank 1 died first (signal SIGKILL)" in found["cause"]
     on_disk = json.loads((tmp_path / "logs" / job_id / "report.json").read_text())
     assert on_disk["explanation"] == found
     code, again = _explain(cluster, tmp_path, job_id)
@@ -83,3 +84,24 @@ def test_a_rendezvous_port_in_use_is_named(
     assert done.returncode != 0
     exit_code, found = _explain(cluster, tmp_path, _job_id(done))
     assert exit_code == 0 and found["cause_id"] == "port_in_use", found
+
+
+HANGS = """\
+import time
+print("step 1", flush=True)
+def stuck_in_here():
+    time.sleep(120)
+stuck_in_here()
+"""
+
+
+def test_a_hang_ended_by_the_watchdog_is_a_hang(
+    cluster: SlurmCluster, torch_python: Path, tmp_path: Path
+) -> None:
+    (tmp_path / "hangs.py").write_text(HANGS)
+    done = _submit(cluster, tmp_path, torch_python.parent.parent, "--no-gate",
+                   "--hang-timeout", "3s", "--", "python", "hangs.py")  # fmt: skip
+    assert done.returncode == 10, done.stdout + done.stderr
+    assert "cause: the job hung" in done.stderr, done.stderr
+    code, found = _explain(cluster, tmp_path, _job_id(done))
+    assert code == 0 and found["cause_id"] == "hang", found

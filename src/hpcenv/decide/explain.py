@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 import signal
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from hpcenv.decide import torch_variant
@@ -27,7 +27,7 @@ from hpcenv.models.facts import Facts
 
 #: Bytes kept after the last line handled in a block: the lines a summary reads after
 #: its first line (``after``) are in the same block.
-TAIL = 8192
+TAIL = 256 << 10
 #: The most of a line kept as evidence.
 MAX_TEXT = 300
 #: Causes whose fix names the torch variant the node's driver runs.
@@ -72,10 +72,15 @@ def _starts(buf: bytes, end: int, keys: Sequence[bytes]) -> list[int]:
 
 
 def scan(
-    blocks: Iterable[bytes], keys: Sequence[bytes], *, file: str, after: int = 8
+    blocks: Iterable[bytes],
+    keys: Sequence[bytes],
+    *,
+    file: str,
+    after: Mapping[bytes, int] | None = None,
 ) -> Iterator[Line]:
     """The lines of a log (given as blocks of bytes) that contain one of ``keys``, with
-    their numbers and the ``after`` lines that follow each."""
+    their numbers; a line with a key of ``after`` (a summary's first line) also carries
+    that many of the lines that follow it (as many as the block holds, ``TAIL`` bytes)."""
     number, carry = 1, b""
     for block in _blocks_then_end(blocks):
         eof = block is None
@@ -89,7 +94,8 @@ def scan(
             number += buf.count(b"\n", pos, start)
             pos = start
             text, stop = _line_at(buf, start)
-            yield Line(file, number, text, _following(buf, stop, after))
+            more = max((n for k, n in (after or {}).items() if k in buf[start:stop]), default=0)
+            yield Line(file, number, text, _following(buf, stop, more))
         number += buf.count(b"\n", pos, end)
         carry = buf[end:]
 
@@ -99,9 +105,9 @@ def _blocks_then_end(blocks: Iterable[bytes]) -> Iterator[bytes | None]:
     yield None
 
 
-def lines_of(text: str, keys: Sequence[bytes], *, file: str = "<log>") -> list[Line]:
+def lines_of(text: str, catalog: Catalog, *, file: str = "<log>") -> list[Line]:
     """``scan`` of a text in memory (tests, short logs)."""
-    return list(scan([text.encode()], keys, file=file))
+    return list(scan([text.encode()], catalog.keys, file=file, after=catalog.after()))
 
 
 # --- the matcher ----------------------------------------------------------------------
@@ -203,15 +209,22 @@ def _node_of(state: _State, hit: _Hit, nodes: Sequence[str], per_node: int) -> s
     return None
 
 
-def _signal_words(groups: dict[str, str]) -> str:
-    name = groups.get("signame")
+#: What srun says of a task a signal ended, as the signal.
+_SRUN_SIGNALS = {"Killed": "SIGKILL", "Segmentation fault": "SIGSEGV", "Aborted": "SIGABRT",
+                 "Bus error": "SIGBUS"}  # fmt: skip
+
+
+def _death(groups: dict[str, str]) -> str:
+    """How a rank died, in words: its exit code and the signal, where the log says."""
     code = groups.get("exitcode", "")
+    name = groups.get("signame") or _SRUN_SIGNALS.get(groups.get("how", ""))
     if not name and code.startswith("-") and code[1:].isdigit():
         try:
             name = signal.Signals(int(code[1:])).name
         except ValueError:
             name = None
-    return f", signal {name}" if name else ""
+    said = [f"exit code {code}" if code else "", f"signal {name}" if name else ""]
+    return ", ".join(w for w in said if w) or "how is not in the log"
 
 
 def _missing(state: _State, cid: str) -> str:
@@ -238,7 +251,7 @@ def _known(state: _State, hit: _Hit, node: str | None) -> Explanation:
     assert cause is not None
     words = _Words(hit.groups)
     words.update(rank="?" if hit.rank is None else str(hit.rank), node=node or "?")
-    words["signame_words"] = _signal_words(hit.groups)
+    words["death"] = _death(hit.groups)
     details = dict(hit.groups)
     if cause.group_by:
         words["missing"] = details["missing"] = _missing(state, cause.id)

@@ -37,6 +37,7 @@ class Cause:
     source: str  # a public issue thread, the docs or the source of the message
     example: str  # the message as its source shows it
     after: int = 0  # following lines read for ``fields`` (a multi-line summary)
+    after_key: bytes = b""  # the key of the summary's first line (those lines get ``after``)
     fields: tuple[re.Pattern[str], ...] = ()
     group_by: str = ""  # a named group: the lines of the same value are one event
 
@@ -55,6 +56,10 @@ class Catalog:
     cascade: tuple[re.Pattern[str], ...]  # what follows a failure: never its cause
     unknown: tuple[re.Pattern[str], ...]  # a failing line of an unknown failure
     causes: tuple[Cause, ...]
+
+    def after(self) -> dict[bytes, int]:
+        """The lines to read after a line with each summary key."""
+        return {c.after_key: c.after for c in self.causes if c.after and c.after_key}
 
 
 def _compile(patterns: list[str], where: str) -> tuple[re.Pattern[str], ...]:
@@ -75,6 +80,7 @@ def _cause(row: dict[str, Any]) -> Cause:
         source=str(row["source"]),
         example=str(row["example"]),
         after=int(row.get("after", 0)),
+        after_key=str(row.get("after_key", "")).encode(),
         fields=_compile(list(row.get("fields", [])), where),
         group_by=str(row.get("group_by", "")),
     )

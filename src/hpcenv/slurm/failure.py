@@ -37,9 +37,10 @@ def job_files(job_id: str, log_dir: Path) -> tuple[list[Path], Path | None]:
 
 
 def _lines(paths: Sequence[Path]) -> Iterator[matcher.Line]:
-    keys = failures.load().keys
+    catalog = failures.load()
     for path in paths:
-        yield from matcher.scan(fsio.read_blocks(path, "log"), keys, file=str(path))
+        blocks = fsio.read_blocks(path, "log")
+        yield from matcher.scan(blocks, catalog.keys, file=str(path), after=catalog.after())
 
 
 def read_report(path: Path | None) -> dict[str, object]:
