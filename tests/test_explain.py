@@ -6,6 +6,11 @@ order ranks print them."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from conftest import REPO
@@ -164,3 +169,51 @@ def test_the_fix_names_the_variant_hpcenv_chooses_for_the_nodes_driver() -> None
     got = ex.with_node(_file("driver_too_old.log"), facts, "2.9.1+cu130")
     assert "driver 550.54.15 runs CUDA <= 12.4" in " ".join(got.notes)
     assert "cu12" in got.fix and "cu130" not in got.fix.split(":")[0]
+
+
+def _cli(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-m", "hpcenv", "explain", *args]
+    return subprocess.run(argv, capture_output=True, text=True, cwd=cwd, timeout=60, check=False)
+
+
+def test_the_command_exits_0_for_a_known_cause_1_for_an_unknown_one_2_for_bad_input(
+    tmp_path: Path,
+) -> None:
+    known = _cli(str(DATA / "slurm_oom_kill.log"), "--json")
+    assert known.returncode == 0, known.stderr
+    found = json.loads(known.stdout)
+    assert found["cause_id"] == "host_oom" and found["evidence"]["node"] == "Orion-01-01"
+    unknown = _cli(str(DATA / "cascade_unknown.log"))
+    assert unknown.returncode == 1
+    assert "not a failure hpcenv knows" in unknown.stdout and "(rank 3)" in unknown.stdout
+    missing = _cli("4242", "--log-dir", str(tmp_path))
+    assert missing.returncode == 2 and "no log of job 4242" in missing.stderr
+    assert "Traceback" not in missing.stderr
+    (tmp_path / "fifo").mkdir()
+    not_a_file = _cli(str(tmp_path / "fifo"))
+    assert not_a_file.returncode == 2 and "Traceback" not in not_a_file.stderr
+
+
+def test_a_job_id_finds_the_logs_sbatch_writes_and_the_torch_its_report_records(
+    tmp_path: Path,
+) -> None:
+    logs = tmp_path / "logs"
+    (logs / "77").mkdir(parents=True)
+    (logs / "hpcenv-local-torch-77.out").write_text("probe torch starting\n")
+    (logs / "hpcenv-local-torch-77.err").write_text((DATA / "driver_too_old.log").read_text())
+    (logs / "77" / "report.json").write_text(
+        json.dumps({"status": "error", "ranks": [{"facts": {"torch": "2.9.1+cu130"}}]})
+    )
+    facts = tmp_path / "facts.json"
+    facts.write_text(json.dumps({
+        "schema": 1, "hostname": "gpu01", "arch": "x86_64", "glibc": "2.35", "python": "3.11.9",
+        "nvidia": {"driver_version": "550.54.15", "cuda_driver_version": "12.4",
+                   "gpus": [{"index": 0, "name": "NVIDIA A100-SXM4-80GB",
+                             "compute_capability": "8.0"}]}}))  # fmt: skip
+    done = _cli("77", "--facts", str(facts), "--json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout)
+    assert found["cause_id"] == "driver_too_old"
+    assert found["evidence"]["file"].endswith("hpcenv-local-torch-77.err")
+    assert "the job's torch is 2.9.1+cu130" in " ".join(found["notes"])
+    assert "of variant cu12" in found["fix"]
