@@ -217,3 +217,17 @@ def test_a_job_id_finds_the_logs_sbatch_writes_and_the_torch_its_report_records(
     assert found["evidence"]["file"].endswith("hpcenv-local-torch-77.err")
     assert "the job's torch is 2.9.1+cu130" in " ".join(found["notes"])
     assert "of variant cu12" in found["fix"]
+
+
+def test_nccl_on_sockets_leads_a_timeout_where_the_profile_expects_ofi() -> None:
+    log = (DATA / "nccl_socket.log").read_text() + (DATA / "nccl_watchdog.log").read_text()
+    expected = _explain_net(log, "ofi")
+    assert expected.cause_id == "nccl_socket"
+    assert expected.cause.endswith("where the profile expects nccl_net = ofi")
+    anywhere = _explain_net(log, "any")
+    assert anywhere.cause_id == "nccl_timeout"
+    assert any("NCCL used TCP sockets" in note for note in anywhere.notes)
+
+
+def _explain_net(text: str, net: str) -> Explanation:
+    return ex.explain(ex.lines_of(text, CATALOG), CATALOG, expect_net=net)

@@ -296,11 +296,13 @@ def run(args: argparse.Namespace) -> int:
     timeout = walltime.seconds(limit or "24:00:00") + 600
     state = _wait(job, job_id, timeout, started)
     if own:
-        return _own_outcome(job, job_id, state, timeout, started, as_json=args.json)
+        return _own_outcome(
+            job, job_id, state, timeout, started, as_json=args.json, net=prof.platform.nccl_net
+        )
     _, err = job.log_paths(job_id)
     report = sbatch.read_report(job, job_id)
     if not state.startswith("COMPLETED") and not isinstance(report, str):
-        report = _explained(job, job_id, state) or report
+        report = _explained(job, job_id, state, prof.platform.nccl_net) or report
     if isinstance(report, dict):
         print_json(report)
         excluded = report.get("exclude")
@@ -330,14 +332,14 @@ def _wait(job: sbatch.Job, job_id: str, timeout: float, started: float) -> str:
     return state
 
 
-def _explained(job: sbatch.Job, job_id: str, state: str) -> dict[str, object] | None:
+def _explained(job: sbatch.Job, job_id: str, state: str, net: str) -> dict[str, object] | None:
     """Why the job failed (``hpcenv explain`` of its logs), said on stderr and kept in
     its report as ``explanation``; None when its logs cannot be read."""
     from hpcenv.slurm import failure
 
     logs = [p for p in job.log_paths(job_id) if p.is_file()]
     try:
-        found = failure.explain_job(logs, job.report_path(job_id))
+        found = failure.explain_job(logs, job.report_path(job_id), expect_net=net)
         report = failure.record(job.report_path(job_id), found, job_id=job_id, state=state)
     except HpcenvError as exc:
         print_text(f"hpcenv: could not explain job {job_id}: {exc}\n", err=True)
@@ -349,7 +351,14 @@ def _explained(job: sbatch.Job, job_id: str, state: str) -> dict[str, object] | 
 
 
 def _own_outcome(
-    job: sbatch.Job, job_id: str, state: str, timeout: float, started: float, *, as_json: bool
+    job: sbatch.Job,
+    job_id: str,
+    state: str,
+    timeout: float,
+    started: float,
+    *,
+    as_json: bool,
+    net: str,
 ) -> int:
     """Your command's job: 0 when it completed, its exit code when it failed (that of
     the first link of a chain), exit 9 when SLURM ended it (timeout, cancel, node),
@@ -370,7 +379,7 @@ def _own_outcome(
         return 0
     _, err = job.log_paths(job_id)
     print_text("\n".join(_tail(err)) + "\n", err=True)
-    if (report := _explained(job, job_id, state)) and as_json:
+    if (report := _explained(job, job_id, state, net)) and as_json:
         print_json(report)
     if (why := survive.read_outcome(job.outcome_path(job_id), job_id)) is not None:
         raise why

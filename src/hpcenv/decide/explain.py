@@ -283,25 +283,44 @@ def _unknown(hit: _Hit | None, node: str | None) -> Explanation:
     )  # fmt: skip
 
 
+#: The NCCL-on-sockets cause, and the networks a profile may expect instead.
+SOCKET = "nccl_socket"
+EXPECTED_NETS = ("ofi", "ib")
+
+
+def _tier(hit: _Hit, expect_net: str) -> float:
+    """Which cause wins; NCCL on sockets where OFI/IB was expected is the lead of a
+    timeout (between a rank that died, tier 2, and a collective that timed out, 3)."""
+    if hit.cause is None:
+        return 99
+    if hit.cause.id == SOCKET and expect_net in EXPECTED_NETS:
+        return 2.5
+    return hit.cause.tier
+
+
 def explain(
     lines: Iterable[Line],
     catalog: Catalog,
     *,
     nodes: Sequence[str] = (),
     tasks_per_node: int = 0,
+    expect_net: str = "any",
 ) -> Explanation:
     """The first real failure in ``lines`` (the candidate lines of ``scan``, files in
     the order given). ``nodes`` and ``tasks_per_node`` (the job's, when known) name the
-    node of a rank no line does."""
+    node of a rank no line does. ``expect_net`` (the profile's ``[platform] nccl_net``):
+    NCCL on sockets where it expects ``ofi`` or ``ib`` comes before a timeout or a hang."""
     state = _State()
     for line in lines:
         _see(state, catalog, line)
-    hits = sorted(state.first.values(), key=lambda h: (h.cause.tier if h.cause else 99, h.order))
+    hits = sorted(state.first.values(), key=lambda h: (_tier(h, expect_net), h.order))
     if not hits:
         hit = state.unknown
         return _unknown(hit, _node_of(state, hit, nodes, tasks_per_node) if hit else None)
     chosen = hits[0]
     out = _known(state, chosen, _node_of(state, chosen, nodes, tasks_per_node))
+    if chosen.cause and chosen.cause.id == SOCKET and expect_net in EXPECTED_NETS:
+        out = replace(out, cause=f"{out.cause}, where the profile expects nccl_net = {expect_net}")
     notes = [
         f"also seen: {h.cause.cause.format_map(_Words(h.groups))} ({h.line.file}:{h.line.number})"
         for h in hits[1:]

@@ -80,22 +80,32 @@ def explain_files(
     torch: str | None = None,
     nodes: Sequence[str] = (),
     tasks_per_node: int = 0,
+    expect_net: str = "any",
 ) -> Explanation:
     """What the job whose output is in ``paths`` died of, in the node's words."""
     for path in paths:
         if not path.is_file():
             raise BadInput(f"{path}: no such log file")
     found = matcher.explain(
-        _lines(paths), failures.load(), nodes=nodes, tasks_per_node=tasks_per_node
+        _lines(paths),
+        failures.load(),
+        nodes=nodes,
+        tasks_per_node=tasks_per_node,
+        expect_net=expect_net,
     )
     return matcher.with_node(found, facts, torch)
 
 
 def explain_job(
-    logs: Sequence[Path], report: Path | None, *, facts: Facts | None = None
+    logs: Sequence[Path],
+    report: Path | None,
+    *,
+    facts: Facts | None = None,
+    expect_net: str = "any",
 ) -> Explanation:
     """``explain_files`` of a job's logs, with the torch its report records."""
-    return explain_files(logs, facts=facts, torch=recorded_torch(read_report(report)))
+    torch = recorded_torch(read_report(report))
+    return explain_files(logs, facts=facts, torch=torch, expect_net=expect_net)
 
 
 def record(report: Path, explanation: Explanation, **about: object) -> dict[str, object]:
