@@ -1,7 +1,8 @@
 """``hpcenv explain`` of hpcenv's own failing jobs on the namespace SLURM cluster
 (tests/cluster.py: one network namespace and slurmd per node): a rank killed with
 kill -9 in a two-node job, explained by ``hpcenv sbatch --wait`` itself; an import
-error; a rendezvous port already in use (torch's own TCPStore). The venv is the tests'
+error; a rendezvous port already in use (torch's own TCPStore); a hang ended by the
+watchdog; the wrong torch variant (a CPU build asked for CUDA). The venv is the tests'
 CPU torch venv."""
 
 from __future__ import annotations
@@ -105,3 +106,15 @@ def test_a_hang_ended_by_the_watchdog_is_a_hang(
     assert "cause: the job hung" in done.stderr, done.stderr
     code, found = _explain(cluster, tmp_path, _job_id(done))
     assert code == 0 and found["cause_id"] == "hang", found
+
+
+def test_a_cpu_torch_in_a_job_that_uses_cuda_is_the_wrong_variant(
+    cluster: SlurmCluster, torch_python: Path, tmp_path: Path
+) -> None:
+    """The tests' venv holds torch's CPU wheel: a job that asks for CUDA meets it."""
+    done = _submit(cluster, tmp_path, torch_python.parent.parent, "--no-gate",
+                   "--", "python", "-c", "import torch; torch.zeros(1, device='cuda')")  # fmt: skip
+    assert done.returncode != 0
+    assert "cause: the venv's torch is a CPU build" in done.stderr, done.stderr
+    code, found = _explain(cluster, tmp_path, _job_id(done))
+    assert code == 0 and found["cause_id"] == "torch_cpu_build", found

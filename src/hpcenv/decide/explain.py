@@ -31,7 +31,7 @@ TAIL = 256 << 10
 #: The most of a line kept as evidence.
 MAX_TEXT = 300
 #: Causes whose fix names the torch variant the node's driver runs.
-TORCH_CAUSES = ("driver_too_old", "cuda_runtime_missing", "no_kernel_image")
+TORCH_CAUSES = ("driver_too_old", "cuda_runtime_missing", "no_kernel_image", "torch_cpu_build")
 
 
 @dataclass(frozen=True)
