@@ -232,3 +232,19 @@ def test_nccl_on_sockets_leads_a_timeout_where_the_profile_expects_ofi() -> None
 
 def _explain_net(text: str, net: str) -> Explanation:
     return ex.explain(ex.lines_of(text, CATALOG), CATALOG, expect_net=net)
+
+
+def test_the_explanation_is_kept_in_the_jobs_report_or_a_new_one(tmp_path: Path) -> None:
+    from hpcenv.slurm import failure
+
+    found = _file("cuda_oom.log")
+    probe_report = tmp_path / "1" / "report.json"
+    probe_report.parent.mkdir()
+    probe_report.write_text(json.dumps({"status": "error", "probes": []}))
+    kept = failure.record(probe_report, found, job_id="1", state="FAILED")
+    assert kept["status"] == "error" and "job_id" not in kept  # the job's own keys kept
+    assert json.loads(probe_report.read_text())["explanation"]["cause_id"] == "cuda_oom"
+    own = tmp_path / "2" / "report.json"
+    made = failure.record(own, found, job_id="2", state="FAILED")
+    assert made["job_id"] == "2" and made["explanation"] == found.to_json()
+    assert json.loads(own.read_text()) == made
