@@ -68,6 +68,8 @@ def test_every_log_in_sources_md_is_there_and_named() -> None:
         ("disk_full.log", "disk_full", 3, None, None),
         ("nccl_socket.log", "nccl_socket", 4, None, "ds-ml-01-0"),
         ("torch_cpu.log", "torch_cpu_build", 2, None, None),
+        ("torchvision_undefined_symbol.log", "torchvision_mismatch", 3, None, None),
+        ("insufficient_driver.log", "driver_too_old", 3, None, None),
     ],
 )  # fmt: skip
 def test_real_error_output_gets_its_cause_evidence_and_fix(
