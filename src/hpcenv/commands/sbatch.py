@@ -13,7 +13,11 @@ links) until CMD exits 0; --gate pairs --requeue-bad N resubmits a link without 
 nodes the bad-node finder names; --hang-timeout dumps a silent CMD's Python stacks and
 ends the link (hpcenv.slurm.survive). --wait then waits for the first link (following it
 to the job it was requeued as) and exits with CMD's code (10: the watchdog ended it, 11:
-the bad-node finder named nodes and --requeue-bad was used up)."""
+the bad-node finder named nodes and --requeue-bad was used up). When the job fails,
+--wait also says why (what 'hpcenv explain JOBID' says of its logs: the cause, the first
+failing line with its rank and node, the fix) and writes it into the job's report.json
+as "explanation" (a job of your own command gets a report.json holding it, which --json
+prints)."""
 
 from __future__ import annotations
 
@@ -27,7 +31,7 @@ from hpcenv.models import walltime
 from hpcenv.profile import schema as profile
 from hpcenv.slurm import sbatch
 from hpcenv.utils import fsio
-from hpcenv.utils.errors import BadInput, JobFailed
+from hpcenv.utils.errors import BadInput, HpcenvError, JobFailed
 
 TAKES_COMMAND = True
 
@@ -289,9 +293,13 @@ def run(args: argparse.Namespace) -> int:
     timeout = walltime.seconds(limit or "24:00:00") + 600
     state = _wait(job, job_id, timeout, started)
     if own:
-        return _own_outcome(job, job_id, state, timeout, started)
+        return _own_outcome(
+            job, job_id, state, timeout, started, as_json=args.json, net=prof.platform.nccl_net
+        )
     _, err = job.log_paths(job_id)
     report = sbatch.read_report(job, job_id)
+    if not state.startswith("COMPLETED") and not isinstance(report, str):
+        report = _explained(job, job_id, state, prof.platform.nccl_net) or report
     if isinstance(report, dict):
         print_json(report)
         excluded = report.get("exclude")
@@ -321,7 +329,34 @@ def _wait(job: sbatch.Job, job_id: str, timeout: float, started: float) -> str:
     return state
 
 
-def _own_outcome(job: sbatch.Job, job_id: str, state: str, timeout: float, started: float) -> int:
+def _explained(job: sbatch.Job, job_id: str, state: str, net: str) -> dict[str, object] | None:
+    """Why the job failed (``hpcenv explain`` of its logs), said on stderr and kept in
+    its report as ``explanation``; None when its logs cannot be read."""
+    from hpcenv.slurm import failure
+
+    logs = [p for p in job.log_paths(job_id) if p.is_file()]
+    try:
+        found = failure.explain_job(logs, job.report_path(job_id), expect_net=net)
+        report = failure.record(job.report_path(job_id), found, job_id=job_id, state=state)
+    except HpcenvError as exc:
+        print_text(f"hpcenv: could not explain job {job_id}: {exc}\n", err=True)
+        return None
+    print_text(
+        f"hpcenv: why job {job_id} failed (hpcenv explain {job_id}):\n{found.text()}", err=True
+    )
+    return report
+
+
+def _own_outcome(
+    job: sbatch.Job,
+    job_id: str,
+    state: str,
+    timeout: float,
+    started: float,
+    *,
+    as_json: bool,
+    net: str,
+) -> int:
     """Your command's job: 0 when it completed, its exit code when it failed (that of
     the first link of a chain), exit 9 when SLURM ended it (timeout, cancel, node),
     10 when the hang watchdog ended it, 11 when the bad-node gate ended it naming nodes
@@ -341,6 +376,8 @@ def _own_outcome(job: sbatch.Job, job_id: str, state: str, timeout: float, start
         return 0
     _, err = job.log_paths(job_id)
     print_text("\n".join(_tail(err)) + "\n", err=True)
+    if (report := _explained(job, job_id, state, net)) and as_json:
+        print_json(report)
     if (why := survive.read_outcome(job.outcome_path(job_id), job_id)) is not None:
         raise why
     code = sbatch.exit_code(job_id) if state.startswith("FAILED") else None

@@ -9,7 +9,8 @@ HAND-KEPT, reviewed, every row with its source: ``cuda.toml`` (toolkit -> minimu
 driver, NVIDIA's release notes), ``torch_leads.toml`` (what only PyTorch's build scripts
 say; ``confirmed = false``), ``gpus.toml`` (which GPUs NVIDIA's forward compatibility
 covers), ``packages.toml`` (flash-attn), ``network.toml`` (network recipes: the NCCL and
-libfabric variables per interconnect, read by ``knowledge/network.py``). See
+libfabric variables per interconnect, read by ``knowledge/network.py``), ``failures.toml``
+(what a failed job died of: message patterns, cause, fix, source; ``knowledge/failures.py``). See
 ``docs/knowledge.md`` for where each row comes from and how to refresh. The code that
 decides (``resolve``, ``flashattn``, ``audit``) only asks questions of these tables;
 ``hpcenv`` says so where it uses an unconfirmed row.

@@ -394,6 +394,20 @@ def read_bytes(path: Path, what: str = "file") -> bytes:
         return fh.read()
 
 
+def read_blocks(path: Path, what: str = "file", size: int = 8 << 20) -> Iterator[bytes]:
+    """The bytes of the regular file ``path`` in blocks of ``size`` (a 1 GB log read in
+    bounded memory); refused like ``read_bytes`` when it is not a regular file."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise BadInput(f"{path}: cannot read {what} ({exc.strerror or exc})") from exc
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise BadInput(f"{path}: {what} is not a regular file; hpcenv reads only regular files")
+        while block := fh.read(size):
+            yield block
+
+
 def read_text(path: Path, what: str = "file") -> str:
     """The UTF-8 text of ``path``; BadInput naming it (and ``what`` it is) otherwise."""
     return decode(read_bytes(path, what), f"{path}", what)

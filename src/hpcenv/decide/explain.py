@@ -1,0 +1,364 @@
+"""What a failed job died of: the first real failure among its ranks' interleaved output.
+
+Pure: ``scan`` takes the bytes of a log (an iterable of blocks, read by the caller) and
+yields only the lines that contain one of the catalog's literal keys (``bytes.find`` in
+C, so a 1 GB log costs seconds and one block of memory); ``explain`` reads those lines,
+takes each one's rank and node from its prefix (srun ``--label``, torchrun's
+``[default3]:``, c10d's ``[rank3]:``, NCCL's ``host:pid:tid``), skips the cascade that
+follows a failure (ProcessGroup aborts, SIGTERM to the other ranks, their watchdog
+timeouts after the first error), and picks the cause of the lowest tier, the earliest
+within a tier (``knowledge/failures.toml``). A failure the catalog does not know is said
+so, with the first failing line, never guessed. ``with_node`` joins what hpcenv knows of
+the node (its facts) into the fix: the torch variant the driver runs, from
+``decide/torch_variant``, the one owner of that choice.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from hpcenv.decide import torch_variant
+from hpcenv.knowledge.failures import Catalog, Cause
+from hpcenv.models.explanation import Evidence, Explanation
+from hpcenv.models.facts import Facts
+
+#: Bytes kept after the last line handled in a block: the lines a summary reads after
+#: its first line (``after``) are in the same block.
+TAIL = 256 << 10
+#: The most of a line kept as evidence.
+MAX_TEXT = 300
+#: Causes whose fix names the torch variant the node's driver runs.
+TORCH_CAUSES = ("driver_too_old", "cuda_runtime_missing", "no_kernel_image", "torch_cpu_build")
+
+
+@dataclass(frozen=True)
+class Line:
+    file: str
+    number: int  # 1-based
+    text: str
+    after: tuple[str, ...] = ()  # the lines that follow (a multi-line summary)
+
+
+def _line_at(buf: bytes, start: int) -> tuple[str, int]:
+    end = buf.find(b"\n", start)
+    end = len(buf) if end == -1 else end
+    return buf[start:end].decode("utf-8", "replace").rstrip("\r"), end
+
+
+def _following(buf: bytes, pos: int, count: int) -> tuple[str, ...]:
+    out = []
+    while count and pos < len(buf):
+        text, pos = _line_at(buf, pos + 1)
+        out.append(text)
+        count -= 1
+    return tuple(out)
+
+
+def _starts(buf: bytes, end: int, keys: Sequence[bytes]) -> list[int]:
+    """The starts of the lines in ``buf[:end]`` that contain a key."""
+    starts = set()
+    for key in keys:
+        i = buf.find(key, 0, end)
+        while i != -1:
+            starts.add(buf.rfind(b"\n", 0, i) + 1)
+            nl = buf.find(b"\n", i, end)
+            if nl == -1:
+                break
+            i = buf.find(key, nl + 1, end)
+    return sorted(starts)
+
+
+def scan(
+    blocks: Iterable[bytes],
+    keys: Sequence[bytes],
+    *,
+    file: str,
+    after: Mapping[bytes, int] | None = None,
+) -> Iterator[Line]:
+    """The lines of a log (given as blocks of bytes) that contain one of ``keys``, with
+    their numbers; a line with a key of ``after`` (a summary's first line) also carries
+    that many of the lines that follow it (as many as the block holds, ``TAIL`` bytes)."""
+    number, carry = 1, b""
+    for block in _blocks_then_end(blocks):
+        eof = block is None
+        buf = carry + (block or b"")
+        end = len(buf) if eof else buf.rfind(b"\n", 0, max(0, len(buf) - TAIL)) + 1
+        if end <= 0:
+            carry = buf
+            continue
+        pos = 0
+        for start in _starts(buf, end, keys):
+            number += buf.count(b"\n", pos, start)
+            pos = start
+            text, stop = _line_at(buf, start)
+            more = max((n for k, n in (after or {}).items() if k in buf[start:stop]), default=0)
+            yield Line(file, number, text, _following(buf, stop, more))
+        number += buf.count(b"\n", pos, end)
+        carry = buf[end:]
+
+
+def _blocks_then_end(blocks: Iterable[bytes]) -> Iterator[bytes | None]:
+    yield from blocks
+    yield None
+
+
+def lines_of(text: str, catalog: Catalog, *, file: str = "<log>") -> list[Line]:
+    """``scan`` of a text in memory (tests, short logs)."""
+    return list(scan([text.encode()], catalog.keys, file=file, after=catalog.after()))
+
+
+# --- the matcher ----------------------------------------------------------------------
+
+
+@dataclass
+class _Hit:
+    cause: Cause | None
+    line: Line
+    order: int
+    rank: int | None
+    node: str | None
+    groups: dict[str, str]
+
+
+@dataclass
+class _State:
+    order: int = 0
+    ranks: set[int] = field(default_factory=set)
+    rank_node: dict[int, str] = field(default_factory=dict)
+    world: int | None = None
+    first: dict[str, _Hit] = field(default_factory=dict)  # cause id -> first hit
+    grouped: dict[str, set[int]] = field(default_factory=dict)  # cause id -> ranks
+    unknown: _Hit | None = None
+
+
+def _prefix(catalog: Catalog, text: str) -> tuple[int | None, str | None, str]:
+    """The rank and node a line's prefixes give, and the line without them."""
+    rank: int | None = None
+    node: str | None = None
+    rest = text
+    for pattern in catalog.prefixes:
+        m = pattern.match(rest)
+        if not m:
+            continue
+        groups = m.groupdict()
+        if groups.get("rank") is not None and rank is None:
+            rank = int(groups["rank"])
+        node = groups.get("node") or node
+        rest = rest[m.end() :].lstrip()
+    return rank, node, rest
+
+
+def _fields(cause: Cause, line: Line) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for text in line.after[: cause.after]:
+        for pattern in cause.fields:
+            if m := pattern.search(text):
+                found.update({k: v for k, v in m.groupdict().items() if v is not None})
+    return found
+
+
+def _see(state: _State, catalog: Catalog, line: Line) -> None:
+    state.order += 1
+    rank, node, rest = _prefix(catalog, line.text)
+    if rank is not None:
+        state.ranks.add(rank)
+        if node:
+            state.rank_node.setdefault(rank, node)
+    for pattern in catalog.world:
+        if m := pattern.search(rest):
+            state.world = max(state.world or 0, int(m.group("world")))
+    if any(p.search(rest) for p in catalog.cascade):
+        return
+    for cause in catalog.causes:
+        if m := cause.match(rest):
+            groups = {k: v for k, v in m.groupdict().items() if v is not None}
+            groups.update(_fields(cause, line) if cause.after else {})
+            _record(state, _Hit(cause, line, state.order, rank, node, groups))
+            return
+    if state.unknown is None and any(p.search(rest) for p in catalog.unknown):
+        state.unknown = _Hit(None, line, state.order, rank, node, {})
+
+
+def _record(state: _State, hit: _Hit) -> None:
+    assert hit.cause is not None
+    cid = hit.cause.id
+    if "rank" in hit.groups:
+        hit.rank = int(hit.groups["rank"])
+    hit.node = hit.groups.get("node") or hit.node
+    first = state.first.get(cid)
+    if first is None or (first.rank is None and hit.rank is not None and not hit.cause.group_by):
+        state.first[cid] = hit  # a later line of the same cause that names the rank wins
+        first = hit
+    key = hit.cause.group_by
+    if key and hit.groups.get(key) == first.groups.get(key) and hit.rank is not None:
+        state.grouped.setdefault(cid, set()).add(hit.rank)
+
+
+def _node_of(state: _State, hit: _Hit, nodes: Sequence[str], per_node: int) -> str | None:
+    if hit.node:
+        return hit.node
+    if hit.rank is None:
+        return None
+    if hit.rank in state.rank_node:
+        return state.rank_node[hit.rank]
+    if nodes and per_node > 0 and hit.rank // per_node < len(nodes):
+        return nodes[hit.rank // per_node]
+    return None
+
+
+#: What srun says of a task a signal ended, as the signal.
+_SRUN_SIGNALS = {"Killed": "SIGKILL", "Segmentation fault": "SIGSEGV", "Aborted": "SIGABRT",
+                 "Bus error": "SIGBUS"}  # fmt: skip
+
+
+def _death(groups: dict[str, str]) -> str:
+    """How a rank died, in words: its exit code and the signal, where the log says."""
+    code = groups.get("exitcode", "")
+    name = groups.get("signame") or _SRUN_SIGNALS.get(groups.get("how", ""))
+    if not name and code.startswith("-") and code[1:].isdigit():
+        try:
+            name = signal.Signals(int(code[1:])).name
+        except ValueError:
+            name = None
+    said = [f"exit code {code}" if code else "", f"signal {name}" if name else ""]
+    return ", ".join(w for w in said if w) or "how is not in the log"
+
+
+def _missing(state: _State, cid: str) -> str:
+    waiting = state.grouped.get(cid, set())
+    everyone = set(range(state.world)) if state.world else state.ranks
+    missing = sorted(everyone - waiting)
+    return ", ".join(map(str, missing)) if missing else "(not named in the log)"
+
+
+class _Words(dict[str, str]):
+    def __missing__(self, key: str) -> str:
+        return "?"
+
+
+def _evidence(hit: _Hit, node: str | None) -> Evidence:
+    return Evidence(
+        file=hit.line.file, line=hit.line.number, text=hit.line.text[:MAX_TEXT],
+        rank=hit.rank, node=node,
+    )  # fmt: skip
+
+
+def _known(state: _State, hit: _Hit, node: str | None) -> Explanation:
+    cause = hit.cause
+    assert cause is not None
+    words = _Words(hit.groups)
+    words.update(rank="?" if hit.rank is None else str(hit.rank), node=node or "?")
+    words["death"] = _death(hit.groups)
+    details = dict(hit.groups)
+    if cause.group_by:
+        words["missing"] = details["missing"] = _missing(state, cause.id)
+        details["timed_out"] = ", ".join(map(str, sorted(state.grouped.get(cause.id, ()))))
+    return Explanation(
+        known=True,
+        cause_id=cause.id,
+        cause=cause.cause.format_map(words),
+        fix=cause.fix.format_map(words),
+        source=cause.source,
+        evidence=_evidence(hit, node),
+        details=tuple(sorted((k, str(v)) for k, v in details.items())),
+    )
+
+
+def _unknown(hit: _Hit | None, node: str | None) -> Explanation:
+    if hit is None:
+        return Explanation(
+            known=False, cause_id=None,
+            cause="no failing line found in the log: not a failure hpcenv knows",
+            fix="look at the job's state (sacct -j JOBID) and the end of its logs",
+        )  # fmt: skip
+    return Explanation(
+        known=False, cause_id=None,
+        cause="not a failure hpcenv knows; the first failing line is below",
+        fix="read the log around that line (it is the first error, before the other ranks "
+        "stopped)",
+        evidence=_evidence(hit, node),
+    )  # fmt: skip
+
+
+#: The NCCL-on-sockets cause, and the networks a profile may expect instead.
+SOCKET = "nccl_socket"
+EXPECTED_NETS = ("ofi", "ib")
+
+
+def _tier(hit: _Hit, expect_net: str) -> float:
+    """Which cause wins; NCCL on sockets where OFI/IB was expected is the lead of a
+    timeout (between a rank that died, tier 2, and a collective that timed out, 3)."""
+    if hit.cause is None:
+        return 99
+    if hit.cause.id == SOCKET and expect_net in EXPECTED_NETS:
+        return 2.5
+    return hit.cause.tier
+
+
+def explain(
+    lines: Iterable[Line],
+    catalog: Catalog,
+    *,
+    nodes: Sequence[str] = (),
+    tasks_per_node: int = 0,
+    expect_net: str = "any",
+) -> Explanation:
+    """The first real failure in ``lines`` (the candidate lines of ``scan``, files in
+    the order given). ``nodes`` and ``tasks_per_node`` (the job's, when known) name the
+    node of a rank no line does. ``expect_net`` (the profile's ``[platform] nccl_net``):
+    NCCL on sockets where it expects ``ofi`` or ``ib`` comes before a timeout or a hang."""
+    state = _State()
+    for line in lines:
+        _see(state, catalog, line)
+    hits = sorted(state.first.values(), key=lambda h: (_tier(h, expect_net), h.order))
+    if not hits:
+        hit = state.unknown
+        return _unknown(hit, _node_of(state, hit, nodes, tasks_per_node) if hit else None)
+    chosen = hits[0]
+    out = _known(state, chosen, _node_of(state, chosen, nodes, tasks_per_node))
+    if chosen.cause and chosen.cause.id == SOCKET and expect_net in EXPECTED_NETS:
+        out = replace(out, cause=f"{out.cause}, where the profile expects nccl_net = {expect_net}")
+    notes = [
+        f"also seen: {h.cause.cause.format_map(_Words(h.groups))} ({h.line.file}:{h.line.number})"
+        for h in hits[1:]
+        if h.cause and h.cause.tier in (1, 5)
+    ]
+    return replace(out, notes=tuple(notes[:3]))
+
+
+# --- what hpcenv knows of the node ----------------------------------------------------
+
+
+def _torch_spec(torch: str | None) -> str:
+    """``torch==X`` for the job's torch (``2.9.1+cu130``), else any torch."""
+    if torch and re.fullmatch(r"\d+(\.\d+)*", base := torch.split("+")[0]):
+        return f"=={base}"
+    return ">=0"
+
+
+def with_node(
+    explanation: Explanation, facts: Facts | None, torch: str | None = None
+) -> Explanation:
+    """``explanation`` with the node's facts in its words: for a CUDA build the driver
+    cannot run (or GPU code missing), the variant hpcenv would install on that node."""
+    if facts is None or explanation.cause_id not in TORCH_CAUSES:
+        return explanation
+    notes = list(explanation.notes)
+    if facts.nvidia:
+        runs = facts.nvidia.cuda_driver_version or "?"
+        notes.append(
+            f"node {facts.hostname or '?'}: driver {facts.nvidia.driver_version} "
+            f"runs CUDA <= {runs}" + (f"; the job's torch is {torch}" if torch else "")
+        )
+    choice = torch_variant.try_resolve_torch(facts, _torch_spec(torch))
+    if choice.backend and choice.version:
+        fix = (
+            f"install torch {choice.version} of variant {choice.backend} ({choice.index_url}): "
+            f"the variant hpcenv chooses for this node (hpcenv build does); " + explanation.fix
+        )
+    else:
+        fix = f"{choice.error or 'no torch build runs on this node'}; {explanation.fix}"
+    return replace(explanation, fix=fix, notes=tuple(notes))

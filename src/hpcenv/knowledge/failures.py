@@ -1,0 +1,105 @@
+"""What a failed job died of, as data: ``failures.toml`` beside this module (hand-kept,
+a source per cause), typed, compiled and cached.
+
+A ``Cause`` is one known failure: the regular expressions that show it in a log line,
+its tier (which cause wins when a log shows several), the cause and the fix in words
+(with the named groups of the pattern as placeholders), where the message comes from,
+and a real example of it. The ``Catalog`` adds what the matcher needs around the causes:
+the literal keys every matching line contains (the prefilter that makes a 1 GB log
+cheap), the rank/node prefixes of a line, the cascade that follows a failure, and the
+patterns of a failing line hpcenv does not know. ``decide/explain.py`` asks these tables.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib  # type: ignore[import-not-found,unused-ignore]
+
+FILE = "failures.toml"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Cause:
+    id: str
+    tier: int
+    patterns: tuple[re.Pattern[str], ...]
+    cause: str  # one line; placeholders: the patterns' named groups, {rank}, {node}
+    fix: str
+    source: str  # a public issue thread, the docs or the source of the message
+    example: str  # the message as its source shows it
+    after: int = 0  # following lines read for ``fields`` (a multi-line summary)
+    after_key: bytes = b""  # the key of the summary's first line (those lines get ``after``)
+    fields: tuple[re.Pattern[str], ...] = ()
+    group_by: str = ""  # a named group: the lines of the same value are one event
+
+    def match(self, text: str) -> re.Match[str] | None:
+        for pattern in self.patterns:
+            if m := pattern.search(text):
+                return m
+        return None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Catalog:
+    keys: tuple[bytes, ...]  # every line a pattern matches contains one of these
+    prefixes: tuple[re.Pattern[str], ...]  # rank/node prefixes, removed in order
+    world: tuple[re.Pattern[str], ...]  # the number of ranks, where a line says it
+    cascade: tuple[re.Pattern[str], ...]  # what follows a failure: never its cause
+    unknown: tuple[re.Pattern[str], ...]  # a failing line of an unknown failure
+    causes: tuple[Cause, ...]
+
+    def after(self) -> dict[bytes, int]:
+        """The lines to read after a line with each summary key."""
+        return {c.after_key: c.after for c in self.causes if c.after and c.after_key}
+
+
+def _compile(patterns: list[str], where: str) -> tuple[re.Pattern[str], ...]:
+    try:
+        return tuple(re.compile(p) for p in patterns)
+    except re.error as exc:  # a data bug, caught by the tests
+        raise ValueError(f"{FILE}: {where}: {exc}") from exc
+
+
+def _cause(row: dict[str, Any]) -> Cause:
+    where = f"cause {row.get('id')!r}"
+    return Cause(
+        id=str(row["id"]),
+        tier=int(row["tier"]),
+        patterns=_compile(list(row["patterns"]), where),
+        cause=str(row["cause"]),
+        fix=str(row["fix"]),
+        source=str(row["source"]),
+        example=str(row["example"]),
+        after=int(row.get("after", 0)),
+        after_key=str(row.get("after_key", "")).encode(),
+        fields=_compile(list(row.get("fields", [])), where),
+        group_by=str(row.get("group_by", "")),
+    )
+
+
+def parse(data: dict[str, Any]) -> Catalog:
+    """The catalog of a parsed ``failures.toml``."""
+    return Catalog(
+        keys=tuple(k.encode() for k in data["prefilter"]["keys"]),
+        prefixes=_compile(list(data["prefix"]["patterns"]), "prefix"),
+        world=_compile(list(data["world"]["patterns"]), "world"),
+        cascade=_compile(list(data["cascade"]["patterns"]), "cascade"),
+        unknown=_compile(list(data["unknown"]["patterns"]), "unknown"),
+        causes=tuple(_cause(row) for row in data["cause"]),
+    )
+
+
+@cache
+def load() -> Catalog:
+    """The shipped catalog (read once)."""
+    text = resources.files(__package__).joinpath(FILE).read_text(encoding="utf-8")
+    return parse(tomllib.loads(text))
