@@ -45,6 +45,7 @@ COMMANDS: dict[str, str] = {
     "run": "run CMD (after --) in a profile's environment; CMD's exit code is hpcenv's",
     "probe": "run probes (imports, torch, gpu-health, nccl, ofi, ray, vllm, ...) in an env",
     "sbatch": "render (and --submit) a job script: a probe, a build, or your command after --",
+    "explain": "name what a failed job died of: the cause, the evidence, the fix",
     "knowledge": "regenerate hpcenv's torch/vLLM data from PyPI and PyTorch; check it is current",
 }
 

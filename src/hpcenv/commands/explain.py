@@ -17,13 +17,9 @@ import argparse
 from pathlib import Path
 
 from hpcenv.commands import print_json, print_text
-from hpcenv.models import facts as facts_model
+from hpcenv.facts import collect
 from hpcenv.profile import schema as profile
 from hpcenv.slurm import failure
-
-NAME = "explain"
-HELP = "name what a failed job died of: the cause, the evidence (file:line, rank, node), the fix"
-ORDER = 62
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -46,7 +42,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    facts = facts_model.load(args.facts) if args.facts else None
+    facts = collect.load(args.facts) if args.facts else None
     prof = profile.load(args.profile) if args.profile else None
     net = prof.platform.nccl_net if prof else "any"
     first = Path(args.logs[0])

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
 from hpcenv.decide import explain as ex
 from hpcenv.knowledge import failures
 from hpcenv.models import facts as facts_model
 from hpcenv.models.explanation import Explanation
+from support import REPO
 
 DATA = REPO / "tests" / "data" / "failures"
 CATALOG = failures.load()

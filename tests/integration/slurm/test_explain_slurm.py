@@ -13,15 +13,9 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from slurm_cluster import (  # noqa: F401 - fixtures
-    SlurmCluster,
-    daemon_logs_fixture,
-    local_profile,
-    multinode_cluster_fixture,
-)
 from test_own_job_slurm import _job_id, _submit
-from torch_venv import torch_venv_fixture  # noqa: F401 - fixture
+
+from support.slurm_cluster import SlurmCluster
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
