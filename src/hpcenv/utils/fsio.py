@@ -212,7 +212,14 @@ def _remove_dead_work_dirs(root: Path, prefix: str) -> None:
 
 
 #: The prefixes of hpcenv's work directories in $TMPDIR (``work_dir``).
-WORK_PREFIXES = ("hpcenv-run-", "hpcenv-lock-", "hpcenv-archs-", "hpcenv-plan-", "hpcenv-project-")
+WORK_PREFIXES = (
+    "hpcenv-run-",
+    "hpcenv-lock-",
+    "hpcenv-archs-",
+    "hpcenv-plan-",
+    "hpcenv-project-",
+    "hpcenv-resolve-",
+)
 
 
 def remove_dead_work_dirs() -> None:
