@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -246,6 +245,44 @@ def _logical_lines(text: str) -> list[tuple[int, str]]:
     return out
 
 
+#: The longest logical line of a requirements file read (hashes continue on more lines).
+MAX_LINE = 64 * 1024
+#: A word of a line as a POSIX shell splits it: bare runs, '...', "..." and \x, joined.
+_WORD = re.compile(r"""(?:[^\s'"\\]+|'[^']*'|"(?:[^"\\]|\\.)*"|\\.)+""", re.DOTALL)
+_PIECE = re.compile(r"""'([^']*)'|"((?:[^"\\]|\\.)*)"|\\(.)|([^'"\\]+)""", re.DOTALL)
+
+
+def split_words(line: str, where: str) -> list[str]:
+    """``line`` split as ``shlex.split`` does (quotes, backslashes), in linear time
+    (``shlex`` builds each word a character at a time: minutes for a 2 MB line)."""
+    words: list[str] = []
+    pos = 0
+    for m in _WORD.finditer(line):
+        if line[pos : m.start()].strip():
+            break
+        words.append("".join(_unquote_piece(p) for p in _PIECE.finditer(m.group())))
+        pos = m.end()
+    if line[pos:].strip():
+        raise BadInput(
+            f"{where}: cannot split {_short(line)} (no closing quotation); fix the quoting"
+        )
+    return words
+
+
+def _unquote_piece(m: re.Match[str]) -> str:
+    single, double, escaped, bare = m.groups()
+    if double is not None:
+        return re.sub(r'\\(["\\$`])', r"\1", double)
+    return single if single is not None else escaped if escaped is not None else bare
+
+
+def _short(text: str, limit: int = 120) -> str:
+    """``text`` quoted for an error line, cut to ``limit`` characters."""
+    if len(text) <= limit:
+        return repr(text)
+    return f"{text[:limit]!r}... ({len(text):,} characters)"
+
+
 def read_requirements(path: Path, *, root: Path | None = None, with_local: bool = True) -> Request:
     """A requirements file; ``with_local=False``: its ``-e``/``./pkg`` lines left out (the
     file a setup.py reads into its own requirements, where ``-e .`` is the project itself)."""
@@ -285,11 +322,13 @@ def _read_requirements_into(
     acc.files.append(str(real))
     for n, line in _logical_lines(text):
         where = f"{path} (line {n})"
-        try:
-            words = shlex.split(line)
-        except ValueError as exc:
-            raise BadInput(f"{where}: cannot split {line!r} ({exc}); fix the quoting") from exc
+        if len(line) > MAX_LINE:
+            raise BadInput(
+                f"{where}: {len(line):,} characters long (more than {MAX_LINE:,}); no "
+                "requirement or pip option is: fix the file"
+            )
         if line.startswith("-"):
+            words = split_words(line, where)
             _option(words, path, where, acc, constraint=constraint, seen=(*seen, real))
             continue
         req = line.split(" --hash", 1)[0].split(" --config-settings", 1)[0].strip()
@@ -355,7 +394,7 @@ def _requirement(text: str, path: Path, where: str, acc: _Acc, *, constraint: bo
         Requirement(line)
     except InvalidRequirement as exc:
         why = str(exc).splitlines()[0] if str(exc) else "unreadable"
-        raise BadInput(f"{where}: {text!r} is not a requirement ({why})") from exc
+        raise BadInput(f"{where}: {_short(text)} is not a requirement ({why})") from exc
     (acc.constraints if constraint else acc.requirements).append(line)
 
 
@@ -647,7 +686,8 @@ def read_conda(path: Path, *, root: Path | None = None) -> Request:
                 for line in lines:
                     where = f"{path} (pip: {line})"
                     if line.startswith("-"):
-                        _option(shlex.split(line), path, where, acc, constraint=False, seen=())
+                        words = split_words(line, where)
+                        _option(words, path, where, acc, constraint=False, seen=())
                     else:
                         _requirement(line, path, where, acc, constraint=False)
             continue
