@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import http.server
 import os
+import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -262,3 +263,33 @@ def test_containment_is_one_rule(tmp_path: Path) -> None:
     (tmp_path / "a" / "loop").symlink_to(tmp_path / "a" / "loop")
     assert not containment.inside(tmp_path / "a" / "loop", tmp_path / "a")
     assert containment.shown("a\nb") == "a\\nb"
+
+
+def test_a_killed_audits_work_copy_is_removed_by_the_next(tmp_path: Path) -> None:
+    """A SIGKILLed audit (no handler runs) leaves its resolve directory in $TMPDIR; the
+    next audit of this user removes it, and never one of a live process."""
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    dead = subprocess.run(["sh", "-c", "echo $$"], capture_output=True, text=True, check=True)
+    left = tmpdir / f"hpcenv-resolve-{int(dead.stdout)}-abc123"
+    (left / "project").mkdir(parents=True)
+    (left / "project" / "setup.py").write_text("# a copy of the user's project\n")
+    alive = tmpdir / f"hpcenv-resolve-{os.getpid()}-def456"
+    alive.mkdir()
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "requirements.txt").write_text("--no-index\n")  # resolved: an empty set
+    done = hpcenv("audit", str(repo / "requirements.txt"), "--facts", V100_FILE,
+                  env={"TMPDIR": str(tmpdir), "HPCENV_CACHE": str(tmp_path / "c")})  # fmt: skip
+    assert done.returncode == 2 and "no torch" in done.stderr, done.stderr
+    assert not left.exists() and alive.is_dir()
+    assert [p.name for p in tmpdir.iterdir()] == [alive.name]  # its own: removed too
+
+
+def test_a_newline_in_a_file_name_stays_in_one_error_line(tmp_path: Path) -> None:
+    repo = tmp_path / "a\nb"
+    repo.mkdir()
+    (repo / "requirements.txt").write_text("-r missing.txt\n")
+    code, out = _audit(str(repo / "requirements.txt"), home=tmp_path / "cache")
+    assert code == 2 and len(out.strip().splitlines()) == 1, out
+    assert "a\\nb/missing.txt: no such requirements file" in out
