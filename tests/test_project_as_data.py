@@ -293,3 +293,25 @@ def test_a_newline_in_a_file_name_stays_in_one_error_line(tmp_path: Path) -> Non
     code, out = _audit(str(repo / "requirements.txt"), home=tmp_path / "cache")
     assert code == 2 and len(out.strip().splitlines()) == 1, out
     assert "a\\nb/missing.txt: no such requirements file" in out
+
+
+def test_setuptools_dynamic_dependency_files_are_read_as_data(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n'
+        '[project]\nname = "x"\nversion = "1"\ndynamic = ["dependencies"]\n'
+        '[tool.setuptools.dynamic]\ndependencies = {file = ["requirements.txt"]}\n'
+    )
+    (tmp_path / "requirements.txt").write_text("torch>=2.2\n")
+    req = project_files.read(tmp_path / "pyproject.toml")
+    assert req.dynamic == () and req.requirements == ("torch>=2.2",)
+    (tmp_path / "pyproject.toml").write_text(
+        (tmp_path / "pyproject.toml").read_text().replace("requirements.txt", "../x.txt")
+    )
+    with pytest.raises(BadInput, match=r"\[tool.setuptools.dynamic\] file .*x.txt leaves"):
+        project_files.read(tmp_path / "pyproject.toml", root=tmp_path)
+    (tmp_path / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["hatchling"]\nbuild-backend = "hatchling.build"\n'
+        '[project]\nname = "x"\nversion = "1"\ndynamic = ["dependencies"]\n'
+    )
+    req = project_files.read(tmp_path / "pyproject.toml")
+    assert req.dynamic and "build backend computes its requirements" in req.dynamic[0]

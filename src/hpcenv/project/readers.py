@@ -438,9 +438,14 @@ def read_pyproject(
     if not isinstance(project, dict):
         return read_setup(path, extras=extras, root=root)
     dynamic = project.get("dynamic") or []
-    if "dependencies" in dynamic:  # setuptools reads them from setup.py/setup.cfg
-        return read_setup(path, extras=extras, root=root)
-    reqs = _strings(project.get("dependencies"), f"{path}: [project] dependencies")
+    read_files: list[str] = []
+    if "dependencies" in dynamic:
+        named = _dynamic_files(data)
+        if named is None:  # setuptools reads them from setup.py/setup.cfg
+            return read_setup(path, extras=extras, root=root)
+        reqs, read_files = _dependency_files(named, path, root)
+    else:
+        reqs = _strings(project.get("dependencies"), f"{path}: [project] dependencies")
     optional = project.get("optional-dependencies") or {}
     for extra in extras:
         if extra not in optional:
@@ -464,9 +469,36 @@ def read_pyproject(
         extras=extras,
         requires_python=project.get("requires-python"),
         notes=tuple(notes),
-        files=(str(path.resolve()),),
+        files=(str(path.resolve()), *read_files),
         root=str(root),
     )
+
+
+def _dynamic_files(data: dict[str, Any]) -> list[str] | None:
+    """``[tool.setuptools.dynamic] dependencies = {file = [...]}``: the files named."""
+    tool = data.get("tool")
+    setuptools = tool.get("setuptools") if isinstance(tool, dict) else None
+    dyn = setuptools.get("dynamic") if isinstance(setuptools, dict) else None
+    deps = dyn.get("dependencies") if isinstance(dyn, dict) else None
+    files = deps.get("file") if isinstance(deps, dict) else None
+    files = [files] if isinstance(files, str) else files
+    if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
+        return None
+    return files
+
+
+def _dependency_files(named: list[str], path: Path, root: Path) -> tuple[list[str], list[str]]:
+    """(requirements, files read) of the requirements files a pyproject names, read as data
+    inside the project."""
+    reqs: list[str] = []
+    files: list[str] = []
+    for name in named:
+        file = path.parent / name
+        containment.require_inside(file, root, "[tool.setuptools.dynamic] file", str(path))
+        own = read_requirements(file, root=root, with_local=False)
+        reqs += list(own.requirements)
+        files += list(own.files)
+    return reqs, files
 
 
 def _names(line: str, own: str) -> bool:
