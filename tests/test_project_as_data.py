@@ -315,3 +315,15 @@ def test_setuptools_dynamic_dependency_files_are_read_as_data(tmp_path: Path) ->
     )
     req = project_files.read(tmp_path / "pyproject.toml")
     assert req.dynamic and "build backend computes its requirements" in req.dynamic[0]
+
+
+def test_a_conda_files_pip_include_outside_the_project_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "secret.txt").write_text(SECRET + "\n")
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "environment.yml").write_text(
+        "name: x\ndependencies:\n  - pip\n  - pip:\n    - -r ../secret.txt\n"
+    )
+    with pytest.raises(BadInput, match=r"-r/-c include .*secret.txt leaves the project") as err:
+        project_files.read(repo / "environment.yml")
+    assert "not-for-your-eyes" not in str(err.value)

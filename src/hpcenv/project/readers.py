@@ -310,8 +310,6 @@ def read_requirements(path: Path, *, root: Path | None = None, with_local: bool 
 def _read_requirements_into(
     path: Path, acc: _Acc, *, constraint: bool, seen: tuple[Path, ...]
 ) -> str:
-    if seen:  # an include: inside the project, or refused before it is read
-        containment.require_inside(path, acc.root, "-r/-c include", f"{seen[-1]}")
     real = path.resolve()
     if real in seen:
         raise BadInput(f"{path}: includes itself (-r/-c cycle through {seen[-1]})")
@@ -351,7 +349,9 @@ def _option(
         if not value:
             raise BadInput(f"{where}: {opt} needs a file name")
         as_constraint = constraint or opt in ("-c", "--constraint")
-        _read_requirements_into(path.parent / value, acc, constraint=as_constraint, seen=seen)
+        include = path.parent / value  # inside the project, or refused before it is read
+        containment.require_inside(include, acc.root, "-r/-c include", where)
+        _read_requirements_into(include, acc, constraint=as_constraint, seen=seen)
     elif opt in ("-i", "--index-url"):
         acc.index_url = value
     elif opt == "--extra-index-url":
