@@ -116,10 +116,11 @@ def _handle_signals() -> None:
 
 
 def _say(line: str) -> None:
+    """One line on stderr (a newline in a name or value is written as ``\\n``)."""
     from hpcenv.utils import redact
-    from hpcenv.utils.output import visible
+    from hpcenv.utils.output import one_line, visible
 
-    print(f"hpcenv: {visible(redact.text(line))}", file=sys.stderr)
+    print(f"hpcenv: {one_line(visible(redact.text(line)))}", file=sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

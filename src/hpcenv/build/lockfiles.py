@@ -29,6 +29,8 @@ import hashlib
 import json
 import os
 import platform
+import re
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import IO, Any
 
@@ -36,6 +38,7 @@ from packaging.utils import canonicalize_name
 
 from hpcenv import __version__
 from hpcenv.decide.plan import require_torch
+from hpcenv.kit.masking import URL_USERINFO
 from hpcenv.models.facts import Facts
 from hpcenv.models.plan import Plan
 from hpcenv.tools import uv
@@ -252,3 +255,42 @@ def pinned(path: Path) -> dict[str, str]:
                 rest.split()[0].rstrip("\\").strip()
             )
     return out
+
+
+def credentials_as_references(text: str, urls: Iterable[str], environ: Mapping[str, str]) -> str:
+    """A lock's ``text`` (as uv wrote it, or masked: ``https://REDACTED@host``) with the
+    credentials of each index URL in ``urls`` written instead as the environment
+    variable that holds them (``https://${PIP_TOKEN}@host``, or ``${VAR}`` for a whole URL
+    one variable holds), which uv and pip expand when they read the file: a lock never holds
+    a secret, nor a masked URL no one can install from. BadInput naming the host (never the
+    secret) when no variable holds them."""
+    for url in urls:
+        m = URL_USERINFO.search(url)
+        if m is None or "${" in m.group("info"):
+            continue
+        if url in text or redact.userinfo(url) in text:
+            ref = _referenced(url, m, environ)
+            text = text.replace(url, ref).replace(redact.userinfo(url), ref)
+    return text
+
+
+def _referenced(url: str, m: re.Match[str], environ: Mapping[str, str]) -> str:
+    info = m.group("info")
+    names = sorted(k for k, v in environ.items() if v and not k.startswith("HPCENV_"))
+    for name in names:
+        if environ[name] == url:
+            return f"${{{name}}}"
+    for name in names:
+        if environ[name] == info:
+            return url.replace(f"{info}@", f"${{{name}}}@", 1)
+    user, _, password = info.partition(":")
+    for name in names:
+        if password and environ[name] == password:
+            return url.replace(f"{info}@", f"{user}:${{{name}}}@", 1)
+    host = url[m.end() :].split("/", 1)[0]
+    raise BadInput(
+        f"the lock names the index {m.group('scheme')}{host} with its credentials, and a lock "
+        "never holds a secret: put them in an environment variable (TOKEN) and the lock "
+        "refers to it, or write ${TOKEN} in their place in the project's file (uv and pip "
+        f"expand it), or put them in ~/.netrc (machine {host.split(':')[0]})"
+    )

@@ -131,6 +131,10 @@ class ProjectSet:
     #: (from a copy), not installed afterwards with --no-deps
     local_deps: bool = False
     find_links: tuple[str, ...] = ()  # the project's own wheelhouses
+    #: hand-written projects: what their local projects require, read as data, and the
+    #: files whose code computes their requirements (``readers.Request.dynamic``)
+    local_requirements: tuple[str, ...] = ()
+    dynamic: tuple[str, ...] = ()
 
 
 # --- naming and stamps ------------------------------------------------------------------
@@ -558,6 +562,8 @@ def handwritten_set(request: ProjectRequest, plan: Plan, facts: Facts) -> Projec
         warnings=(*hand.warnings, *dropped, *notes, *hand.notes),
         plan=plan,
         names=tuple(sorted(names)),
+        local_requirements=hand.local_requirements,
+        dynamic=hand.dynamic,
         local_deps=True,
         find_links=hand.find_links,
     )
@@ -711,12 +717,22 @@ def install_list(text: str) -> list[str]:
 
 
 def project_plan(
-    request: ProjectRequest, plan: Plan, facts: Facts, *, hashes: bool = False
+    request: ProjectRequest,
+    plan: Plan,
+    facts: Facts,
+    *,
+    hashes: bool = False,
+    allow_build: bool = True,
 ) -> tuple[ProjectSet, str, list[str]]:
     """What ``build --project`` would install on the node, before anything is downloaded
     but metadata: (the set, uv's resolved text (hashed with ``hashes``), the install list).
+    Without ``allow_build`` (``plan``) no code of the project runs: its local projects'
+    requirements are those read as data, and one whose code computes them is named (BadInput).
     Raises ``CommandFailed`` naming uv's reason and where torch comes from."""
     wanted = project_set(request, plan, facts)
+    local = wanted.local if wanted.local_deps else ()  # installed from a copy by a build
+    if not allow_build:
+        wanted = as_data(wanted)
     assert wanted.plan is not None
     with fsio.work_dir("hpcenv-plan-") as work:
         try:
@@ -732,7 +748,21 @@ def project_plan(
         text = fsio.read_text(work / "resolved.txt", "uv's output")
         copy = (work / "project").resolve()
         text = text.replace(copy.as_uri(), ".").replace(str(copy), ".")
-    return wanted, text, install_list(text)
+    install = install_list(text)
+    return wanted, text, [*install, *(rel for rel in local if rel not in install)]
+
+
+def as_data(wanted: ProjectSet) -> ProjectSet:
+    """A hand-written project's set resolved without running its code: its local projects
+    replaced by the requirements they declare (BadInput naming one whose code computes
+    them)."""
+    if not wanted.local_deps:
+        return wanted
+    if wanted.dynamic:
+        raise BadInput(wanted.dynamic[0])
+    extra = [r for r in wanted.local_requirements if r not in wanted.requirements]
+    kept = [r for r in extra if _req_name(r) != "torch"]  # torch comes from the plan
+    return dataclasses.replace(wanted, requirements=(*wanted.requirements, *kept), local=())
 
 
 def sync_and_swap(

@@ -3,7 +3,10 @@ a setup.py/setup.cfg, a conda environment.yml or an installed venv holds - local
 else the nvidia-cuda-runtime version it pulls, else CPU - and whether this node (or --facts
 FILE, or a profile's declared node with --declared PROFILE) can run it and every other
 CUDA package in it (vLLM, flash-attn, CUDA-major labels), with resolve's fix and warnings.
-A hand-written file is first resolved for the node with uv (cached by content and target).
+A hand-written file is first resolved for the node with uv (cached by content and target),
+from the requirements its files declare as data: a repo's code never runs (a setup.py or
+build backend that computes its requirements is named; --allow-build lets uv run it, in a
+copy of the project), and nothing outside the project is read.
 A uv.lock is read the way 'uv sync' installs it: the fork for the node and Python, the
 project's default groups, and uv's --extra/--all-extras/--group/--no-default-groups.
 Exit code 3 when it cannot run (or is CPU-only on a GPU node), 2 on bad input, 0 when it
@@ -46,6 +49,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="X.Y",
         help="uv.lock: evaluate for this Python (default: the project's .python-version, "
         "else the node's if requires-python admits it)",
+    )
+    parser.add_argument(
+        "--allow-build",
+        action="store_true",
+        help="let uv run a setup.py or build backend that computes its requirements (in a "
+        "copy of the project); without it, a repo's code never runs and only requirements "
+        "written as data are read",
     )
     parser.add_argument("--junit", metavar="FILE", help="write the verdict as JUnit XML (CI)")
     parser.add_argument(
@@ -128,7 +138,14 @@ def _audit(args: argparse.Namespace) -> tuple[Audit, str]:
         found = facts.for_args(args.facts)
         node = f"the node in {args.facts}" if args.facts else "this node"
     selection = selection_of(args)
-    result = audit.audit(args.target, found, selection=selection, python=args.python, node=node)
+    result = audit.audit(
+        args.target,
+        found,
+        selection=selection,
+        python=args.python,
+        node=node,
+        allow_build=args.allow_build,
+    )
     return result, node
 
 

@@ -117,6 +117,7 @@ def run(args: argparse.Namespace) -> int:
 def run_project(args: argparse.Namespace) -> int:
     """``lock PROFILE --project PATH [--output FILE]``: the project's set for the node
     (``swap.project_plan``), hashed, with a header saying for what it was made."""
+    import os
     import shlex
     import sys
     from pathlib import Path
@@ -140,7 +141,11 @@ def run_project(args: argparse.Namespace) -> int:
         f"Python {wanted.python.version}; torch {wanted.torch_before} -> {wanted.torch_after}",
         f"# install with: uv pip sync THIS_FILE (from {request.directory}: '.' is the project)",
     ]
-    body = "\n".join(header) + "\n" + text
+    body = (
+        "\n".join(header)
+        + "\n"
+        + lock.credentials_as_references(text, (*wanted.indexes, *wanted.find_links), os.environ)
+    )
     if args.output:
         fsio.write_text(Path(args.output), body)
     elif not args.json:

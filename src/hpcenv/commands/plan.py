@@ -3,7 +3,9 @@ flash-attn action and its build settings, sitecustomize fixes, modules and envir
 each with its reason. Facts come from this host, --facts FILE (recorded on the cluster),
 or --declared (the typical node the profile's [platform] section describes). With
 --project PATH also the project's install set for that node (resolved, nothing installed):
-every package as name==version and each change with its reason."""
+every package as name==version and each change with its reason. The project is read as
+data: its code never runs (a setup.py or build backend that computes its requirements is
+named; --allow-build lets uv run it in a copy) and nothing outside it is read."""
 
 from __future__ import annotations
 
@@ -48,6 +50,12 @@ def add_project_options(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="--project: add the profile's [packages] install to the project",
     )
+    parser.add_argument(
+        "--allow-build",
+        action="store_true",
+        help="--project: let uv run a setup.py or build backend that computes its "
+        "requirements (in a copy of the project); without it the project's code never runs",
+    )
 
 
 def project_json(args: argparse.Namespace, plan: Plan, facts: Any) -> dict[str, Any] | None:
@@ -55,18 +63,18 @@ def project_json(args: argparse.Namespace, plan: Plan, facts: Any) -> dict[str, 
     and project modules are imported only then (``plan PROFILE`` alone stays fast)."""
     if not args.project:
         chosen = args.extra or args.all_extras or args.group or args.no_default_groups
-        if chosen or args.with_profile_packages:
+        if chosen or args.with_profile_packages or args.allow_build:
             from hpcenv.utils.errors import BadInput
 
-            raise BadInput("--extra, --group, --no-default-groups and --with-profile-packages "
-                           "go with --project PATH")  # fmt: skip
+            raise BadInput("--extra, --group, --no-default-groups, --with-profile-packages and "
+                           "--allow-build go with --project PATH")  # fmt: skip
         return None
     from hpcenv.build import swap
     from hpcenv.commands.build import project_request
 
     selection = selection_of(args)
     request = project_request(args.project, selection, None, args.with_profile_packages)
-    wanted, _, install = swap.project_plan(request, plan, facts)
+    wanted, _, install = swap.project_plan(request, plan, facts, allow_build=args.allow_build)
     return {
         "directory": str(request.directory),
         "selection": wanted.selection,

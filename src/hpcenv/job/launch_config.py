@@ -16,7 +16,6 @@ offload to CPU memory. ``check`` reads; ``judge`` is pure; each finding is one l
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -73,14 +72,12 @@ def default_accelerate_config(env: Mapping[str, str]) -> Path:
 
 
 def _load(path: Path, what: str, *, as_json: bool = False) -> Mapping[str, Any]:
-    import yaml  # type: ignore[import-untyped]  # here: only a job with an accelerate or DeepSpeed command pays for it
-
+    """A config file through fsio's one loader per format (bounded depth, size, numbers)."""
     text = fsio.read_text(path, what=what)
-    try:
-        data = json.loads(text) if as_json or path.suffix == ".json" else yaml.safe_load(text)
-    except (ValueError, yaml.YAMLError) as exc:
-        why = " ".join(str(exc).split())  # YAML's messages span lines
-        raise BadInput(f"{path}: not a readable {what} ({why}); fix the file") from exc
+    if as_json or path.suffix == ".json":
+        data = fsio.parse_json(text, f"{path}", f"a {what} is JSON; fix the file")
+    else:
+        data = fsio.parse_yaml(text, f"{path}", what)
     if not isinstance(data, Mapping):
         raise BadInput(f"{path}: a {what} holds a mapping of keys; this one does not")
     return data
@@ -101,6 +98,11 @@ def read(argv: Sequence[str], kind: str, start: int, cwd: Path, env: Mapping[str
     if ds_name is None and acc is not None:
         nested = acc[1].get("deepspeed_config") or {}
         ds_name = nested.get("deepspeed_config_file") if isinstance(nested, Mapping) else None
+        if ds_name is not None and not isinstance(ds_name, str):
+            raise BadInput(
+                f"{acc[0]}: deepspeed_config.deepspeed_config_file: {str(ds_name)[:40]!r} is not "
+                "a file name; give the path of the DeepSpeed JSON"
+            )
     ds = None
     if ds_name:  # JSON whatever its suffix (open-instruct's are .conf)
         ds_path = cwd / ds_name
@@ -120,14 +122,36 @@ def _section(data: Mapping[str, Any], key: str) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
-def _number(value: Any) -> int | None:
-    """An integer setting; None for "auto", absent or anything else."""
-    if isinstance(value, bool) or not isinstance(value, (int, str)):
+#: The largest count a config may give (processes, machines, batch sizes, steps).
+MAX_COUNT = 10**9
+
+
+def _count(value: Any, where: str) -> int | None:
+    """A setting that counts things: a positive integer up to ``MAX_COUNT``; None when
+    absent or "auto"; BadInput naming ``where`` for anything else (negative, zero, NaN, a
+    fraction, thousands of digits)."""
+    if value is None or value == "auto":
         return None
-    try:
-        return int(value)
-    except ValueError:
-        return None
+    number: float | int | None = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    elif isinstance(value, float) and value.is_integer():
+        number = int(value)
+    elif (
+        isinstance(value, str)
+        and value.strip().isascii()
+        and value.strip().isdigit()
+        and len(value.strip()) <= 10
+    ):
+        number = int(value.strip())
+    if number is None or not 0 < number <= MAX_COUNT:
+        small = not isinstance(value, int) or abs(value) < 10**12
+        shown = repr(value) if small else "a number of many digits"
+        raise BadInput(
+            f"{where}: {shown[:40]} is not a count; give a positive whole number "
+            f'(at most {MAX_COUNT:,}) or "auto"'
+        )
+    return int(number)
 
 
 def _below_8(job: Job) -> bool:
@@ -155,14 +179,20 @@ def _judge_accelerate(cfg: Configs, job: Job) -> tuple[list[str], list[str], int
     if precision == "bf16" and _below_8(job):
         where = "--mixed_precision" if "--mixed_precision" in cfg.cli else f"{path}"
         errors.append(_bf16(job, f"{where} mixed_precision: bf16"))
-    machines = _number(cfg.cli.get("--num_machines") or data.get("num_machines"))
+    machines = _count(
+        cfg.cli.get("--num_machines") or data.get("num_machines"),
+        "--num_machines" if "--num_machines" in cfg.cli else f"{path}: num_machines",
+    )
     if machines is not None and machines != job.nodes:
         errors.append(
             f"{path}: num_machines: {machines} but the job has {job.nodes} node(s); the "
             f"rendezvous would wait for machines that never come; set num_machines: {job.nodes} "
             "(or leave it out: hpcenv gives --num_machines)"
         )
-    world = _number(cfg.cli.get("--num_processes") or data.get("num_processes"))
+    world = _count(
+        cfg.cli.get("--num_processes") or data.get("num_processes"),
+        "--num_processes" if "--num_processes" in cfg.cli else f"{path}: num_processes",
+    )
     if world is not None and world > total:
         errors.append(
             f"{path}: num_processes: {world} but the job has {total} GPU(s) or task(s) "
@@ -204,9 +234,11 @@ def _judge_deepspeed(cfg: Configs, job: Job, world: int) -> tuple[list[str], lis
     bf16 = _section(ds, "bf16")
     if bf16.get("enabled") is True and _below_8(job):
         errors.append(_bf16(job, f"{path}: bf16.enabled"))
-    total = _number(ds.get("train_batch_size"))
-    micro = _number(ds.get("train_micro_batch_size_per_gpu"))
-    accum = _number(ds.get("gradient_accumulation_steps", 1))
+    total = _count(ds.get("train_batch_size"), f"{path}: train_batch_size")
+    micro = _count(
+        ds.get("train_micro_batch_size_per_gpu"), f"{path}: train_micro_batch_size_per_gpu"
+    )
+    accum = _count(ds.get("gradient_accumulation_steps", 1), f"{path}: gradient_accumulation_steps")
     if micro is not None and accum is not None:
         product = micro * accum * world
         shown = f"{micro} x {accum} x {world} GPUs = {product}"

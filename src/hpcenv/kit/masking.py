@@ -29,7 +29,11 @@ SECRET_WHOLE_WORDS = frozenset({"KEY", "KEYS", "AUTH", "PASS", "PW", "TOKENS", "
 NOT_SECRET_LAST = frozenset({"SOCK", "SOCKET"})
 #: ``scheme://userinfo@``: the userinfo runs to the last '@' before the host's end
 #: (a '/', '?', '#' or whitespace), so an unencoded '@' in a password is masked whole.
-URL_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<info>[^\s/?#]*)@")
+#: (Userinfo holding a ``${VAR}`` reference names no secret: uv and pip expand it when
+#: they read a requirements file, and a lock writes credentials that way.)
+URL_USERINFO = re.compile(
+    r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<info>(?![^\s/?#@]*\$\{)[^\s/?#]*)@"
+)
 #: ``NAME=value`` in free text (the value: quoted, or up to whitespace/quote/comma); a
 #: requirement pin ``tiktoken==0.12.0`` is no assignment.
 ASSIGNMENT = re.compile(

@@ -29,11 +29,27 @@ class Gres:
         count_text = parts[-1] if len(parts) > 1 else "1"
         if not count_text.isdigit():  # gpu:h100 (count 1 implied by some sites)
             return cls(name=parts[0], type=parts[1] if len(parts) > 1 else "", count=1)
+        count = count_of(count_text)
+        if count is None:  # ² or thousands of digits: junk
+            return None
         kind = parts[1] if len(parts) == 3 else ""
-        return cls(name=parts[0], type=kind, count=int(count_text))
+        return cls(name=parts[0], type=kind, count=count)
 
     def __str__(self) -> str:
         return ":".join(x for x in (self.name, self.type, str(self.count)) if x)
+
+
+#: The largest count SLURM output is read as (nodes, GPUs): more digits are junk.
+MAX_COUNT_DIGITS = 9
+
+
+def count_of(text: str) -> int | None:
+    """A count SLURM prints (``TotalNodes=4``, ``gpu:h100:4``): ASCII digits, at most
+    ``MAX_COUNT_DIGITS`` of them; None otherwise (``²`` is a digit to ``str.isdigit`` but
+    not to ``int``; 5,000 digits are past Python's conversion limit)."""
+    if not (text.isascii() and text.isdigit()) or len(text) > MAX_COUNT_DIGITS:
+        return None
+    return int(text)
 
 
 @dataclass(frozen=True, kw_only=True)

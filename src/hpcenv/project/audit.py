@@ -50,6 +50,7 @@ from hpcenv.decide import cuda_packages, torch_fit
 from hpcenv.decide.torch_variant import assess, describe_gpus, driver_reason, try_resolve_torch
 from hpcenv.models.facts import Facts
 from hpcenv.project import compile as project_resolve
+from hpcenv.project import containment
 from hpcenv.project import readers as project_files
 from hpcenv.project import uv_lock as uvlock
 from hpcenv.utils import fsio
@@ -222,11 +223,14 @@ def read(path: str | Path) -> Packages:
     ``setup.py``/``setup.cfg``, conda ``environment.yml``), each read as what it is by name
     and content; a project directory without a venv is read by its dependency file."""
     p = Path(path)
+    root = p.absolute() if p.is_dir() else containment.root_of(p)
     if p.is_dir():
         if not _is_venv(p) and (found := project_files.find_in(p)) is not None:
             p = found
         else:
             return read_venv(p)
+    if p.is_symlink():  # before any read: a link out of the project is not read
+        containment.require_inside(p, root, "the audited file (a symlink)")
     if not p.is_file():
         raise BadInput(
             f"{p}: no such file or directory (give a uv.lock, requirements file, pyproject.toml, "
@@ -236,12 +240,12 @@ def read(path: str | Path) -> Packages:
         return read_uv_lock(p)
     kind = project_files.kind_of(p)
     if kind not in (None, "requirements"):
-        request = project_files.read(p)
+        request = project_files.read(p, root=root)
         return Packages(source=str(p), kind=kind or "requirements", versions={}, request=request)
     text = fsio.read_text(p, "requirements file")
     if project_files.is_compiled(text):
         return parse_requirements(text, str(p))
-    request = project_files.read_requirements(p)
+    request = project_files.read_requirements(p, root=root)
     return Packages(source=str(p), kind="requirements", versions={}, request=request)
 
 
@@ -270,6 +274,7 @@ def resolve_for(
     *,
     python: str | None = None,
     selection: uvlock.Selection = uvlock.DEFAULT_SELECTION,
+    allow_build: bool = False,
 ) -> Packages:
     """The pins a hand-written file (``pkgs.request``) installs on the node in ``facts``:
     resolved with uv for its arch, glibc and Python (``project_resolve``, cached). When an
@@ -287,7 +292,9 @@ def resolve_for(
         if request.kind not in ("pyproject", "setup.py"):
             raise BadInput(f"{pkgs.source}: --extra selects optional dependencies of a "
                            f"pyproject.toml or setup.py; this is a {pkgs.kind}")  # fmt: skip
-        request = project_files.read(Path(pkgs.source), extras=selection.extras)
+        request = project_files.read(
+            Path(pkgs.source), extras=selection.extras, root=Path(request.root)
+        )
     arch = facts.arch or platform.machine()
     py = (
         _minor(python)
@@ -305,7 +312,7 @@ def resolve_for(
         )  # fmt: skip
     notes, warnings = request.notes, request.warnings
     try:
-        resolution = project_resolve.resolve(request, target)
+        resolution = project_resolve.resolve(request, target, allow_build=allow_build)
     except CommandFailed as exc:
         pins = [r for r in request.requirements if _REQ_LINE.match(r)]
         if not any(canonicalize_name(r.split("=", 1)[0]) == "torch" for r in pins):
@@ -685,15 +692,17 @@ def audit(
     selection: uvlock.Selection = uvlock.DEFAULT_SELECTION,
     python: str | None = None,
     node: str = "the node",
+    allow_build: bool = False,
 ) -> Audit:
     """Which torch build ``path`` holds and whether the node in ``facts`` (described by
     ``node``) can run it. ``selection`` picks a uv.lock's extras and groups; ``python``
-    overrides the Python the markers are evaluated for."""
+    overrides the Python the markers are evaluated for. A project's code never runs
+    unless ``allow_build`` (then in a copy of it: ``project_resolve``)."""
     # read: the install set (a hand-written file resolved for the node first), its CUDA
     # packages, a venv's binaries
     pkgs = read(path)
     if pkgs.request is not None:
-        pkgs = resolve_for(pkgs, facts, python=python, selection=selection)
+        pkgs = resolve_for(pkgs, facts, python=python, selection=selection, allow_build=allow_build)
         selection = uvlock.DEFAULT_SELECTION
     found = examine(
         pkgs,

@@ -2,9 +2,11 @@
 
 ``uv pip compile`` with the node's ``--python-platform`` (arch, glibc) and Python, and the
 indexes the files name (pip's rule when there are several: the best version across them):
-the newest matching release, PyPI's build for that arch. A project file
-(``pyproject.toml``, ``setup.py``) is compiled from a copy of the project
-(``project_copy``), so its build backend writes nothing into the user's tree. The answer is
+the newest matching release, PyPI's build for that arch. A project's own requirements and
+those of its local projects (``-e .``) are compiled as read from its files, as data: no
+build backend runs. Only when one computes them (``request.dynamic``) and the caller allows
+it (``allow_build``) is the project compiled from a copy of it (``project_copy``), so its
+build backend writes nothing into the user's tree and nothing outside it. The answer is
 cached by the content of every file read and the target
 (``$HPCENV_CACHE/resolved/<sha256>.txt``, for a day: unpinned lines follow new releases):
 a warm audit runs no uv at all.
@@ -14,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,19 +57,22 @@ def cache_key(request: Request, target: Target) -> str:
     return h.hexdigest()
 
 
-def resolve(request: Request, target: Target) -> Resolution:
+def resolve(request: Request, target: Target, *, allow_build: bool = False) -> Resolution:
     """The pinned set ``request`` installs on ``target`` (cached; see the module docstring).
 
-    Raises ``BadInput`` naming the file and uv's reason when nothing satisfies it, and
+    Raises ``BadInput`` naming the file and uv's reason when nothing satisfies it, or the
+    file whose code computes its requirements when ``allow_build`` is not given, and
     ``CommandFailed`` when uv cannot reach an index.
     """
+    if request.dynamic and not allow_build:
+        raise BadInput(request.dynamic[0])
     cache = paths.cache_dir() / "resolved" / f"{cache_key(request, target)}.txt"
     if cache.is_file() and time.time() - cache.stat().st_mtime < MAX_AGE_S:
         return Resolution(
             text=fsio.read_text(cache, "cached resolution"), target=target, cached=True
         )
-    with tempfile.TemporaryDirectory(prefix="hpcenv-resolve-") as tmp:
-        text = _compile(request, target, Path(tmp))
+    with fsio.work_dir("hpcenv-resolve-") as tmp:
+        text = _compile(request, target, tmp)
     fsio.ensure_dir(cache.parent)
     fsio.write_text(cache, text)
     return Resolution(text=text, target=target, cached=False)
@@ -76,14 +80,16 @@ def resolve(request: Request, target: Target) -> Resolution:
 
 def _compile(request: Request, target: Target, work: Path) -> str:
     constraints = None
-    if request.project_file:
+    if request.dynamic and request.project_file:  # allowed: its backend runs in a copy
         project = Path(request.project_file)
         copy = work / "project"
         project_copy.copy_project(project.parent, copy)
         input_file = copy / project.name
     else:
         input_file = work / "requirements.in"
-        lines = [*request.requirements, *request.local]
+        lines = [*request.requirements, *request.local_requirements]
+        if request.dynamic:  # allowed: the local projects' backends run in a copy
+            lines += _copied_locals(request, work / "project")
         fsio.write_text(input_file, "".join(f"{line}\n" for line in lines))
         if request.constraints:
             constraints = work / "constraints.txt"
@@ -112,6 +118,13 @@ def _compile(request: Request, target: Target, work: Path) -> str:
         raise BadInput(
             f"{request.source}: cannot be installed on {target.describe()}: {reason}"
         ) from exc
+
+
+def _copied_locals(request: Request, copy: Path) -> list[str]:
+    """The local projects as paths in a copy of the project (all inside it, ``readers``)."""
+    root = Path(request.root).resolve()
+    project_copy.copy_project(root, copy)
+    return [str(copy / Path(p).relative_to(root)) for p in request.local]
 
 
 def _unreachable(output: str) -> bool:

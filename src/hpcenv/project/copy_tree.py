@@ -4,7 +4,8 @@ A project is built (or its metadata read through its build backend, which writes
 ``*.egg-info`` beside ``setup.py``) from a copy, so the user's tree stays byte-identical.
 The copy holds the files git tracks when the project is a git checkout; otherwise the
 tree less ``.git``, tool caches, sockets, FIFOs, devices and files over ``max_bytes``
-(checkpoints), each kind of skip said once. Symlinks are copied as links.
+(checkpoints), each kind of skip said once. Symlinks are copied as links; one leaving the
+project (``containment``) is refused naming it: a build would install what it points at.
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from hpcenv.project import containment
 from hpcenv.tools import command
-from hpcenv.utils.errors import CommandFailed
+from hpcenv.utils.errors import BadInput, CommandFailed
 
 #: Never copied: built or created by tools, never sources.
 NOT_COPIED = (".git", ".venv", "__pycache__", "*.egg-info", ".hpcenv", "build", "dist", ".*cache")
@@ -61,6 +63,7 @@ def copy_project(src: Path, dest: Path, *, max_bytes: int = MAX_BYTES) -> Copied
         target = dest / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         if stat.S_ISLNK(st.st_mode):
+            _check_link(path, src, rel)
             os.symlink(os.readlink(path), target)
         else:
             shutil.copy2(path, target)
@@ -70,6 +73,15 @@ def copy_project(src: Path, dest: Path, *, max_bytes: int = MAX_BYTES) -> Copied
         for kind, rels in skipped.items()
     )
     return Copied(files=count, skipped=lines)
+
+
+def _check_link(path: Path, src: Path, rel: str) -> None:
+    if not containment.inside(path, src):
+        raise BadInput(
+            f"{containment.shown(src)}: {containment.shown(rel)} is a symlink leaving the "
+            "project; a build would install the file it points at: replace the link with the "
+            "file, or remove it"
+        )
 
 
 def _skip_kind(st: os.stat_result, untracked_tree: bool, max_bytes: int) -> str | None:

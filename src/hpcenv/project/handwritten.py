@@ -49,7 +49,11 @@ def dependency_file(directory: Path) -> Path:
 def request_of(
     directory: Path, extras: tuple[str, ...] = (), *, file: Path | None = None
 ) -> project_files.Request:
-    return project_files.read(file or dependency_file(directory), extras=extras)
+    """The request of ``--project DIRECTORY`` (or one of its files): nothing outside
+    ``directory`` is read, and every local project is inside it."""
+    return project_files.read(
+        file or dependency_file(directory), extras=extras, root=directory.absolute()
+    )
 
 
 def python_for(request: project_files.Request, plan: Plan) -> uvlock.PythonChoice:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
+from hpcenv.project import containment, static_meta
 from hpcenv.utils import fsio
 from hpcenv.utils.errors import BadInput
 
@@ -64,6 +64,12 @@ class Request:
     warnings: tuple[str, ...] = ()
     files: tuple[str, ...] = ()  # every file read (includes too): the cache key's content
     compiled: bool = False  # a file from ``uv pip compile``/``pip-compile``: already resolved
+    root: str = ""  # the project's directory: nothing outside it is read
+    #: the requirements of the ``local`` projects, read as data (``static_meta``)
+    local_requirements: tuple[str, ...] = ()
+    #: one line per project file whose requirements only its code knows (``static_meta``):
+    #: resolving it runs that code (uv, in a copy), which audit and plan do only when asked
+    dynamic: tuple[str, ...] = ()
 
     def digest(self) -> str:
         """sha256 of everything that decides the resolution (content of every file read)."""
@@ -85,6 +91,7 @@ class Request:
             *self.find_links,
             "|l",
             *self.local,
+            *self.local_requirements,
             "|p",
             self.project_file or "",
             *self.extras,
@@ -154,16 +161,20 @@ def is_compiled(text: str) -> bool:
     return torch is not None and ("+" in torch or any(_RUNTIME.match(n) for n in names))
 
 
-def read(path: Path, *, extras: tuple[str, ...] = ()) -> Request:
-    """The request of one file (kind by :func:`kind_of`)."""
+def read(path: Path, *, extras: tuple[str, ...] = (), root: Path | None = None) -> Request:
+    """The request of one file (kind by :func:`kind_of`), read inside ``root`` (default: the
+    project around it, ``containment.root_of``): a symlink leaving it is refused."""
+    root = root or containment.root_of(path)
+    if path.is_symlink():
+        containment.require_inside(path, root, "the dependency file (a symlink)")
     kind = kind_of(path)
     if kind == "pyproject":
-        return read_pyproject(path, extras=extras)
+        return read_pyproject(path, extras=extras, root=root)
     if kind == "setup.py":
-        return read_setup(path, extras=extras)
+        return read_setup(path, extras=extras, root=root)
     if kind == "environment.yml":
-        return read_conda(path)
-    return read_requirements(path)
+        return read_conda(path, root=root)
+    return read_requirements(path, root=root)
 
 
 def find_in(directory: Path) -> Path | None:
@@ -191,6 +202,8 @@ def _has_project_table(path: Path) -> bool:
 
 @dataclass(kw_only=True)
 class _Acc:
+    root: Path
+    with_local: bool = True
     requirements: list[str] = field(default_factory=list)
     constraints: list[str] = field(default_factory=list)
     index_url: str | None = None
@@ -200,6 +213,8 @@ class _Acc:
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
+    local_requirements: list[str] = field(default_factory=list)
+    dynamic: list[str] = field(default_factory=list)
 
     def note(self, text: str) -> None:
         if text not in self.notes:
@@ -230,8 +245,48 @@ def _logical_lines(text: str) -> list[tuple[int, str]]:
     return out
 
 
-def read_requirements(path: Path) -> Request:
-    acc = _Acc()
+#: The longest logical line of a requirements file read (hashes continue on more lines).
+MAX_LINE = 64 * 1024
+#: A word of a line as a POSIX shell splits it: bare runs, '...', "..." and \x, joined.
+_WORD = re.compile(r"""(?:[^\s'"\\]+|'[^']*'|"(?:[^"\\]|\\.)*"|\\.)+""", re.DOTALL)
+_PIECE = re.compile(r"""'([^']*)'|"((?:[^"\\]|\\.)*)"|\\(.)|([^'"\\]+)""", re.DOTALL)
+
+
+def split_words(line: str, where: str) -> list[str]:
+    """``line`` split as ``shlex.split`` does (quotes, backslashes), in linear time
+    (``shlex`` builds each word a character at a time: minutes for a 2 MB line)."""
+    words: list[str] = []
+    pos = 0
+    for m in _WORD.finditer(line):
+        if line[pos : m.start()].strip():
+            break
+        words.append("".join(_unquote_piece(p) for p in _PIECE.finditer(m.group())))
+        pos = m.end()
+    if line[pos:].strip():
+        raise BadInput(
+            f"{where}: cannot split {_short(line)} (no closing quotation); fix the quoting"
+        )
+    return words
+
+
+def _unquote_piece(m: re.Match[str]) -> str:
+    single, double, escaped, bare = m.groups()
+    if double is not None:
+        return re.sub(r'\\(["\\$`])', r"\1", double)
+    return single if single is not None else escaped if escaped is not None else bare
+
+
+def _short(text: str, limit: int = 120) -> str:
+    """``text`` quoted for an error line, cut to ``limit`` characters."""
+    if len(text) <= limit:
+        return repr(text)
+    return f"{text[:limit]!r}... ({len(text):,} characters)"
+
+
+def read_requirements(path: Path, *, root: Path | None = None, with_local: bool = True) -> Request:
+    """A requirements file; ``with_local=False``: its ``-e``/``./pkg`` lines left out (the
+    file a setup.py reads into its own requirements, where ``-e .`` is the project itself)."""
+    acc = _Acc(root=root or containment.root_of(path), with_local=with_local)
     text = _read_requirements_into(path, acc, constraint=False, seen=())
     return Request(
         source=str(path),
@@ -246,6 +301,9 @@ def read_requirements(path: Path) -> Request:
         warnings=tuple(acc.warnings),
         files=tuple(acc.files),
         compiled=is_compiled(text),
+        root=str(acc.root),
+        local_requirements=tuple(dict.fromkeys(acc.local_requirements)),
+        dynamic=tuple(acc.dynamic),
     )
 
 
@@ -262,11 +320,13 @@ def _read_requirements_into(
     acc.files.append(str(real))
     for n, line in _logical_lines(text):
         where = f"{path} (line {n})"
-        try:
-            words = shlex.split(line)
-        except ValueError as exc:
-            raise BadInput(f"{where}: cannot split {line!r} ({exc}); fix the quoting") from exc
+        if len(line) > MAX_LINE:
+            raise BadInput(
+                f"{where}: {len(line):,} characters long (more than {MAX_LINE:,}); no "
+                "requirement or pip option is: fix the file"
+            )
         if line.startswith("-"):
+            words = split_words(line, where)
             _option(words, path, where, acc, constraint=constraint, seen=(*seen, real))
             continue
         req = line.split(" --hash", 1)[0].split(" --config-settings", 1)[0].strip()
@@ -289,7 +349,9 @@ def _option(
         if not value:
             raise BadInput(f"{where}: {opt} needs a file name")
         as_constraint = constraint or opt in ("-c", "--constraint")
-        _read_requirements_into(path.parent / value, acc, constraint=as_constraint, seen=seen)
+        include = path.parent / value  # inside the project, or refused before it is read
+        containment.require_inside(include, acc.root, "-r/-c include", where)
+        _read_requirements_into(include, acc, constraint=as_constraint, seen=seen)
     elif opt in ("-i", "--index-url"):
         acc.index_url = value
     elif opt == "--extra-index-url":
@@ -310,9 +372,14 @@ def _option(
 
 def _requirement(text: str, path: Path, where: str, acc: _Acc, *, constraint: bool) -> None:
     if _is_local(text):
-        target = (path.parent / text.split("[", 1)[0]).resolve()
+        if not acc.with_local:
+            return
+        given = path.parent / text.split("[", 1)[0].removeprefix("file:")
+        containment.require_inside(given, acc.root, "the local project", where)
+        target = given.resolve()
         if (target / "pyproject.toml").is_file() or (target / "setup.py").is_file():
             acc.local.append(str(target))
+            _local_requirements(target, acc)
         else:
             acc.warn(
                 f"{where}: {text} is not here (no pyproject.toml or setup.py in {target}); "
@@ -327,8 +394,19 @@ def _requirement(text: str, path: Path, where: str, acc: _Acc, *, constraint: bo
         Requirement(line)
     except InvalidRequirement as exc:
         why = str(exc).splitlines()[0] if str(exc) else "unreadable"
-        raise BadInput(f"{where}: {text!r} is not a requirement ({why})") from exc
+        raise BadInput(f"{where}: {_short(text)} is not a requirement ({why})") from exc
     (acc.constraints if constraint else acc.requirements).append(line)
+
+
+def _local_requirements(target: Path, acc: _Acc) -> None:
+    """The requirements of a local project (``-e .``), read as data, never built."""
+    found = find_in(target)
+    if found is None or kind_of(found) not in ("pyproject", "setup.py"):
+        return
+    own = read(found, root=acc.root)
+    acc.local_requirements += [*own.requirements, *own.local_requirements]
+    acc.dynamic += [d for d in own.dynamic if d not in acc.dynamic]
+    acc.files += [f for f in own.files if f not in acc.files]
 
 
 def _is_local(text: str) -> bool:
@@ -351,13 +429,23 @@ def _vcs_as_pep508(text: str) -> str | None:
 # --- pyproject.toml, setup.py -----------------------------------------------------------
 
 
-def read_pyproject(path: Path, *, extras: tuple[str, ...] = ()) -> Request:
+def read_pyproject(
+    path: Path, *, extras: tuple[str, ...] = (), root: Path | None = None
+) -> Request:
     data = fsio.load_toml(path, "pyproject.toml")
     project = data.get("project")
+    root = root or containment.root_of(path)
     if not isinstance(project, dict):
-        return read_setup(path, extras=extras)
+        return read_setup(path, extras=extras, root=root)
     dynamic = project.get("dynamic") or []
-    reqs = _strings(project.get("dependencies"), f"{path}: [project] dependencies")
+    read_files: list[str] = []
+    if "dependencies" in dynamic:
+        named = _dynamic_files(data)
+        if named is None:  # setuptools reads them from setup.py/setup.cfg
+            return read_setup(path, extras=extras, root=root)
+        reqs, read_files = _dependency_files(named, path, root)
+    else:
+        reqs = _strings(project.get("dependencies"), f"{path}: [project] dependencies")
     optional = project.get("optional-dependencies") or {}
     for extra in extras:
         if extra not in optional:
@@ -367,9 +455,7 @@ def read_pyproject(path: Path, *, extras: tuple[str, ...] = ()) -> Request:
     for extra in _expand_extras(extras, optional, own):
         reqs += [r for r in _strings(optional[extra], f"{path}: {extra}") if not _names(r, own)]
     notes = []
-    if "dependencies" in dynamic:
-        notes.append(f"{path}: dependencies are dynamic: read through its build backend")
-    package = "build-system" in data or "dependencies" in dynamic
+    package = "build-system" in data
     if not package:
         notes.append(
             f"{path}: no [build-system]: its dependencies are installed, not the project "
@@ -383,8 +469,36 @@ def read_pyproject(path: Path, *, extras: tuple[str, ...] = ()) -> Request:
         extras=extras,
         requires_python=project.get("requires-python"),
         notes=tuple(notes),
-        files=(str(path.resolve()),),
+        files=(str(path.resolve()), *read_files),
+        root=str(root),
     )
+
+
+def _dynamic_files(data: dict[str, Any]) -> list[str] | None:
+    """``[tool.setuptools.dynamic] dependencies = {file = [...]}``: the files named."""
+    tool = data.get("tool")
+    setuptools = tool.get("setuptools") if isinstance(tool, dict) else None
+    dyn = setuptools.get("dynamic") if isinstance(setuptools, dict) else None
+    deps = dyn.get("dependencies") if isinstance(dyn, dict) else None
+    files = deps.get("file") if isinstance(deps, dict) else None
+    files = [files] if isinstance(files, str) else files
+    if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
+        return None
+    return files
+
+
+def _dependency_files(named: list[str], path: Path, root: Path) -> tuple[list[str], list[str]]:
+    """(requirements, files read) of the requirements files a pyproject names, read as data
+    inside the project."""
+    reqs: list[str] = []
+    files: list[str] = []
+    for name in named:
+        file = path.parent / name
+        containment.require_inside(file, root, "[tool.setuptools.dynamic] file", str(path))
+        own = read_requirements(file, root=root, with_local=False)
+        reqs += list(own.requirements)
+        files += list(own.files)
+    return reqs, files
 
 
 def _names(line: str, own: str) -> bool:
@@ -409,23 +523,73 @@ def _expand_extras(extras: tuple[str, ...], optional: dict[str, Any], own: str) 
     return out
 
 
-def read_setup(path: Path, *, extras: tuple[str, ...] = ()) -> Request:
-    """``setup.py``/``setup.cfg``: its metadata comes from the build backend at resolve time
-    (never read as requirements)."""
+def read_setup(path: Path, *, extras: tuple[str, ...] = (), root: Path | None = None) -> Request:
+    """``setup.py``/``setup.cfg`` (or a ``pyproject.toml`` whose dependencies are dynamic):
+    the requirements they declare as data (``static_meta``: setup.cfg, a setup.py's literal
+    ``install_requires``), never by running them; when only its code knows them, the request
+    says so in ``dynamic`` and uv reads them through the build backend, in a copy, only when
+    asked (a build, ``--allow-build``)."""
+    root = root or containment.root_of(path)
+    directory = path.parent
     files = [path.resolve()]
     for sibling in ("setup.py", "setup.cfg", "pyproject.toml"):
-        if (path.parent / sibling).is_file() and (path.parent / sibling).resolve() not in files:
-            files.append((path.parent / sibling).resolve())
-    project = path.parent / "setup.py" if path.name == "setup.cfg" else path
+        if (directory / sibling).is_file() and (directory / sibling).resolve() not in files:
+            files.append((directory / sibling).resolve())
+    project = directory / "setup.py" if path.name != "setup.py" else path
     if not project.is_file():
         project = path
+    meta = _setup_metadata(directory, root)
+    reqs = list(meta.requirements)
+    for req_file in meta.requirement_files:
+        containment.require_inside(
+            req_file, root, "the requirements file setup.py reads", str(path)
+        )
+        own = read_requirements(req_file, root=root, with_local=False)
+        reqs += list(own.requirements)
+        files += [Path(f) for f in own.files if Path(f) not in files]
+    for extra in extras:
+        lines = meta.extra(extra)
+        if lines is None and not meta.dynamic:
+            known = ", ".join(sorted(dict(meta.extras))) or "none"
+            raise BadInput(f"{path}: no optional dependency group {extra!r} (known: {known})")
+        reqs += list(lines or ())
     return Request(
         source=str(path),
         kind="setup.py",
+        requirements=tuple(dict.fromkeys(reqs)),
         project_file=str(project.resolve()),
         extras=extras,
-        notes=(f"{path}: its dependencies are read through its build backend (setuptools)",),
+        requires_python=meta.requires_python,
+        notes=() if meta.dynamic else (f"{path}: its requirements read as data",),
         files=tuple(str(f) for f in files),
+        root=str(root),
+        dynamic=(meta.dynamic,) if meta.dynamic else (),
+    )
+
+
+def _setup_metadata(directory: Path, root: Path) -> static_meta.Static:
+    """setup.py's literal values over setup.cfg's (as setuptools merges them)."""
+    cfg_path, py_path = directory / "setup.cfg", directory / "setup.py"
+    cfg = None
+    if cfg_path.is_file():
+        containment.require_inside(cfg_path, root, "setup.cfg")
+        cfg = static_meta.of_setup_cfg(cfg_path)
+    if not py_path.is_file():
+        if cfg is None:
+            backend = static_meta.dynamic_line(directory / "pyproject.toml")
+            return static_meta.Static(dynamic=backend)
+        return cfg
+    containment.require_inside(py_path, root, "setup.py")
+    py = static_meta.of_setup_py(py_path)
+    if py.dynamic or cfg is None:
+        return py
+    if cfg.dynamic:
+        return cfg
+    return static_meta.Static(
+        requirements=py.requirements or cfg.requirements,
+        extras=py.extras or cfg.extras,
+        requires_python=py.requires_python or cfg.requires_python,
+        requirement_files=py.requirement_files,
     )
 
 
@@ -536,13 +700,13 @@ def conda_to_pep508(spec: str) -> tuple[str, str]:
     return name, rest
 
 
-def read_conda(path: Path) -> Request:
+def read_conda(path: Path, *, root: Path | None = None) -> Request:
     data = parse_conda_yaml(fsio.read_text(path, "conda environment file"), str(path))
     deps = data.get("dependencies")
     if not isinstance(deps, list):
         raise BadInput(f"{path}: no 'dependencies:' list; not a conda environment file")
     names = conda_names()
-    acc = _Acc(files=[str(path.resolve())])
+    acc = _Acc(root=root or containment.root_of(path), files=[str(path.resolve())])
     python: str | None = None
     dropped: list[str] = []
     only: list[str] = []
@@ -554,7 +718,8 @@ def read_conda(path: Path) -> Request:
                 for line in lines:
                     where = f"{path} (pip: {line})"
                     if line.startswith("-"):
-                        _option(shlex.split(line), path, where, acc, constraint=False, seen=())
+                        words = split_words(line, where)
+                        _option(words, path, where, acc, constraint=False, seen=())
                     else:
                         _requirement(line, path, where, acc, constraint=False)
             continue
@@ -597,6 +762,9 @@ def read_conda(path: Path) -> Request:
         notes=tuple(acc.notes),
         warnings=tuple(acc.warnings),
         files=tuple(acc.files),
+        root=str(acc.root),
+        local_requirements=tuple(dict.fromkeys(acc.local_requirements)),
+        dynamic=tuple(acc.dynamic),
     )
 
 

@@ -24,7 +24,6 @@ import functools
 import json
 import re
 import shutil
-import tempfile
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -479,7 +478,7 @@ def export(lock: Lock, selection: Selection = DEFAULT_SELECTION) -> str:
             f"{lock.path}: no pyproject.toml beside this lock; audit it in its project's "
             "directory (uv export reads the project's pyproject.toml)"
         )
-    with tempfile.TemporaryDirectory(prefix="hpcenv-lock-") as tmp:
+    with fsio.work_dir("hpcenv-lock-") as tmp:  # a SIGKILLed run's is removed by the next
         shutil.copyfile(lock.path, Path(tmp) / "uv.lock")
         version = f"version = {json.dumps(root.version)}\n" if root.version else ""
         requires = (

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 
 from hpcenv.facts import lmod
 from hpcenv.models.facts import Facts, from_json
-from hpcenv.models.survey_model import Gres, Partition, SlurmSurvey, Survey
+from hpcenv.models.survey_model import Gres, Partition, SlurmSurvey, Survey, count_of
 from hpcenv.tools import command
 from hpcenv.utils.errors import BadInput, CommandFailed
 
@@ -71,7 +71,7 @@ def parse_partitions(scontrol: str, sinfo_nodes: str) -> tuple[Partition, ...]:
                 name=name,
                 default=kv.get("Default") == "YES",
                 max_time=kv.get("MaxTime", "UNLIMITED"),
-                nodes=int(nodes) if nodes.isdigit() else 0,
+                nodes=count_of(nodes) or 0,
                 state=kv.get("State", "UP"),
                 gres=tuple(gres.get(name, ())),
             )

@@ -207,7 +207,14 @@ def _remove_dead_work_dirs(root: Path, prefix: str) -> None:
 
 
 #: The prefixes of hpcenv's work directories in $TMPDIR (``work_dir``).
-WORK_PREFIXES = ("hpcenv-run-", "hpcenv-lock-", "hpcenv-archs-", "hpcenv-plan-", "hpcenv-project-")
+WORK_PREFIXES = (
+    "hpcenv-run-",
+    "hpcenv-lock-",
+    "hpcenv-archs-",
+    "hpcenv-plan-",
+    "hpcenv-project-",
+    "hpcenv-resolve-",
+)
 
 
 def remove_dead_work_dirs() -> None:
@@ -386,11 +393,22 @@ def read_bytes(path: Path, what: str = "file") -> bytes:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
         raise BadInput(f"{path}: cannot read {what} ({exc.strerror or exc})") from exc
-    with os.fdopen(fd, "rb") as fh:
+    try:  # checked on the descriptor: fdopen of a directory would fail naming the fd
         mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            kind = "a FIFO" if stat.S_ISFIFO(mode) else "not a regular file"
-            raise BadInput(f"{path}: {what} is {kind}; hpcenv reads only regular files")
+    except OSError as exc:
+        os.close(fd)
+        raise BadInput(f"{path}: cannot read {what} ({exc.strerror or exc})") from exc
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        kind = (
+            "a directory"
+            if stat.S_ISDIR(mode)
+            else "a FIFO"
+            if stat.S_ISFIFO(mode)
+            else "not a regular file"
+        )
+        raise BadInput(f"{path}: {what} is {kind}; give a file (hpcenv reads only regular files)")
+    with os.fdopen(fd, "rb") as fh:
         return fh.read()
 
 
@@ -501,6 +519,34 @@ def parse_toml(text: str, where: str) -> dict[str, Any]:
         raise _too_long_number(where) from exc
     except RecursionError as exc:
         raise _too_deep(where) from exc
+    if depth(data) > MAX_DEPTH:
+        raise _too_deep(where)
+    return data
+
+
+#: The largest YAML text parsed (a launcher's config is a few KiB).
+MAX_YAML_BYTES = 4 * 1024 * 1024
+
+
+def parse_yaml(text: str, where: str, what: str = "YAML file") -> Any:
+    """YAML ``text`` (safe_load); BadInput naming ``where`` when it is not YAML, is larger
+    than ``MAX_YAML_BYTES``, nests deeper than ``MAX_DEPTH`` or holds a huge number."""
+    import yaml  # type: ignore[import-untyped]  # here: only a job with a YAML config pays for it
+
+    if len(text) > MAX_YAML_BYTES:
+        raise BadInput(
+            f"{where}: {what} is larger than {MAX_YAML_BYTES // 2**20} MiB; this is not a "
+            "launcher's config: give the right file"
+        )
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        why = " ".join(str(exc).split())  # YAML's messages span lines
+        raise BadInput(f"{where}: not a readable {what} ({why}); fix the file") from exc
+    except RecursionError as exc:
+        raise _too_deep(where) from exc
+    except ValueError as exc:  # an integer past Python's 4,300-digit limit
+        raise _too_long_number(where) from exc
     if depth(data) > MAX_DEPTH:
         raise _too_deep(where)
     return data

@@ -23,6 +23,12 @@ def visible(text: str) -> str:
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
+def one_line(text: str) -> str:
+    """``text`` as one line: a newline or carriage return in it (a file name, a value read
+    from a file) written as ``\\n``/``\\r``, so an error line is never split or rewritten."""
+    return text.replace("\r", "\\r").replace("\n", "\\n")
+
+
 #: What ``shell_quote`` writes as an escape: every control character, newline and tab too.
 _SCRIPT_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
