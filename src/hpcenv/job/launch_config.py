@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hpcenv.job import command
 from hpcenv.utils import fsio
 from hpcenv.utils.errors import BadInput
 
@@ -86,9 +87,11 @@ def _load(path: Path, what: str, *, as_json: bool = False) -> Mapping[str, Any]:
     return data
 
 
-def read(argv: Sequence[str], kind: str, start: int, cwd: Path, env: Mapping[str, str]) -> Configs:
-    """The accelerate and DeepSpeed configuration files ``argv`` names, read (``kind`` and
-    ``start``: its launcher and where the launcher's options begin, ``launchers.kind_of``)."""
+def read(cmd: command.Command, cwd: Path, env: Mapping[str, str]) -> Configs:
+    """The accelerate and DeepSpeed configuration files ``cmd`` names, read (the command's
+    own ``VAR=value`` words count: ``HF_HOME=... accelerate launch``)."""
+    argv, kind, start = cmd.words, cmd.kind, cmd.start
+    env = cmd.environ(env)
     acc = None
     if kind == "accelerate":
         named = _option(argv[start:], "--config_file", "--config-file")
@@ -252,11 +255,9 @@ def configured(cfg: Configs) -> frozenset[str]:
     return frozenset(f"--{key}" for key in RESPECTED if data.get(key) is not None)
 
 
-def check(
-    argv: Sequence[str], *, kind: str, start: int, job: Job, cwd: Path, env: Mapping[str, str]
-) -> Findings:
-    """Read what ``argv`` names and judge it; BadInput (exit 2) when it cannot work."""
-    found = judge(read(argv, kind, start, cwd, env), job)
+def check(cmd: command.Command, *, job: Job, cwd: Path, env: Mapping[str, str]) -> Findings:
+    """Read what ``cmd`` names and judge it; BadInput (exit 2) when it cannot work."""
+    found = judge(read(cmd, cwd, env), job)
     if found.errors:
         raise BadInput("; ".join(found.errors))
     return found
