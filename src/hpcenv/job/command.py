@@ -22,7 +22,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import PurePath
 
-
 KINDS = ("accelerate", "deepspeed", "torchrun")
 #: ``python -m MODULE`` forms of the launchers.
 MODULES = {
