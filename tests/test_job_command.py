@@ -211,3 +211,21 @@ def test_a_trainer_cli_gets_the_torch_distributed_conventions() -> None:
     assert 'export NNODES="$nodes" GPUS_PER_NODE=8 WORLD_SIZE=$((nodes * 8))' in script
     assert """bash -c 'export NODE_RANK="$SLURM_NODEID"; exec "$@"' hpcenv-node""" in script
     assert "cmd=(env FORCE_TORCHRUN=1 llamafactory-cli train cfg.yaml)" in script
+
+
+# --- --gpus N is per node -------------------------------------------------------------
+
+
+def test_gpus_on_several_nodes_is_asked_per_node_like_the_hostfile() -> None:
+    """brtx asks for GPUs as a job total (--gpus=): --nodes 2 --gpus 4 is 4 on each node
+    (the hostfile's slots=4, nproc 4), never --gpus=8 that SLURM may place 6 + 2."""
+    spec = slurm_job.CommandJob(
+        argv=("deepspeed", "train.py"),
+        nodes=2,
+        request=slurm_job.sbatch.Request(gpus=4),
+    )
+    script = slurm_job.render(schema.load("brtx"), spec, workdir=REPO).script
+    directives = re.findall(r"^#SBATCH (.*)$", script, re.M)
+    assert "--gpus-per-node=4" in directives and "--gpus=8" not in directives
+    assert 'echo "$host slots=4"' in script and "HPCENV_LAUNCH_PER_NODE=4" in script
+    assert "GPUS_PER_NODE=4 WORLD_SIZE=$((nodes * 4))" in script
