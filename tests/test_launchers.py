@@ -214,11 +214,30 @@ def test_bf16_on_v100s_is_caught_naming_the_fix() -> None:
     assert "compute capability 7.0" in done.stderr
 
 
-def test_num_machines_against_the_nodes() -> None:
-    done = _sbatch("brtx", "--nodes", "2", "--", "accelerate", "launch", "--config_file",
-                   str(OPEN_INSTRUCT / "deepspeed_zero3.yaml"), "train.py")  # fmt: skip
-    assert done.returncode == 2
-    assert "num_machines: 1 but the job has 2 node(s)" in done.stderr
+def test_a_one_machine_config_on_two_nodes_gets_the_allocation_s_counts() -> None:
+    """open-instruct's configs say num_machines: 1, num_processes: 8; its SLURM recipe
+    overrides them on accelerate's command line, and so does hpcenv (said in the log);
+    only a conflicting value the user wrote on the command line is refused."""
+    zero3 = str(OPEN_INSTRUCT / "deepspeed_zero3.yaml")
+    done = _sbatch("isambard", "--nodes", "2", "--", "accelerate", "launch", "--config_file",
+                   zero3, "train.py")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "num_machines: 1 (written for one machine): hpcenv gives --num_machines 2 " \
+        "--num_processes 8 on accelerate's command line" in done.stderr
+    said = re.search(r"^echo 'hpcenv: accelerate gets (.*)'$", done.stdout, re.M)
+    assert said and "--num_machines 2" in said[1] and "--num_processes 8" in said[1]
+    cfg = launch_config.read(
+        command.read(["accelerate", "launch", "--config_file", zero3, "t.py"]), REPO, {}
+    )
+    assert {"--num_machines", "--num_processes"} <= set(launchers.plan(
+        command.read(["accelerate", "launch", "--config_file", zero3, "t.py"]), ALLOC,
+        launch_config.configured(cfg, nodes=2)).added)  # fmt: skip
+    assert "--num_machines" not in launch_config.configured(cfg, nodes=2)
+    assert "--num_machines" in launch_config.configured(cfg, nodes=1)
+    conflict = _sbatch("isambard", "--nodes", "2", "--", "accelerate", "launch", "--config_file",
+                       zero3, "--num_machines", "1", "train.py")  # fmt: skip
+    assert conflict.returncode == 2
+    assert "--num_machines 1 but the job has 2 node(s)" in conflict.stderr
 
 
 def test_num_processes_against_the_gpus(tmp_path: Path) -> None:

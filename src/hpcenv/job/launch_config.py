@@ -148,8 +148,8 @@ def _bf16(job: Job, where: str) -> str:
     )
 
 
-def _judge_accelerate(cfg: Configs, job: Job) -> tuple[list[str], list[str], int]:
-    """Errors, warnings and the world size accelerate will use."""
+def _judge_accelerate(cfg: Configs, job: Job) -> tuple[list[str], list[str], list[str], int]:
+    """Errors, warnings, notes and the world size accelerate will use."""
     errors: list[str] = []
     warnings: list[str] = []
     total = job.nodes * job.per_node
@@ -159,22 +159,35 @@ def _judge_accelerate(cfg: Configs, job: Job) -> tuple[list[str], list[str], int
         where = "--mixed_precision" if "--mixed_precision" in cfg.cli else f"{path}"
         errors.append(_bf16(job, f"{where} mixed_precision: bf16"))
     machines = _number(cfg.cli.get("--num_machines") or data.get("num_machines"))
-    if machines is not None and machines != job.nodes:
-        errors.append(
-            f"{path}: num_machines: {machines} but the job has {job.nodes} node(s); the "
-            f"rendezvous would wait for machines that never come; set num_machines: {job.nodes} "
-            "(or leave it out: hpcenv gives --num_machines)"
-        )
+    notes: list[str] = []
     world = _number(cfg.cli.get("--num_processes") or data.get("num_processes"))
+    if single_machine(cfg, job.nodes):  # the repos' SLURM recipes override it on the CLI
+        given = f"--num_machines {job.nodes}"
+        if "--num_processes" not in cfg.cli:
+            given += f" --num_processes {total}"
+            world = None
+        notes.append(
+            f"{path}: num_machines: 1 (written for one machine): hpcenv gives {given} on "
+            "accelerate's command line"
+        )
+        machines = None
+    if machines is not None and machines != job.nodes:
+        where = "--num_machines" if "--num_machines" in cfg.cli else f"{path}: num_machines:"
+        errors.append(
+            f"{where} {machines} but the job has {job.nodes} node(s); the rendezvous would "
+            f"wait for machines that never come; give {job.nodes} (or leave it out: hpcenv "
+            "gives --num_machines)"
+        )
+    where = "--num_processes" if "--num_processes" in cfg.cli else f"{path}: num_processes:"
     if world is not None and world > total:
         errors.append(
-            f"{path}: num_processes: {world} but the job has {total} GPU(s) or task(s) "
-            f"({job.nodes} x {job.per_node}); set num_processes: {total}"
+            f"{where} {world} but the job has {total} GPU(s) or task(s) "
+            f"({job.nodes} x {job.per_node}); give {total}"
         )
     elif world is not None and world < total:
         warnings.append(
-            f"{path}: num_processes: {world} while the job has {total} ({job.nodes} x "
-            f"{job.per_node}); {total - world} would sit idle (set num_processes: {total})"
+            f"{where} {world} while the job has {total} ({job.nodes} x "
+            f"{job.per_node}); {total - world} would sit idle (give {total})"
         )
     nested = _section(data, "deepspeed_config")
     offloaded = [
@@ -184,7 +197,15 @@ def _judge_accelerate(cfg: Configs, job: Job) -> tuple[list[str], list[str], int
     ]
     if offloaded:
         warnings.append(_offload(job, f"{path}", offloaded))
-    return errors, warnings, world or total
+    return errors, warnings, notes, world or total
+
+
+def single_machine(cfg: Configs, nodes: int) -> bool:
+    """An accelerate config written for one machine (``num_machines: 1``) on a job of
+    several nodes, with no ``--num_machines`` on the command line: hpcenv gives
+    ``--num_machines``/``--num_processes`` from the allocation instead of refusing it."""
+    data = cfg.accelerate[1] if cfg.accelerate else {}
+    return nodes > 1 and "--num_machines" not in cfg.cli and _number(data.get("num_machines")) == 1
 
 
 def _offload(job: Job, where: str, parts: Sequence[str]) -> str:
@@ -234,12 +255,12 @@ def _judge_deepspeed(cfg: Configs, job: Job, world: int) -> tuple[list[str], lis
 
 def judge(cfg: Configs, job: Job) -> Findings:
     """The findings for ``cfg`` on ``job`` (pure)."""
-    errors, warnings, world = _judge_accelerate(cfg, job)
-    ds_errors, ds_warnings, notes = _judge_deepspeed(cfg, job, world)
+    errors, warnings, notes, world = _judge_accelerate(cfg, job)
+    ds_errors, ds_warnings, ds_notes = _judge_deepspeed(cfg, job, world)
     return Findings(
         errors=tuple(errors + ds_errors),
         warnings=tuple(warnings + ds_warnings),
-        notes=tuple(notes),
+        notes=tuple(notes + ds_notes),
     )
 
 
@@ -249,15 +270,25 @@ def judge(cfg: Configs, job: Job) -> Findings:
 RESPECTED = ("num_processes", "num_machines", "main_process_ip", "main_process_port")
 
 
-def configured(cfg: Configs) -> frozenset[str]:
-    """The launcher options an accelerate config already gives (``RESPECTED``)."""
+def configured(cfg: Configs, nodes: int = 1) -> frozenset[str]:
+    """The launcher options an accelerate config already gives (``RESPECTED``); on
+    ``nodes`` > 1 a config written for one machine gives neither num_machines nor
+    num_processes (``single_machine``: the allocation's are added)."""
     data = cfg.accelerate[1] if cfg.accelerate else {}
-    return frozenset(f"--{key}" for key in RESPECTED if data.get(key) is not None)
+    keys = [k for k in RESPECTED if data.get(k) is not None]
+    if single_machine(cfg, nodes):
+        keys = [k for k in keys if k not in ("num_machines", "num_processes")]
+    return frozenset(f"--{key}" for key in keys)
 
 
 def check(cmd: command.Command, *, job: Job, cwd: Path, env: Mapping[str, str]) -> Findings:
     """Read what ``cmd`` names and judge it; BadInput (exit 2) when it cannot work."""
-    found = judge(read(cmd, cwd, env), job)
+    return verdict(read(cmd, cwd, env), job)
+
+
+def verdict(cfg: Configs, job: Job) -> Findings:
+    """``judge``, its errors raised as one BadInput (exit 2)."""
+    found = judge(cfg, job)
     if found.errors:
         raise BadInput("; ".join(found.errors))
     return found

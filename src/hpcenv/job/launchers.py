@@ -252,9 +252,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         version = (
             installed_version(Path(venv), "deepspeed") if cmd.kind == "deepspeed" and venv else ""
         )
-        launch = plan(
-            cmd, from_environment(os.environ), launch_config.configured(cfg), deepspeed=version
-        )
+        alloc = from_environment(os.environ)
+        given = launch_config.configured(cfg, alloc.nodes)
+        launch = plan(cmd, alloc, given, deepspeed=version)
     except BadInput as exc:
         print_text(f"hpcenv: {exc}\n", err=True)
         return 2

@@ -195,7 +195,11 @@ def per_node(profile: Profile, spec: CommandJob) -> int:
 
 
 def launcher_lines(
-    profile: Profile, spec: CommandJob, log_dir: Path, venv: Path | None = None
+    profile: Profile,
+    spec: CommandJob,
+    log_dir: Path,
+    venv: Path | None = None,
+    configured: frozenset[str] = frozenset(),
 ) -> list[str]:
     """For a launcher in CMD: what each node's copy is told (said in the log), the
     hostfile DeepSpeed reads; nothing for other commands. ``venv``: the job's, whose
@@ -215,6 +219,7 @@ def launcher_lines(
             master_port="$MASTER_PORT", hostfile="<hostfile>" if kind == "deepspeed" else "",
             hosts=hosts,
         ),
+        configured,
         deepspeed=version,
     )  # fmt: skip
     lines = [
@@ -267,7 +272,7 @@ def render(
     _check(spec, profile)
     launchers.check_fits(command.read(spec.argv), spec.launch)
     cwd = (workdir or Path.cwd()).absolute()
-    found = check_launch_config(profile, spec, cwd)
+    found, configured = check_launch_config(profile, spec, cwd)
     log_dir = sbatch.logs_dir(profile, cwd)
     name = job_name(profile, spec)
     time_limit = spec.time or profile.slurm.time
@@ -369,7 +374,7 @@ def render(
     lines += command_lines(spec.argv, {**os.environ, **env.secret_values})
     lines += _gate_lines(spec, hpcenv, ref)
     lines += survive.pairs_gate_lines(spec, hpcenv, ref, own)
-    lines += launcher_lines(profile, spec, log_dir, venv)
+    lines += launcher_lines(profile, spec, log_dir, venv, configured)
     lines += [
         "",
         f"# --- the command, {_describe(spec).split(';')[0]}, in its own process group:",
@@ -412,16 +417,21 @@ def render(
     )
 
 
-def check_launch_config(profile: Profile, spec: CommandJob, cwd: Path) -> launch_config.Findings:
+def check_launch_config(
+    profile: Profile, spec: CommandJob, cwd: Path
+) -> tuple[launch_config.Findings, frozenset[str]]:
     """The accelerate/DeepSpeed configuration CMD names, judged against this job before
-    it waits in the queue (BadInput, exit 2, when it cannot work)."""
+    it waits in the queue (BadInput, exit 2, when it cannot work), and the launcher
+    options it gives."""
     job = launch_config.Job(
         nodes=spec.nodes,
         per_node=per_node(profile, spec),
         compute_capability=profile.platform.compute_capability,
         gpu=profile.platform.gpu,
     )
-    return launch_config.check(command.read(spec.argv), job=job, cwd=cwd, env=os.environ)
+    cmd = command.read(spec.argv)
+    cfg = launch_config.read(cmd, cwd, os.environ)
+    return launch_config.verdict(cfg, job), launch_config.configured(cfg, spec.nodes)
 
 
 def _with_references(word: str, refs: Sequence[tuple[str, str]]) -> str:
