@@ -230,3 +230,37 @@ def test_gpus_on_several_nodes_is_asked_per_node_like_the_hostfile() -> None:
     assert "--gpus-per-node=4" in directives and "--gpus=8" not in directives
     assert 'echo "$host slots=4"' in script and "HPCENV_LAUNCH_PER_NODE=4" in script
     assert "GPUS_PER_NODE=4 WORLD_SIZE=$((nodes * 4))" in script
+
+
+# --- process counts for every launcher ------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["torchrun", "--nproc_per_node", "8", "t.py"], "--nproc_per_node 8 but the job has 2"),
+        (["torchrun", "--nproc-per-node=8", "t.py"], "--nproc_per_node 8 but the job has 2"),
+        (["torchrun", "--nnodes", "1", "t.py"], "--nnodes 1 but the job has 2 node(s)"),
+        (["torchrun", "--nnodes=3:4", "t.py"], "--nnodes 3:4 but the job has 2 node(s)"),
+        (["deepspeed", "--num_gpus", "8", "t.py"], "--num_gpus 8 but the job has 2"),
+        (["deepspeed", "--num_nodes", "3", "t.py"], "--num_nodes 3 but the job has 2 node(s)"),
+        (["deepspeed", "--include", "localhost:0,1,2", "t.py"], "--include names 3 GPUs"),
+        (["python", "-m", "torch.distributed.run", "--nproc_per_node", "4", "t.py"],
+         "--nproc_per_node 4 but the job has 2"),
+    ],
+)  # fmt: skip
+def test_more_processes_or_nodes_than_the_allocation_is_refused(argv: list[str], says: str) -> None:
+    """Two V100 nodes of 2 GPUs (supercloud), the launchers' counts written by the user."""
+    assert says in _error(*argv, profile="supercloud", nodes=2)
+    assert says in _error("NCCL_DEBUG=INFO", *argv, profile="supercloud", nodes=2)
+
+
+def test_fewer_processes_than_gpus_is_a_warning() -> None:
+    spec = slurm_job.CommandJob(argv=("torchrun", "--nproc_per_node", "1", "t.py"), nodes=2)
+    job = slurm_job.render(schema.load("supercloud"), spec, workdir=REPO)
+    assert "warning: --nproc_per_node 1 while the job has 2 GPU(s) or task(s) per node: 1 idle" in (
+        job.notes
+    )
+    for fits in (["torchrun", "--nnodes", "1:2", "--nproc_per_node", "gpu", "t.py"],
+                 ["deepspeed", "--num_gpus", "2", "--num_nodes", "2", "t.py"]):  # fmt: skip
+        _render(*fits, profile="supercloud", nodes=2)

@@ -46,6 +46,8 @@ class Configs:
     accelerate: tuple[Path, Mapping[str, Any]] | None = None
     deepspeed: tuple[Path, Mapping[str, Any]] | None = None
     cli: Mapping[str, str | None] = field(default_factory=dict)  # accelerate's options
+    kind: str = ""  # the launcher (command.KINDS), "" for none
+    options: Mapping[str, str | None] = field(default_factory=dict)  # the launcher's own
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -114,7 +116,7 @@ def read(cmd: command.Command, cwd: Path, env: Mapping[str, str]) -> Configs:
             value = _option(argv[start:], key, key.replace("_", "-"))
             if value is not None:
                 cli[key] = value
-    return Configs(accelerate=acc, deepspeed=ds, cli=cli)
+    return Configs(accelerate=acc, deepspeed=ds, cli=cli, kind=kind, options=cmd.options())
 
 
 def _section(data: Mapping[str, Any], key: str) -> Mapping[str, Any]:
@@ -253,13 +255,76 @@ def _judge_deepspeed(cfg: Configs, job: Job, world: int) -> tuple[list[str], lis
     return errors, warnings, notes
 
 
+def _count(
+    option: str, asked: int, have: int, what: str, errors: list[str], warnings: list[str]
+) -> None:
+    """``option asked`` against the ``have`` of the job: more is an error, fewer a warning."""
+    if asked > have:
+        errors.append(
+            f"{option} {asked} but the job has {have} {what}; the launcher would wait for or "
+            f"start on what is not there: give {have} (or leave it out: hpcenv gives it)"
+        )
+    elif asked < have:
+        warnings.append(f"{option} {asked} while the job has {have} {what}: {have - asked} idle")
+
+
+def _included(value: str) -> int:
+    """The most GPUs DeepSpeed's ``--include host:0,1@host2:2`` names on one host (0: a
+    host without ids, all of its GPUs)."""
+    most = 0
+    for part in value.split("@"):
+        _, _, ids = part.partition(":")
+        most = max(most, len([i for i in ids.split(",") if i.strip()]))
+    return most
+
+
+def _judge_processes(cfg: Configs, job: Job) -> tuple[list[str], list[str]]:
+    """torchrun's and deepspeed's own process and node counts against the allocation
+    (accelerate's are judged with its config)."""
+    errors: list[str] = []
+    warnings: list[str] = []
+    opts, gpus = cfg.options, "GPU(s) or task(s) per node"
+    if cfg.kind == "torchrun":
+        per_node = _number(opts.get("--nproc_per_node"))  # "gpu", "auto": torchrun's to count
+        if per_node is not None:
+            _count("--nproc_per_node", per_node, job.per_node, gpus, errors, warnings)
+        nnodes = str(opts.get("--nnodes") or "")
+        low, _, high = nnodes.partition(":")
+        if (
+            nnodes
+            and _number(low) is not None
+            and not (int(low) <= job.nodes <= (_number(high) or int(low)))
+        ):
+            errors.append(
+                f"--nnodes {nnodes} but the job has {job.nodes} node(s): torchrun on each node "
+                f"would form a world of its own or wait; give --nnodes {job.nodes} (or leave "
+                "it out: the job's PET_NNODES says it)"
+            )
+    elif cfg.kind == "deepspeed":
+        for option, have, what in (
+            ("--num_gpus", job.per_node, gpus),
+            ("--num_nodes", job.nodes, "node(s)"),
+        ):
+            asked = _number(opts.get(option))
+            if asked is not None:
+                _count(option, asked, have, what, errors, warnings)
+        include = _included(str(opts.get("--include") or opts.get("--i") or ""))
+        if include > job.per_node:
+            errors.append(
+                f"--include names {include} GPUs on a node but the job has {job.per_node} "
+                f"{gpus}; name at most {job.per_node}"
+            )
+    return errors, warnings
+
+
 def judge(cfg: Configs, job: Job) -> Findings:
     """The findings for ``cfg`` on ``job`` (pure)."""
     errors, warnings, notes, world = _judge_accelerate(cfg, job)
     ds_errors, ds_warnings, ds_notes = _judge_deepspeed(cfg, job, world)
+    count_errors, count_warnings = _judge_processes(cfg, job)
     return Findings(
-        errors=tuple(errors + ds_errors),
-        warnings=tuple(warnings + ds_warnings),
+        errors=tuple(errors + ds_errors + count_errors),
+        warnings=tuple(warnings + ds_warnings + count_warnings),
         notes=tuple(notes + ds_notes),
     )
 
