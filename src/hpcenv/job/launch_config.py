@@ -256,7 +256,7 @@ def _judge_deepspeed(cfg: Configs, job: Job, world: int) -> tuple[list[str], lis
 
 
 def _count(
-    option: str, asked: int, have: int, what: str, errors: list[str], warnings: list[str]
+    option: str, asked: int, have: int, what: str, *, errors: list[str], warnings: list[str]
 ) -> None:
     """``option asked`` against the ``have`` of the job: more is an error, fewer a warning."""
     if asked > have:
@@ -287,7 +287,9 @@ def _judge_processes(cfg: Configs, job: Job) -> tuple[list[str], list[str]]:
     if cfg.kind == "torchrun":
         per_node = _number(opts.get("--nproc_per_node"))  # "gpu", "auto": torchrun's to count
         if per_node is not None:
-            _count("--nproc_per_node", per_node, job.per_node, gpus, errors, warnings)
+            _count(
+                "--nproc_per_node", per_node, job.per_node, gpus, errors=errors, warnings=warnings
+            )
         nnodes = str(opts.get("--nnodes") or "")
         low, _, high = nnodes.partition(":")
         if (
@@ -307,7 +309,7 @@ def _judge_processes(cfg: Configs, job: Job) -> tuple[list[str], list[str]]:
         ):
             asked = _number(opts.get(option))
             if asked is not None:
-                _count(option, asked, have, what, errors, warnings)
+                _count(option, asked, have, what, errors=errors, warnings=warnings)
         include = _included(str(opts.get("--include") or opts.get("--i") or ""))
         if include > job.per_node:
             errors.append(
