@@ -74,6 +74,14 @@ class Command:
         the job runs the words through ``env`` (what the shell does with them)."""
         return bool(self.words) and bool(_ASSIGNMENT.match(self.words[0]))
 
+    @property
+    def arguments(self) -> tuple[str, ...]:
+        """The words the program itself reads (a trainer's flags and files): after the
+        launcher's options and script, or after the program's name."""
+        if self.kind:
+            return self.words[split_options(self.words, self.start)[1] + 1 :]
+        return self.words[self.program + len(self.wrapper) + 1 :]
+
     def options(self) -> dict[str, str | None]:
         """The launcher's own options (before its script), spelled with underscores."""
         return launcher_options(self.words, self.start) if self.kind else {}

@@ -47,6 +47,9 @@ class Configs:
     deepspeed: tuple[Path, Mapping[str, Any]] | None = None
     cli: Mapping[str, str | None] = field(default_factory=dict)  # accelerate's options
     kind: str = ""  # the launcher (command.KINDS), "" for none
+    #: What the trainer asks that needs compute capability 8.0: (where, what), what one of
+    #: bf16, tf32, flash_attention_2 (HF Trainer flags, the YAML/JSON files it is given).
+    trainer: tuple[tuple[str, str], ...] = ()
     options: Mapping[str, str | None] = field(default_factory=dict)  # the launcher's own
 
 
@@ -68,6 +71,82 @@ def _option(argv: Sequence[str], *names: str) -> str | None:
     return None
 
 
+#: Bounds on a configuration file hpcenv reads (a config is a few KiB).
+MAX_CONFIG_BYTES = 4 << 20
+MAX_DEPTH = 32
+MAX_ENTRIES = 100_000
+#: Trainer options naming a YAML/JSON configuration (HF Trainer's --deepspeed is read as
+#: DeepSpeed's; a positional .yaml/.yml/.json is read too).
+TRAINER_CONFIG_OPTIONS = ("--config", "--config_file", "--config-file", "--config_path", "--cfg")
+_TRUE = ("true", "1", "yes", "y", "on")
+_FLASH = ("flash_attention_2", "flash_attention_3", "fa2", "fa3")
+
+
+def _flag(words: Sequence[str], i: int) -> bool | None:
+    """An HF Trainer boolean option at ``words[i]``: ``--x``, ``--x True``, ``--x=false``."""
+    _, eq, value = words[i].partition("=")
+    if not eq:
+        nxt = words[i + 1] if i + 1 < len(words) else ""
+        value = nxt if nxt and not nxt.startswith("-") else "true"
+    low = value.strip().lower()
+    return True if low in _TRUE else False if low in ("false", "0", "no", "n", "off") else None
+
+
+def _walk(data: Any, where: str, found: list[tuple[str, str]], depth: int = 0) -> int:
+    """Keys asking for bf16, tf32 or FlashAttention anywhere in ``data``; entries seen."""
+    if depth > MAX_DEPTH:
+        raise BadInput(f"{where}: nested deeper than {MAX_DEPTH} levels; hpcenv reads no deeper")
+    seen = 1
+    items = data.items() if isinstance(data, Mapping) else enumerate(data) if isinstance(
+        data, list) else ()  # fmt: skip
+    for key, value in items:
+        if key in ("bf16", "tf32") and (value is True or str(value).lower() == "true"):
+            found.append((f"{where}: {key}: true", str(key)))
+        elif key in ("attn_implementation", "flash_attn") and str(value) in _FLASH:
+            found.append((f"{where}: {key}: {value}", "flash_attention_2"))
+        elif key == "use_flash_attention_2" and value is True:  # transformers before 4.36
+            found.append((f"{where}: {key}: true", "flash_attention_2"))
+        seen += _walk(value, where, found, depth + 1)
+        if seen > MAX_ENTRIES:
+            raise BadInput(f"{where}: more than {MAX_ENTRIES} entries; hpcenv reads no more")
+    return seen
+
+
+def trainer_asks(
+    words: Sequence[str], cwd: Path, *, skip: Path | None = None
+) -> tuple[tuple[str, str], ...]:
+    """What the trainer's own words ask that needs compute capability 8.0: HF Trainer's
+    ``--bf16``/``--tf32`` (bare or ``True``), ``--attn_implementation flash_attention_2``,
+    and the keys of the YAML/JSON files it is given (a positional ``.yaml``/``.json``,
+    ``--config F``); files that are not there are the trainer's to complain about."""
+    found: list[tuple[str, str]] = []
+    files: list[str] = []
+    for i, word in enumerate(words):
+        name, eq, value = word.partition("=")
+        after = words[i + 1] if i + 1 < len(words) else ""
+        if name in ("--bf16", "--tf32") and _flag(words, i):
+            valued = not eq and after and not after.startswith("-")
+            found.append((f"{word} {after}" if valued else word, name[2:]))
+        elif name == "--attn_implementation" and (value or after) in _FLASH:
+            found.append((f"--attn_implementation {value or after}", "flash_attention_2"))
+        elif name in TRAINER_CONFIG_OPTIONS:
+            files.append(value or after)
+        elif word.endswith((".yaml", ".yml", ".json")) and not _is_value(words, i):
+            files.append(word)
+    for name in dict.fromkeys(f for f in files if f):
+        path = cwd / name
+        if path.is_file() and path != skip:
+            data = _load(path, "trainer config", mapping=False)
+            _walk(data, f"{path}", found)
+    return tuple(found)
+
+
+def _is_value(words: Sequence[str], i: int) -> bool:
+    """``words[i]`` is the value of the option before it (``--train_file data.json``)."""
+    before = words[i - 1] if i > 0 else ""
+    return before.startswith("-") and "=" not in before
+
+
 def default_accelerate_config(env: Mapping[str, str]) -> Path:
     """accelerate's default config file (``accelerate config`` writes it)."""
     cache = env.get("XDG_CACHE_HOME") or os.path.join(env.get("HOME", "~"), ".cache")
@@ -75,16 +154,25 @@ def default_accelerate_config(env: Mapping[str, str]) -> Path:
     return Path(os.path.expanduser(home)) / "accelerate" / "default_config.yaml"
 
 
-def _load(path: Path, what: str, *, as_json: bool = False) -> Mapping[str, Any]:
+def _load(path: Path, what: str, *, as_json: bool = False, mapping: bool = True) -> Any:
     import yaml  # type: ignore[import-untyped]  # here: only a job with an accelerate or DeepSpeed command pays for it
 
+    try:
+        size = path.stat().st_size
+    except OSError:
+        size = 0  # read_text says why it cannot be read
+    if size > MAX_CONFIG_BYTES:
+        raise BadInput(
+            f"{path}: a {what} of {size} bytes; hpcenv reads at most {MAX_CONFIG_BYTES} "
+            "(is this the right file?)"
+        )
     text = fsio.read_text(path, what=what)
     try:
         data = json.loads(text) if as_json or path.suffix == ".json" else yaml.safe_load(text)
     except (ValueError, yaml.YAMLError) as exc:
         why = " ".join(str(exc).split())  # YAML's messages span lines
         raise BadInput(f"{path}: not a readable {what} ({why}); fix the file") from exc
-    if not isinstance(data, Mapping):
+    if mapping and not isinstance(data, Mapping):
         raise BadInput(f"{path}: a {what} holds a mapping of keys; this one does not")
     return data
 
@@ -116,7 +204,10 @@ def read(cmd: command.Command, cwd: Path, env: Mapping[str, str]) -> Configs:
             value = _option(argv[start:], key, key.replace("_", "-"))
             if value is not None:
                 cli[key] = value
-    return Configs(accelerate=acc, deepspeed=ds, cli=cli, kind=kind, options=cmd.options())
+    return Configs(
+        accelerate=acc, deepspeed=ds, cli=cli, kind=kind, options=cmd.options(),
+        trainer=trainer_asks(cmd.arguments, cwd, skip=ds[0] if ds else None),
+    )  # fmt: skip
 
 
 def _section(data: Mapping[str, Any], key: str) -> Mapping[str, Any]:
@@ -142,12 +233,36 @@ def _below_8(job: Job) -> bool:
         return False
 
 
-def _bf16(job: Job, where: str) -> str:
+#: What each need of compute capability 8.0 becomes on an older GPU.
+_INSTEAD = {"bf16": "use fp16", "tf32": "set it false", "flash_attention_2": "use sdpa"}
+
+
+def precision_asks(cfg: Configs) -> list[tuple[str, str]]:
+    """Every place the job asks for bf16, tf32 or FlashAttention-2: accelerate's
+    mixed_precision (command line or config), DeepSpeed's bf16.enabled, the trainer's."""
+    places: list[tuple[str, str]] = []
+    data = cfg.accelerate[1] if cfg.accelerate else {}
+    if cfg.cli.get("--mixed_precision") == "bf16":
+        places.append(("--mixed_precision bf16 (mixed_precision: bf16)", "bf16"))
+    elif cfg.accelerate and data.get("mixed_precision") == "bf16":
+        places.append((f"{cfg.accelerate[0]} mixed_precision: bf16", "bf16"))
+    if cfg.deepspeed and _section(cfg.deepspeed[1], "bf16").get("enabled") is True:
+        places.append((f"{cfg.deepspeed[0]}: bf16.enabled: true", "bf16"))
+    return places + list(cfg.trainer)
+
+
+def _judge_precision(cfg: Configs, job: Job) -> list[str]:
+    """One error listing every place that asks what GPUs below 8.0 cannot run."""
+    places = precision_asks(cfg)
+    if not places or not _below_8(job):
+        return []
     gpu = f"{job.gpu} GPUs" if job.gpu else "these GPUs"
-    return (
-        f"{where}: bf16 on {gpu} (compute capability {job.compute_capability}) cannot run: "
-        "bf16 needs 8.0 or newer; use fp16"
-    )
+    needs = sorted({what for _, what in places})
+    fixes = ", ".join(f"{where} ({_INSTEAD[what]})" for where, what in places)
+    return [
+        f"{'/'.join(needs)} on {gpu} (compute capability {job.compute_capability}) cannot "
+        f"run: they need 8.0 or newer; change every place the job asks for them: {fixes}"
+    ]
 
 
 def _judge_accelerate(cfg: Configs, job: Job) -> tuple[list[str], list[str], list[str], int]:
@@ -156,10 +271,6 @@ def _judge_accelerate(cfg: Configs, job: Job) -> tuple[list[str], list[str], lis
     warnings: list[str] = []
     total = job.nodes * job.per_node
     path, data = cfg.accelerate if cfg.accelerate else (Path("accelerate"), {})
-    precision = cfg.cli.get("--mixed_precision") or data.get("mixed_precision")
-    if precision == "bf16" and _below_8(job):
-        where = "--mixed_precision" if "--mixed_precision" in cfg.cli else f"{path}"
-        errors.append(_bf16(job, f"{where} mixed_precision: bf16"))
     machines = _number(cfg.cli.get("--num_machines") or data.get("num_machines"))
     notes: list[str] = []
     world = _number(cfg.cli.get("--num_processes") or data.get("num_processes"))
@@ -227,9 +338,6 @@ def _judge_deepspeed(cfg: Configs, job: Job, world: int) -> tuple[list[str], lis
     if cfg.deepspeed is None:
         return errors, warnings, notes
     path, ds = cfg.deepspeed
-    bf16 = _section(ds, "bf16")
-    if bf16.get("enabled") is True and _below_8(job):
-        errors.append(_bf16(job, f"{path}: bf16.enabled"))
     total = _number(ds.get("train_batch_size"))
     micro = _number(ds.get("train_micro_batch_size_per_gpu"))
     accum = _number(ds.get("gradient_accumulation_steps", 1))
@@ -325,7 +433,7 @@ def judge(cfg: Configs, job: Job) -> Findings:
     ds_errors, ds_warnings, ds_notes = _judge_deepspeed(cfg, job, world)
     count_errors, count_warnings = _judge_processes(cfg, job)
     return Findings(
-        errors=tuple(errors + ds_errors + count_errors),
+        errors=tuple(_judge_precision(cfg, job) + errors + ds_errors + count_errors),
         warnings=tuple(warnings + ds_warnings + count_warnings),
         notes=tuple(notes + ds_notes),
     )
