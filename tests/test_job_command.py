@@ -12,6 +12,7 @@ Commands are those public training repos put in their READMEs (accelerate's
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -264,3 +265,37 @@ def test_fewer_processes_than_gpus_is_a_warning() -> None:
     for fits in (["torchrun", "--nnodes", "1:2", "--nproc_per_node", "gpu", "t.py"],
                  ["deepspeed", "--num_gpus", "2", "--num_nodes", "2", "t.py"]):  # fmt: skip
         _render(*fits, profile="supercloud", nodes=2)
+
+
+# --- which venv ----------------------------------------------------------------------
+
+
+def _sbatch(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "hpcenv", "sbatch", *args],
+        capture_output=True, text=True, cwd=REPO, timeout=120, check=False,
+        env={**os.environ, **(env or {})},
+    )  # fmt: skip
+
+
+def test_sbatch_project_uses_the_project_s_venv_and_says_so(tmp_path: Path) -> None:
+    """``hpcenv build local --project DIR`` makes ``venvs/local-<project>``; ``hpcenv
+    sbatch local --project DIR`` runs CMD there, named in the header and on stderr."""
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / "pyproject.toml").write_text('[project]\nname = "my-proj"\nversion = "0"\n')
+    home = tmp_path / "home"
+    done = _sbatch("local", "--project", str(project), "--", "python", "t.py",
+                   env={"HPCENV_HOME": str(home)})  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    venv = home / "venvs" / "local-my-proj"
+    assert f"# venv: {venv} (given by --env or --project)" in done.stdout
+    assert f"the job uses the venv {venv}" in done.stderr
+    assert f"VIRTUAL_ENV={venv}" in done.stdout
+    assert 'echo "hpcenv: the job uses the venv $VIRTUAL_ENV" >&2' in done.stdout
+    plain = _sbatch("local", "--", "python", "t.py", env={"HPCENV_HOME": str(home)})
+    assert f"# venv: {home / 'venvs' / 'local'} (the profile's build)" in plain.stdout
+    both = _sbatch("local", "--project", str(project), "--env", str(tmp_path), "--", "true")
+    assert both.returncode == 2 and "give one of them" in both.stderr
+    missing = _sbatch("local", "--project", str(tmp_path / "nope"), "--", "true")
+    assert missing.returncode == 2 and "no such directory" in missing.stderr

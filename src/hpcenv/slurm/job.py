@@ -290,6 +290,7 @@ def render(
         "#!/bin/bash",
         f"# Rendered by 'hpcenv sbatch' for profile {profile.name}: the command at the end,",
         f"# {_describe(spec)}.",
+        f"# venv: {_venv_words(venv, spec)}",
         *sbatch.directives(
             profile,
             name=name,
@@ -307,6 +308,7 @@ def render(
         f"# --- the environment: what 'hpcenv env {profile.name} --nodes {spec.nodes}' prints",
         *sbatch.environment_lines(env),
     ]
+    lines.append('echo "hpcenv: the job uses the venv $VIRTUAL_ENV" >&2')
     if spec.cpus_per_task:  # srun (Slurm >= 22.05) no longer inherits --cpus-per-task
         lines.append('export SRUN_CPUS_PER_TASK="$SLURM_CPUS_PER_TASK"')
     lines += [
@@ -413,8 +415,18 @@ def render(
         log_dir=log_dir,
         output_dir=log_dir,
         nodes=spec.nodes,
-        notes=tuple(f"warning: {w}" for w in found.warnings) + found.notes,
+        notes=(
+            f"the job uses the venv {_venv_words(venv, spec)}",
+            *(f"warning: {w}" for w in found.warnings),
+            *found.notes,
+        ),
     )
+
+
+def _venv_words(venv: Path, spec: CommandJob) -> str:
+    """Which venv the job uses, and why that one (one line: no newline from a path)."""
+    why = "given by --env or --project" if spec.venv else "the profile's build"
+    return re.sub(r"[\x00-\x1f\x7f]", "?", f"{venv} ({why})")
 
 
 def check_launch_config(
