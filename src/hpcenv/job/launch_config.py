@@ -7,9 +7,15 @@ default, ``$HF_HOME/accelerate/default_config.yaml``) and the DeepSpeed JSON it 
 config's ``deepspeed_config.deepspeed_config_file``). ``"auto"`` values are the trainer's
 to fill in and are not judged.
 
+Also what the trainer asks (``trainer_asks``): HF Trainer's ``--bf16``/``--tf32``/
+``--attn_implementation`` and the keys of the YAML/JSON files the script is given
+(positional, ``--config F``), read within bounds (size, depth, entries).
+
 Judged against the job (nodes, processes per node, the GPUs' compute capability, the
-node's memory): bf16 below compute capability 8.0 (V100 has none: fp16), accelerate's
-``num_processes`` and ``num_machines``, DeepSpeed's ``train_batch_size`` against
+node's memory): bf16, tf32 and FlashAttention-2 below compute capability 8.0, every place
+in one error (``_judge_precision``); accelerate's ``num_processes`` and ``num_machines``
+(a config written for one machine gets the allocation's instead, ``single_machine``);
+torchrun's and DeepSpeed's own process and node counts; DeepSpeed's ``train_batch_size`` against
 micro-batch x gradient accumulation x world size (DeepSpeed asserts it at start), ZeRO
 offload to CPU memory. ``check`` reads; ``judge`` is pure; each finding is one line.
 """

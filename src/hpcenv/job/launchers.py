@@ -10,13 +10,16 @@ which node it is and where the others are, or every node starts as machine 0 of 
   naming a ``distributed_type``, no ``--use_deepspeed``/``--use_fsdp``/...): without it
   accelerate runs one process per node, each its own world;
 - ``deepspeed``: a hostfile of the allocation (``host slots=N``), ``--no_ssh`` with
-  ``--node_rank`` (no ssh between nodes, which many clusters forbid; DeepSpeed >= 0.15),
-  ``--master_addr``, ``--master_port``;
+  ``--node_rank`` (no ssh between nodes, which many clusters forbid), ``--master_addr``,
+  ``--master_port``; a DeepSpeed older than 0.15 (read from the job's venv, no import) has
+  neither flag, so each node runs its per-node launcher, ``python -u -m
+  deepspeed.launcher.launch --world_info=... --node_rank=N``, instead of the runner;
 - ``torchrun`` / ``python -m torch.distributed.run``: the rendezvous comes from the job's
   ``PET_*`` variables; ``--nproc-per-node`` (the GPUs or tasks per node) is added.
 
-Options the user wrote win: only the missing ones are added, and what was added is said in
-the log. ``plan`` is pure; ``main`` (``python -m hpcenv.job.launchers -- CMD``, run by
+The command is read by ``hpcenv.job.command`` (``VAR=value``, ``env -u``, ``uv run --``
+before the launcher are kept, and applied on the node). Options the user wrote win: only
+the missing ones are added, and what was added is said in the log. ``plan`` is pure; ``main`` (``python -m hpcenv.job.launchers -- CMD``, run by
 srun on every node) reads the node's rank from SLURM and ``exec``s the launcher.
 """
 
