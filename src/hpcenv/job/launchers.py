@@ -19,8 +19,9 @@ which node it is and where the others are, or every node starts as machine 0 of 
 
 The command is read by ``hpcenv.job.command`` (``VAR=value``, ``env -u``, ``uv run --``
 before the launcher are kept, and applied on the node). Options the user wrote win: only
-the missing ones are added, and what was added is said in the log. ``plan`` is pure; ``main`` (``python -m hpcenv.job.launchers -- CMD``, run by
-srun on every node) reads the node's rank from SLURM and ``exec``s the launcher.
+the missing ones are added, and what was added is said in the log. ``plan`` is pure;
+``main`` (``python -m hpcenv.job.launchers -- CMD``, run by srun on every node) reads the
+node's rank from SLURM and ``exec``s the launcher.
 """
 
 from __future__ import annotations
