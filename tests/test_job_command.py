@@ -299,3 +299,8 @@ def test_sbatch_project_uses_the_project_s_venv_and_says_so(tmp_path: Path) -> N
     assert both.returncode == 2 and "give one of them" in both.stderr
     missing = _sbatch("local", "--project", str(tmp_path / "nope"), "--", "true")
     assert missing.returncode == 2 and "no such directory" in missing.stderr
+
+
+def test_the_job_is_named_after_the_program_not_its_variables() -> None:
+    script = _render("ACCELERATE_LOG_LEVEL=info", "uv", "run", "--", "accelerate", "launch", "t.py")
+    assert "#SBATCH --job-name=hpcenv-brtx-accelerate" in script

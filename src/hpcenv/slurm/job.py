@@ -158,7 +158,7 @@ def job_name(profile: Profile, spec: CommandJob) -> str:
     """``hpcenv-<profile>-<program>`` (or ``--job-name``): letters, digits, '.', '_', '-'."""
     if spec.job_name:
         return spec.job_name
-    program = re.sub(r"[^A-Za-z0-9_.-]", "_", PurePosixPath(spec.argv[0]).name)[:40]
+    program = re.sub(r"[^A-Za-z0-9_.-]", "_", command.read(spec.argv).name)[:40]
     return f"hpcenv-{profile.name}-{program or 'cmd'}"
 
 
