@@ -110,3 +110,14 @@ def test_oversized_or_deep_trainer_files_are_one_line_exit_2(tmp_path: Path) -> 
         )  # fmt: skip
         assert done.returncode == 2 and says in done.stderr and name in done.stderr
         assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+
+
+def test_a_script_importing_flash_attn_is_a_warning_below_8(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text("import torch\n\nfrom flash_attn import flash_attn_func\n")
+    cmd = command.read(["A=1", "accelerate", "launch", "--num_processes", "2", "train.py"])
+    cfg = launch_config.read(cmd, tmp_path, {})
+    (warning,) = launch_config.judge(cfg, V100).warnings
+    assert f"{tmp_path / 'train.py'}:3 imports flash_attn" in warning and "use sdpa" in warning
+    assert launch_config.judge(cfg, H100).warnings == ()
+    plain = launch_config.read(command.read(["python", "train.py"]), tmp_path, {})
+    assert plain.flash_imports == (f"{tmp_path / 'train.py'}:3",)

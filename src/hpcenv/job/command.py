@@ -82,6 +82,19 @@ class Command:
             return self.words[split_options(self.words, self.start)[1] + 1 :]
         return self.words[self.program + len(self.wrapper) + 1 :]
 
+    @property
+    def script(self) -> str:
+        """The Python script the command runs (``launcher [opts] X.py``, ``python X.py``),
+        "" when there is none (a module, a program)."""
+        if self.kind:
+            at = split_options(self.words, self.start)[1]
+            word = self.words[at] if at < len(self.words) else ""
+        else:
+            head = self.words[self.program + len(self.wrapper) :]
+            python = bool(head) and PurePath(head[0]).name.startswith("python")
+            word = head[1] if python and len(head) > 1 else ""
+        return word if word.endswith(".py") else ""
+
     def options(self) -> dict[str, str | None]:
         """The launcher's own options (before its script), spelled with underscores."""
         return launcher_options(self.words, self.start) if self.kind else {}

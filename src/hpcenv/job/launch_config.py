@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,6 +57,7 @@ class Configs:
     #: What the trainer asks that needs compute capability 8.0: (where, what), what one of
     #: bf16, tf32, flash_attention_2 (HF Trainer flags, the YAML/JSON files it is given).
     trainer: tuple[tuple[str, str], ...] = ()
+    flash_imports: tuple[str, ...] = ()  # "script.py:LINE" importing flash_attn
     options: Mapping[str, str | None] = field(default_factory=dict)  # the launcher's own
 
 
@@ -147,6 +149,22 @@ def trainer_asks(
     return tuple(found)
 
 
+_FLASH_IMPORT = re.compile(r"^[ \t]*(?:import|from)[ \t]+flash_attn\b", re.M)
+
+
+def flash_imports(script: Path) -> tuple[str, ...]:
+    """``script:LINE`` for each line of the job's script importing flash_attn (its first
+    MAX_CONFIG_BYTES; a script that is not there or unreadable: none)."""
+    try:
+        with open(script, "rb") as fh:
+            text = fh.read(MAX_CONFIG_BYTES).decode("utf-8", errors="replace")
+    except OSError:
+        return ()
+    return tuple(
+        f"{script}:{text.count(chr(10), 0, m.start()) + 1}" for m in _FLASH_IMPORT.finditer(text)
+    )
+
+
 def _is_value(words: Sequence[str], i: int) -> bool:
     """``words[i]`` is the value of the option before it (``--train_file data.json``)."""
     before = words[i - 1] if i > 0 else ""
@@ -213,6 +231,7 @@ def read(cmd: command.Command, cwd: Path, env: Mapping[str, str]) -> Configs:
     return Configs(
         accelerate=acc, deepspeed=ds, cli=cli, kind=kind, options=cmd.options(),
         trainer=trainer_asks(cmd.arguments, cwd, skip=ds[0] if ds else None),
+        flash_imports=flash_imports(cwd / cmd.script) if cmd.script else (),
     )  # fmt: skip
 
 
@@ -438,6 +457,12 @@ def judge(cfg: Configs, job: Job) -> Findings:
     errors, warnings, notes, world = _judge_accelerate(cfg, job)
     ds_errors, ds_warnings, ds_notes = _judge_deepspeed(cfg, job, world)
     count_errors, count_warnings = _judge_processes(cfg, job)
+    if cfg.flash_imports and _below_8(job):  # maybe guarded (try/except): a warning
+        count_warnings.append(
+            f"{', '.join(cfg.flash_imports)} imports flash_attn, whose FlashAttention-2 "
+            f"kernels need compute capability 8.0 ({job.gpu or 'these GPUs'} have "
+            f"{job.compute_capability}): unless the script falls back, use sdpa"
+        )
     return Findings(
         errors=tuple(_judge_precision(cfg, job) + errors + ds_errors + count_errors),
         warnings=tuple(warnings + ds_warnings + count_warnings),
