@@ -121,3 +121,10 @@ def test_a_script_importing_flash_attn_is_a_warning_below_8(tmp_path: Path) -> N
     assert launch_config.judge(cfg, H100).warnings == ()
     plain = launch_config.read(command.read(["python", "train.py"]), tmp_path, {})
     assert plain.flash_imports == (f"{tmp_path / 'train.py'}:3",)
+
+
+def test_a_trainer_file_hpcenv_cannot_parse_is_the_trainer_s(tmp_path: Path) -> None:
+    """A positional YAML with a custom tag (Hydra/OmegaConf, a template) ran before hpcenv
+    read trainer files; it still renders (only size and depth bounds refuse)."""
+    (tmp_path / "cfg.yaml").write_text("model: !include base.yaml\nbf16: {{ precision }}\n")
+    assert _found("python", "t.py", "cfg.yaml", cwd=tmp_path) == []

@@ -144,7 +144,7 @@ def trainer_asks(
     for name in dict.fromkeys(f for f in files if f):
         path = cwd / name
         if path.is_file() and path != skip:
-            data = _load(path, "trainer config", mapping=False)
+            data = _load(path, "trainer config", mapping=False, strict=False)
             _walk(data, f"{path}", found)
     return tuple(found)
 
@@ -178,7 +178,11 @@ def default_accelerate_config(env: Mapping[str, str]) -> Path:
     return Path(os.path.expanduser(home)) / "accelerate" / "default_config.yaml"
 
 
-def _load(path: Path, what: str, *, as_json: bool = False, mapping: bool = True) -> Any:
+def _load(
+    path: Path, what: str, *, as_json: bool = False, mapping: bool = True, strict: bool = True
+) -> Any:
+    """``path`` parsed (JSON, else YAML) within MAX_CONFIG_BYTES; ``strict=False``: None
+    for text that does not parse (a trainer's own format: its to judge)."""
     import yaml  # type: ignore[import-untyped]  # here: only a job with an accelerate or DeepSpeed command pays for it
 
     try:
@@ -194,6 +198,8 @@ def _load(path: Path, what: str, *, as_json: bool = False, mapping: bool = True)
     try:
         data = json.loads(text) if as_json or path.suffix == ".json" else yaml.safe_load(text)
     except (ValueError, yaml.YAMLError) as exc:
+        if not strict:
+            return None
         why = " ".join(str(exc).split())  # YAML's messages span lines
         raise BadInput(f"{path}: not a readable {what} ({why}); fix the file") from exc
     if mapping and not isinstance(data, Mapping):
