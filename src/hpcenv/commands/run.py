@@ -20,6 +20,7 @@ def configure(parser: argparse.ArgumentParser, *, with_command: bool = False) ->
 def run(args: argparse.Namespace) -> int:
     import os
 
+    from hpcenv.job import command
     from hpcenv.job import env as jobenv
     from hpcenv.profile import schema as profile
     from hpcenv.utils.errors import BadInput
@@ -31,4 +32,7 @@ def run(args: argparse.Namespace) -> int:
     venv = jobenv.venv_for(prof, args.env)
     job = jobenv.for_profile(prof, nodes=nodes, venv=venv)
     jobenv.make_tmpdir(job)
-    jobenv.exec_command(job, args.command_argv, jobenv.caller_environ())
+    argv = list(args.command_argv)
+    if command.read(argv).assigns_first:  # VAR=value CMD: the variables for CMD, as bash does
+        argv.insert(0, "env")
+    jobenv.exec_command(job, argv, jobenv.caller_environ())

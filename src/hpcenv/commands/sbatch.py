@@ -81,6 +81,13 @@ def configure(parser: argparse.ArgumentParser, *, with_command: bool = False) ->
         help="environment the job uses (default: the profile's built venv)",
     )
     parser.add_argument(
+        "--project",
+        default=None,
+        metavar="DIR",
+        help="the job uses the project's venv, as 'hpcenv build PROFILE --project DIR' "
+        "made it (venvs/<profile>-<project>)",
+    )
+    parser.add_argument(
         "--pairs",
         action="store_true",
         help="with target nccl and --nodes 2+: the bad-node finder (hpcenv probe nccl --pairs); "
@@ -192,8 +199,24 @@ def request_of(args: argparse.Namespace) -> sbatch.Request:
     return sbatch.Request(gpus=args.gpus, options=options, args=tuple(args.sbatch_arg))
 
 
+def _venv(args: argparse.Namespace, prof: profile.Profile) -> str | None:
+    """The venv the job uses: --env, the project's build (--project), else the profile's."""
+    if args.project is None:
+        return args.env  # type: ignore[no-any-return]
+    if args.env is not None:
+        raise BadInput("--env and --project both name the job's venv; give one of them")
+    from hpcenv.build import swap
+    from hpcenv.commands.build import project_request
+    from hpcenv.project.uv_lock import DEFAULT_SELECTION
+    from hpcenv.utils import paths
+
+    request = project_request(args.project, DEFAULT_SELECTION)
+    return str(paths.built_venv(swap.environment_name(prof.name, request)))
+
+
 def _render(args: argparse.Namespace, prof: profile.Profile) -> sbatch.Job:
     argv = args.command_argv
+    args.env = _venv(args, prof)
     defaults = configure_defaults()
     request = request_of(args)
     if argv is not None:

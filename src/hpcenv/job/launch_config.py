@@ -7,21 +7,30 @@ default, ``$HF_HOME/accelerate/default_config.yaml``) and the DeepSpeed JSON it 
 config's ``deepspeed_config.deepspeed_config_file``). ``"auto"`` values are the trainer's
 to fill in and are not judged.
 
+Also what the trainer asks (``trainer_asks``): HF Trainer's ``--bf16``/``--tf32``/
+``--attn_implementation`` and the keys of the YAML/JSON files the script is given
+(positional, ``--config F``), read within bounds (size, depth, entries).
+
 Judged against the job (nodes, processes per node, the GPUs' compute capability, the
-node's memory): bf16 below compute capability 8.0 (V100 has none: fp16), accelerate's
-``num_processes`` and ``num_machines``, DeepSpeed's ``train_batch_size`` against
+node's memory): bf16, tf32 and FlashAttention-2 below compute capability 8.0, every place
+in one error (``_judge_precision``); accelerate's ``num_processes`` and ``num_machines``
+(a config written for one machine gets the allocation's instead, ``single_machine``);
+torchrun's and DeepSpeed's own process and node counts; DeepSpeed's ``train_batch_size`` against
 micro-batch x gradient accumulation x world size (DeepSpeed asserts it at start), ZeRO
 offload to CPU memory. ``check`` reads; ``judge`` is pure; each finding is one line.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hpcenv.job import command
 from hpcenv.utils import fsio
 from hpcenv.utils.errors import BadInput
 
@@ -44,6 +53,12 @@ class Configs:
     accelerate: tuple[Path, Mapping[str, Any]] | None = None
     deepspeed: tuple[Path, Mapping[str, Any]] | None = None
     cli: Mapping[str, str | None] = field(default_factory=dict)  # accelerate's options
+    kind: str = ""  # the launcher (command.KINDS), "" for none
+    #: What the trainer asks that needs compute capability 8.0: (where, what), what one of
+    #: bf16, tf32, flash_attention_2 (HF Trainer flags, the YAML/JSON files it is given).
+    trainer: tuple[tuple[str, str], ...] = ()
+    flash_imports: tuple[str, ...] = ()  # "script.py:LINE" importing flash_attn
+    options: Mapping[str, str | None] = field(default_factory=dict)  # the launcher's own
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -64,6 +79,98 @@ def _option(argv: Sequence[str], *names: str) -> str | None:
     return None
 
 
+#: Bounds on a configuration file hpcenv reads (a config is a few KiB).
+MAX_CONFIG_BYTES = 4 << 20
+MAX_DEPTH = 32
+MAX_ENTRIES = 100_000
+#: Trainer options naming a YAML/JSON configuration (HF Trainer's --deepspeed is read as
+#: DeepSpeed's; a positional .yaml/.yml/.json is read too).
+TRAINER_CONFIG_OPTIONS = ("--config", "--config_file", "--config-file", "--config_path", "--cfg")
+_TRUE = ("true", "1", "yes", "y", "on")
+_FLASH = ("flash_attention_2", "flash_attention_3", "fa2", "fa3")
+
+
+def _flag(words: Sequence[str], i: int) -> bool | None:
+    """An HF Trainer boolean option at ``words[i]``: ``--x``, ``--x True``, ``--x=false``."""
+    _, eq, value = words[i].partition("=")
+    if not eq:
+        nxt = words[i + 1] if i + 1 < len(words) else ""
+        value = nxt if nxt and not nxt.startswith("-") else "true"
+    low = value.strip().lower()
+    return True if low in _TRUE else False if low in ("false", "0", "no", "n", "off") else None
+
+
+def _walk(data: Any, where: str, found: list[tuple[str, str]], depth: int = 0) -> int:
+    """Keys asking for bf16, tf32 or FlashAttention anywhere in ``data``; entries seen."""
+    if depth > MAX_DEPTH:
+        raise BadInput(f"{where}: nested deeper than {MAX_DEPTH} levels; hpcenv reads no deeper")
+    seen = 1
+    items = data.items() if isinstance(data, Mapping) else enumerate(data) if isinstance(
+        data, list) else ()  # fmt: skip
+    for key, value in items:
+        if key in ("bf16", "tf32") and (value is True or str(value).lower() == "true"):
+            found.append((f"{where}: {key}: true", str(key)))
+        elif key in ("attn_implementation", "flash_attn") and str(value) in _FLASH:
+            found.append((f"{where}: {key}: {value}", "flash_attention_2"))
+        elif key == "use_flash_attention_2" and value is True:  # transformers before 4.36
+            found.append((f"{where}: {key}: true", "flash_attention_2"))
+        seen += _walk(value, where, found, depth + 1)
+        if seen > MAX_ENTRIES:
+            raise BadInput(f"{where}: more than {MAX_ENTRIES} entries; hpcenv reads no more")
+    return seen
+
+
+def trainer_asks(
+    words: Sequence[str], cwd: Path, *, skip: Path | None = None
+) -> tuple[tuple[str, str], ...]:
+    """What the trainer's own words ask that needs compute capability 8.0: HF Trainer's
+    ``--bf16``/``--tf32`` (bare or ``True``), ``--attn_implementation flash_attention_2``,
+    and the keys of the YAML/JSON files it is given (a positional ``.yaml``/``.json``,
+    ``--config F``); files that are not there are the trainer's to complain about."""
+    found: list[tuple[str, str]] = []
+    files: list[str] = []
+    for i, word in enumerate(words):
+        name, eq, value = word.partition("=")
+        after = words[i + 1] if i + 1 < len(words) else ""
+        if name in ("--bf16", "--tf32") and _flag(words, i):
+            valued = not eq and after and not after.startswith("-")
+            found.append((f"{word} {after}" if valued else word, name[2:]))
+        elif name == "--attn_implementation" and (value or after) in _FLASH:
+            found.append((f"--attn_implementation {value or after}", "flash_attention_2"))
+        elif name in TRAINER_CONFIG_OPTIONS:
+            files.append(value or after)
+        elif word.endswith((".yaml", ".yml", ".json")) and not _is_value(words, i):
+            files.append(word)
+    for name in dict.fromkeys(f for f in files if f):
+        path = cwd / name
+        if path.is_file() and path != skip:
+            data = _load(path, "trainer config", mapping=False, strict=False)
+            _walk(data, f"{path}", found)
+    return tuple(found)
+
+
+_FLASH_IMPORT = re.compile(r"^[ \t]*(?:import|from)[ \t]+flash_attn\b", re.M)
+
+
+def flash_imports(script: Path) -> tuple[str, ...]:
+    """``script:LINE`` for each line of the job's script importing flash_attn (its first
+    MAX_CONFIG_BYTES; a script that is not there or unreadable: none)."""
+    try:
+        with open(script, "rb") as fh:
+            text = fh.read(MAX_CONFIG_BYTES).decode("utf-8", errors="replace")
+    except OSError:
+        return ()
+    return tuple(
+        f"{script}:{text.count(chr(10), 0, m.start()) + 1}" for m in _FLASH_IMPORT.finditer(text)
+    )
+
+
+def _is_value(words: Sequence[str], i: int) -> bool:
+    """``words[i]`` is the value of the option before it (``--train_file data.json``)."""
+    before = words[i - 1] if i > 0 else ""
+    return before.startswith("-") and "=" not in before
+
+
 def default_accelerate_config(env: Mapping[str, str]) -> Path:
     """accelerate's default config file (``accelerate config`` writes it)."""
     cache = env.get("XDG_CACHE_HOME") or os.path.join(env.get("HOME", "~"), ".cache")
@@ -71,21 +178,49 @@ def default_accelerate_config(env: Mapping[str, str]) -> Path:
     return Path(os.path.expanduser(home)) / "accelerate" / "default_config.yaml"
 
 
-def _load(path: Path, what: str, *, as_json: bool = False) -> Mapping[str, Any]:
-    """A config file through fsio's one loader per format (bounded depth, size, numbers)."""
+def _load(
+    path: Path, what: str, *, as_json: bool = False, mapping: bool = True, strict: bool = True
+) -> Any:
+    """``path`` through fsio's one loader per format (JSON, else YAML; bounded size, depth
+    and numbers); ``strict=False``: None for text that does not parse (a trainer's own
+    format: its to judge), though a file past the bounds is still refused."""
+    try:
+        size = path.stat().st_size
+    except OSError:
+        size = 0  # read_text says why it cannot be read
+    if size > MAX_CONFIG_BYTES:
+        raise BadInput(
+            f"{path}: a {what} of {size} bytes; hpcenv reads at most {MAX_CONFIG_BYTES} "
+            "(is this the right file?)"
+        )
     text = fsio.read_text(path, what=what)
+    if not strict and not _parses(text, as_json or path.suffix == ".json"):
+        return None
     if as_json or path.suffix == ".json":
         data = fsio.parse_json(text, f"{path}", f"a {what} is JSON; fix the file")
     else:
         data = fsio.parse_yaml(text, f"{path}", what)
-    if not isinstance(data, Mapping):
+    if mapping and not isinstance(data, Mapping):
         raise BadInput(f"{path}: a {what} holds a mapping of keys; this one does not")
     return data
 
 
-def read(argv: Sequence[str], kind: str, start: int, cwd: Path, env: Mapping[str, str]) -> Configs:
-    """The accelerate and DeepSpeed configuration files ``argv`` names, read (``kind`` and
-    ``start``: its launcher and where the launcher's options begin, ``launchers.kind_of``)."""
+def _parses(text: str, as_json: bool) -> bool:
+    """Whether ``text`` is JSON (or YAML) at all; the bounded loaders judge the rest."""
+    import yaml  # type: ignore[import-untyped]  # here: only a job with a config pays for it
+
+    try:
+        json.loads(text) if as_json else yaml.safe_load(text)
+    except (ValueError, yaml.YAMLError, RecursionError):
+        return False
+    return True
+
+
+def read(cmd: command.Command, cwd: Path, env: Mapping[str, str]) -> Configs:
+    """The accelerate and DeepSpeed configuration files ``cmd`` names, read (the command's
+    own ``VAR=value`` words count: ``HF_HOME=... accelerate launch``)."""
+    argv, kind, start = cmd.words, cmd.kind, cmd.start
+    env = cmd.environ(env)
     acc = None
     if kind == "accelerate":
         named = _option(argv[start:], "--config_file", "--config-file")
@@ -113,7 +248,11 @@ def read(argv: Sequence[str], kind: str, start: int, cwd: Path, env: Mapping[str
             value = _option(argv[start:], key, key.replace("_", "-"))
             if value is not None:
                 cli[key] = value
-    return Configs(accelerate=acc, deepspeed=ds, cli=cli)
+    return Configs(
+        accelerate=acc, deepspeed=ds, cli=cli, kind=kind, options=cmd.options(),
+        trainer=trainer_asks(cmd.arguments, cwd, skip=ds[0] if ds else None),
+        flash_imports=flash_imports(cwd / cmd.script) if cmd.script else (),
+    )  # fmt: skip
 
 
 def _section(data: Mapping[str, Any], key: str) -> Mapping[str, Any]:
@@ -122,11 +261,21 @@ def _section(data: Mapping[str, Any], key: str) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
+def _number(value: Any) -> int | None:
+    """An integer setting; None for "auto", absent or anything else."""
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        return None
+
+
 #: The largest count a config may give (processes, machines, batch sizes, steps).
 MAX_COUNT = 10**9
 
 
-def _count(value: Any, where: str) -> int | None:
+def _config_count(value: Any, where: str) -> int | None:
     """A setting that counts things: a positive integer up to ``MAX_COUNT``; None when
     absent or "auto"; BadInput naming ``where`` for anything else (negative, zero, NaN, a
     fraction, thousands of digits)."""
@@ -161,47 +310,80 @@ def _below_8(job: Job) -> bool:
         return False
 
 
-def _bf16(job: Job, where: str) -> str:
+#: What each need of compute capability 8.0 becomes on an older GPU.
+_INSTEAD = {"bf16": "use fp16", "tf32": "set it false", "flash_attention_2": "use sdpa"}
+
+
+def precision_asks(cfg: Configs) -> list[tuple[str, str]]:
+    """Every place the job asks for bf16, tf32 or FlashAttention-2: accelerate's
+    mixed_precision (command line or config), DeepSpeed's bf16.enabled, the trainer's."""
+    places: list[tuple[str, str]] = []
+    data = cfg.accelerate[1] if cfg.accelerate else {}
+    if cfg.cli.get("--mixed_precision") == "bf16":
+        places.append(("--mixed_precision bf16 (mixed_precision: bf16)", "bf16"))
+    elif cfg.accelerate and data.get("mixed_precision") == "bf16":
+        places.append((f"{cfg.accelerate[0]} mixed_precision: bf16", "bf16"))
+    if cfg.deepspeed and _section(cfg.deepspeed[1], "bf16").get("enabled") is True:
+        places.append((f"{cfg.deepspeed[0]}: bf16.enabled: true", "bf16"))
+    return places + list(cfg.trainer)
+
+
+def _judge_precision(cfg: Configs, job: Job) -> list[str]:
+    """One error listing every place that asks what GPUs below 8.0 cannot run."""
+    places = precision_asks(cfg)
+    if not places or not _below_8(job):
+        return []
     gpu = f"{job.gpu} GPUs" if job.gpu else "these GPUs"
-    return (
-        f"{where}: bf16 on {gpu} (compute capability {job.compute_capability}) cannot run: "
-        "bf16 needs 8.0 or newer; use fp16"
-    )
+    needs = sorted({what for _, what in places})
+    fixes = ", ".join(f"{where} ({_INSTEAD[what]})" for where, what in places)
+    return [
+        f"{'/'.join(needs)} on {gpu} (compute capability {job.compute_capability}) cannot "
+        f"run: they need 8.0 or newer; change every place the job asks for them: {fixes}"
+    ]
 
 
-def _judge_accelerate(cfg: Configs, job: Job) -> tuple[list[str], list[str], int]:
-    """Errors, warnings and the world size accelerate will use."""
+def _judge_accelerate(cfg: Configs, job: Job) -> tuple[list[str], list[str], list[str], int]:
+    """Errors, warnings, notes and the world size accelerate will use."""
     errors: list[str] = []
     warnings: list[str] = []
     total = job.nodes * job.per_node
     path, data = cfg.accelerate if cfg.accelerate else (Path("accelerate"), {})
-    precision = cfg.cli.get("--mixed_precision") or data.get("mixed_precision")
-    if precision == "bf16" and _below_8(job):
-        where = "--mixed_precision" if "--mixed_precision" in cfg.cli else f"{path}"
-        errors.append(_bf16(job, f"{where} mixed_precision: bf16"))
-    machines = _count(
+    machines = _config_count(
         cfg.cli.get("--num_machines") or data.get("num_machines"),
         "--num_machines" if "--num_machines" in cfg.cli else f"{path}: num_machines",
     )
-    if machines is not None and machines != job.nodes:
-        errors.append(
-            f"{path}: num_machines: {machines} but the job has {job.nodes} node(s); the "
-            f"rendezvous would wait for machines that never come; set num_machines: {job.nodes} "
-            "(or leave it out: hpcenv gives --num_machines)"
-        )
-    world = _count(
+    notes: list[str] = []
+    world = _config_count(
         cfg.cli.get("--num_processes") or data.get("num_processes"),
         "--num_processes" if "--num_processes" in cfg.cli else f"{path}: num_processes",
     )
+    if single_machine(cfg, job.nodes):  # the repos' SLURM recipes override it on the CLI
+        given = f"--num_machines {job.nodes}"
+        if "--num_processes" not in cfg.cli:
+            given += f" --num_processes {total}"
+            world = None
+        notes.append(
+            f"{path}: num_machines: 1 (written for one machine): hpcenv gives {given} on "
+            "accelerate's command line"
+        )
+        machines = None
+    if machines is not None and machines != job.nodes:
+        where = "--num_machines" if "--num_machines" in cfg.cli else f"{path}: num_machines:"
+        errors.append(
+            f"{where} {machines} but the job has {job.nodes} node(s); the rendezvous would "
+            f"wait for machines that never come; give {job.nodes} (or leave it out: hpcenv "
+            "gives --num_machines)"
+        )
+    where = "--num_processes" if "--num_processes" in cfg.cli else f"{path}: num_processes:"
     if world is not None and world > total:
         errors.append(
-            f"{path}: num_processes: {world} but the job has {total} GPU(s) or task(s) "
-            f"({job.nodes} x {job.per_node}); set num_processes: {total}"
+            f"{where} {world} but the job has {total} GPU(s) or task(s) "
+            f"({job.nodes} x {job.per_node}); give {total}"
         )
     elif world is not None and world < total:
         warnings.append(
-            f"{path}: num_processes: {world} while the job has {total} ({job.nodes} x "
-            f"{job.per_node}); {total - world} would sit idle (set num_processes: {total})"
+            f"{where} {world} while the job has {total} ({job.nodes} x "
+            f"{job.per_node}); {total - world} would sit idle (give {total})"
         )
     nested = _section(data, "deepspeed_config")
     offloaded = [
@@ -211,7 +393,15 @@ def _judge_accelerate(cfg: Configs, job: Job) -> tuple[list[str], list[str], int
     ]
     if offloaded:
         warnings.append(_offload(job, f"{path}", offloaded))
-    return errors, warnings, world or total
+    return errors, warnings, notes, world or total
+
+
+def single_machine(cfg: Configs, nodes: int) -> bool:
+    """An accelerate config written for one machine (``num_machines: 1``) on a job of
+    several nodes, with no ``--num_machines`` on the command line: hpcenv gives
+    ``--num_machines``/``--num_processes`` from the allocation instead of refusing it."""
+    data = cfg.accelerate[1] if cfg.accelerate else {}
+    return nodes > 1 and "--num_machines" not in cfg.cli and _number(data.get("num_machines")) == 1
 
 
 def _offload(job: Job, where: str, parts: Sequence[str]) -> str:
@@ -231,14 +421,13 @@ def _judge_deepspeed(cfg: Configs, job: Job, world: int) -> tuple[list[str], lis
     if cfg.deepspeed is None:
         return errors, warnings, notes
     path, ds = cfg.deepspeed
-    bf16 = _section(ds, "bf16")
-    if bf16.get("enabled") is True and _below_8(job):
-        errors.append(_bf16(job, f"{path}: bf16.enabled"))
-    total = _count(ds.get("train_batch_size"), f"{path}: train_batch_size")
-    micro = _count(
+    total = _config_count(ds.get("train_batch_size"), f"{path}: train_batch_size")
+    micro = _config_count(
         ds.get("train_micro_batch_size_per_gpu"), f"{path}: train_micro_batch_size_per_gpu"
     )
-    accum = _count(ds.get("gradient_accumulation_steps", 1), f"{path}: gradient_accumulation_steps")
+    accum = _config_count(
+        ds.get("gradient_accumulation_steps", 1), f"{path}: gradient_accumulation_steps"
+    )
     if micro is not None and accum is not None:
         product = micro * accum * world
         shown = f"{micro} x {accum} x {world} GPUs = {product}"
@@ -261,14 +450,85 @@ def _judge_deepspeed(cfg: Configs, job: Job, world: int) -> tuple[list[str], lis
     return errors, warnings, notes
 
 
+def _count(
+    option: str, asked: int, have: int, what: str, *, errors: list[str], warnings: list[str]
+) -> None:
+    """``option asked`` against the ``have`` of the job: more is an error, fewer a warning."""
+    if asked > have:
+        errors.append(
+            f"{option} {asked} but the job has {have} {what}; the launcher would wait for or "
+            f"start on what is not there: give {have} (or leave it out: hpcenv gives it)"
+        )
+    elif asked < have:
+        warnings.append(f"{option} {asked} while the job has {have} {what}: {have - asked} idle")
+
+
+def _included(value: str) -> int:
+    """The most GPUs DeepSpeed's ``--include host:0,1@host2:2`` names on one host (0: a
+    host without ids, all of its GPUs)."""
+    most = 0
+    for part in value.split("@"):
+        _, _, ids = part.partition(":")
+        most = max(most, len([i for i in ids.split(",") if i.strip()]))
+    return most
+
+
+def _judge_processes(cfg: Configs, job: Job) -> tuple[list[str], list[str]]:
+    """torchrun's and deepspeed's own process and node counts against the allocation
+    (accelerate's are judged with its config)."""
+    errors: list[str] = []
+    warnings: list[str] = []
+    opts, gpus = cfg.options, "GPU(s) or task(s) per node"
+    if cfg.kind == "torchrun":
+        per_node = _number(opts.get("--nproc_per_node"))  # "gpu", "auto": torchrun's to count
+        if per_node is not None:
+            _count(
+                "--nproc_per_node", per_node, job.per_node, gpus, errors=errors, warnings=warnings
+            )
+        nnodes = str(opts.get("--nnodes") or "")
+        low, _, high = nnodes.partition(":")
+        if (
+            nnodes
+            and _number(low) is not None
+            and not (int(low) <= job.nodes <= (_number(high) or int(low)))
+        ):
+            errors.append(
+                f"--nnodes {nnodes} but the job has {job.nodes} node(s): torchrun on each node "
+                f"would form a world of its own or wait; give --nnodes {job.nodes} (or leave "
+                "it out: the job's PET_NNODES says it)"
+            )
+    elif cfg.kind == "deepspeed":
+        for option, have, what in (
+            ("--num_gpus", job.per_node, gpus),
+            ("--num_nodes", job.nodes, "node(s)"),
+        ):
+            asked = _number(opts.get(option))
+            if asked is not None:
+                _count(option, asked, have, what, errors=errors, warnings=warnings)
+        include = _included(str(opts.get("--include") or opts.get("--i") or ""))
+        if include > job.per_node:
+            errors.append(
+                f"--include names {include} GPUs on a node but the job has {job.per_node} "
+                f"{gpus}; name at most {job.per_node}"
+            )
+    return errors, warnings
+
+
 def judge(cfg: Configs, job: Job) -> Findings:
     """The findings for ``cfg`` on ``job`` (pure)."""
-    errors, warnings, world = _judge_accelerate(cfg, job)
-    ds_errors, ds_warnings, notes = _judge_deepspeed(cfg, job, world)
+    errors, warnings, notes, world = _judge_accelerate(cfg, job)
+    ds_errors, ds_warnings, ds_notes = _judge_deepspeed(cfg, job, world)
+    count_errors, count_warnings = _judge_processes(cfg, job)
+    if cfg.flash_imports and _below_8(job):  # maybe guarded (try/except): a warning
+        count_warnings.append(
+            f"{', '.join(cfg.flash_imports)} imports flash_attn, whose FlashAttention-2 "
+            f"kernels need compute capability 8.0 ({job.gpu or 'these GPUs'} have "
+            f"{job.compute_capability}): unless the script falls back, use sdpa"
+        )
     return Findings(
-        errors=tuple(errors + ds_errors),
-        warnings=tuple(warnings + ds_warnings),
-        notes=tuple(notes),
+        errors=tuple(_judge_precision(cfg, job) + errors + ds_errors + count_errors),
+        warnings=tuple(warnings + ds_warnings + count_warnings),
+        notes=tuple(notes + ds_notes),
     )
 
 
@@ -278,17 +538,25 @@ def judge(cfg: Configs, job: Job) -> Findings:
 RESPECTED = ("num_processes", "num_machines", "main_process_ip", "main_process_port")
 
 
-def configured(cfg: Configs) -> frozenset[str]:
-    """The launcher options an accelerate config already gives (``RESPECTED``)."""
+def configured(cfg: Configs, nodes: int = 1) -> frozenset[str]:
+    """The launcher options an accelerate config already gives (``RESPECTED``); on
+    ``nodes`` > 1 a config written for one machine gives neither num_machines nor
+    num_processes (``single_machine``: the allocation's are added)."""
     data = cfg.accelerate[1] if cfg.accelerate else {}
-    return frozenset(f"--{key}" for key in RESPECTED if data.get(key) is not None)
+    keys = [k for k in RESPECTED if data.get(k) is not None]
+    if single_machine(cfg, nodes):
+        keys = [k for k in keys if k not in ("num_machines", "num_processes")]
+    return frozenset(f"--{key}" for key in keys)
 
 
-def check(
-    argv: Sequence[str], *, kind: str, start: int, job: Job, cwd: Path, env: Mapping[str, str]
-) -> Findings:
-    """Read what ``argv`` names and judge it; BadInput (exit 2) when it cannot work."""
-    found = judge(read(argv, kind, start, cwd, env), job)
+def check(cmd: command.Command, *, job: Job, cwd: Path, env: Mapping[str, str]) -> Findings:
+    """Read what ``cmd`` names and judge it; BadInput (exit 2) when it cannot work."""
+    return verdict(read(cmd, cwd, env), job)
+
+
+def verdict(cfg: Configs, job: Job) -> Findings:
+    """``judge``, its errors raised as one BadInput (exit 2)."""
+    found = judge(cfg, job)
     if found.errors:
         raise BadInput("; ".join(found.errors))
     return found

@@ -10,40 +10,49 @@ which node it is and where the others are, or every node starts as machine 0 of 
   naming a ``distributed_type``, no ``--use_deepspeed``/``--use_fsdp``/...): without it
   accelerate runs one process per node, each its own world;
 - ``deepspeed``: a hostfile of the allocation (``host slots=N``), ``--no_ssh`` with
-  ``--node_rank`` (no ssh between nodes, which many clusters forbid; DeepSpeed >= 0.15),
-  ``--master_addr``, ``--master_port``;
+  ``--node_rank`` (no ssh between nodes, which many clusters forbid), ``--master_addr``,
+  ``--master_port``; a DeepSpeed older than 0.15 (read from the job's venv, no import) has
+  neither flag, so each node runs its per-node launcher, ``python -u -m
+  deepspeed.launcher.launch --world_info=... --node_rank=N``, instead of the runner;
 - ``torchrun`` / ``python -m torch.distributed.run``: the rendezvous comes from the job's
   ``PET_*`` variables; ``--nproc-per-node`` (the GPUs or tasks per node) is added.
 
-Options the user wrote win: only the missing ones are added, and what was added is said in
-the log. ``plan`` is pure; ``main`` (``python -m hpcenv.job.launchers -- CMD``, run by
-srun on every node) reads the node's rank from SLURM and ``exec``s the launcher.
+The command is read by ``hpcenv.job.command`` (``VAR=value``, ``env -u``, ``uv run --``
+before the launcher are kept, and applied on the node). Options the user wrote win: only
+the missing ones are added, and what was added is said in the log. ``plan`` is pure;
+``main`` (``python -m hpcenv.job.launchers -- CMD``, run by srun on every node) reads the
+node's rank from SLURM and ``exec``s the launcher.
 """
 
 from __future__ import annotations
 
+import base64
+import json
 import os
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path, PurePath
+from pathlib import Path
 
-from hpcenv.job import launch_config
+from hpcenv.job import command, launch_config
 from hpcenv.utils.errors import BadInput
 from hpcenv.utils.output import print_text
 
-KINDS = ("accelerate", "deepspeed", "torchrun")
-#: accelerate options that choose how to distribute (any of them: no --multi_gpu added).
-_ACCELERATE_MODES = (
-    "--multi_gpu", "--use_deepspeed", "--use_fsdp", "--use_megatron_lm", "--tpu", "--cpu",
-    "--use_xpu", "--config_file",
-)  # fmt: skip
-
-
-#: Launcher options that take no value (so the word after them is the script).
-_FLAGS = frozenset(
-    (*_ACCELERATE_MODES[:-1], "--no_ssh", "--no_local_rank", "--force_multi", "--same_network",
-     "--standalone", "--debug", "--quiet", "--no_ssh_check", "--bind_cores_to_rank")
+KINDS = command.KINDS
+#: The first DeepSpeed whose runner has ``--no_ssh`` and ``--node_rank``: the 0.15.0 sdist's
+#: deepspeed/launcher/runner.py adds both (0.14.4's has neither;
+#: tests/integration/job/test_deepspeed_parsers.py runs the real parsers of 0.12.6 to the
+#: newest). Older ones get their per-node launcher.
+NO_SSH_SINCE = (0, 15, 0)
+#: runner options of an old DeepSpeed its per-node launch module takes as they are.
+_LAUNCH_CARRIES = ("--module", "--no_python", "--no_local_rank", "--bind_cores_to_rank")
+_LAUNCH_CARRIES_VALUE = ("--bind_core_list", "--enable_each_rank_log")
+#: runner options that choose nodes or GPUs an old DeepSpeed's launch module cannot take.
+_RUNNER_ONLY = (
+    "--hostfile", "--H", "--include", "--i", "--exclude", "--e", "--launcher",
+    "--launcher_args", "--force_multi", "--autotuning", "--elastic_training", "--ssh_port",
+    "--save_pid", "--min_elastic_nodes", "--max_elastic_nodes",
 )  # fmt: skip
 
 
@@ -58,6 +67,7 @@ class Allocation:
     master_addr: str
     master_port: str
     hostfile: str = ""  # deepspeed: the allocation as 'host slots=N' lines
+    hosts: tuple[str, ...] = ()  # the nodes, first to last (an old DeepSpeed's world info)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -67,52 +77,16 @@ class Launch:
     kind: str  # one of KINDS, or "" for a command without a known launcher
     argv: tuple[str, ...]
     added: tuple[str, ...] = ()
+    replaced: bool = False  # the launcher itself replaced (an old DeepSpeed's launch module)
 
     def describe(self) -> str:
         if not self.kind:
             return ""
+        if self.replaced:
+            return f"{self.kind} runs on each node as {' '.join(self.added)}"
         if not self.added:
             return f"{self.kind}: every option it needs was given"
         return f"{self.kind} gets {' '.join(self.added)}"
-
-
-def kind_of(argv: Sequence[str]) -> tuple[str, int]:
-    """The launcher at the head of ``argv`` and where its own options start."""
-    argv = list(argv)
-    if not argv:
-        return "", 0
-    head = PurePath(argv[0]).name
-    if head == "accelerate" and argv[1:2] == ["launch"]:
-        return "accelerate", 2
-    if head in ("deepspeed", "torchrun"):
-        return head, 1
-    if head.startswith("python") and argv[1:3] == ["-m", "torch.distributed.run"]:
-        return "torchrun", 3
-    if head.startswith("python") and argv[1:3] == ["-m", "accelerate.commands.launch"]:
-        return "accelerate", 3
-    return "", 0
-
-
-def _options(argv: Sequence[str], start: int) -> dict[str, str | None]:
-    """The launcher's own options (before the script: the first word ending in .py, or
-    what follows -m/--module/--no_python), spelled with underscores: value or None."""
-    out: dict[str, str | None] = {}
-    last: str | None = None  # the option still waiting for its value
-    for word in argv[start:]:
-        if word.endswith(".py"):
-            break
-        if not word.startswith("-"):
-            if last is None:
-                break  # the script (or program) itself
-            out[last], last = word, None
-            continue
-        name, eq, value = word.partition("=")
-        key = "--" + name.lstrip("-").replace("-", "_")
-        out[key] = value if eq else None
-        last = None if eq or key in _FLAGS else key
-        if key in ("--module", "--no_python", "--m"):
-            break
-    return out
 
 
 def _missing(given: Mapping[str, str | None], wanted: Sequence[tuple[str, str]]) -> list[str]:
@@ -123,15 +97,40 @@ def _missing(given: Mapping[str, str | None], wanted: Sequence[tuple[str, str]])
     return words
 
 
+def version_tuple(version: str) -> tuple[int, ...]:
+    """``0.14.4`` (or ``0.14.4+cu121``) as numbers; () when unknown."""
+    m = re.match(r"(\d+(?:\.\d+)*)", version)
+    return tuple(int(p) for p in m.group(1).split(".")) if m else ()
+
+
+def installed_version(venv: Path | None, dist: str) -> str:
+    """The version of ``dist`` installed in ``venv``, from its dist-info METADATA (no
+    import); "" when the venv or the distribution is not there."""
+    if venv is None:
+        return ""
+    for meta in sorted(venv.glob(f"lib/python*/site-packages/{dist}-*.dist-info/METADATA")):
+        head = meta.read_text(errors="replace")[:4096]
+        m = re.search(r"^Version:\s*(\S+)", head, re.M)
+        if m:
+            return m.group(1)
+    return ""
+
+
 def plan(
-    argv: Sequence[str], alloc: Allocation, configured: frozenset[str] = frozenset()
+    cmd: command.Command,
+    alloc: Allocation,
+    configured: frozenset[str] = frozenset(),
+    *,
+    deepspeed: str = "",
 ) -> Launch:
-    """``argv`` with what its launcher needs from ``alloc`` (see the module docstring);
-    ``configured``: options its config file already sets (they count as given)."""
-    kind, start = kind_of(argv)
+    """``cmd`` with what its launcher needs from ``alloc`` (see the module docstring);
+    ``configured``: options its config file already sets (they count as given);
+    ``deepspeed``: the DeepSpeed version installed ("" unknown: the newest's flags)."""
+    kind, start = cmd.kind, cmd.start
+    argv = cmd.words
     if not kind:
-        return Launch(kind="", argv=tuple(argv))
-    given = {**dict.fromkeys(configured), **_options(argv, start)}
+        return Launch(kind="", argv=argv)
+    given = {**dict.fromkeys(configured), **cmd.options()}
     total = alloc.nodes * alloc.per_node
     if kind == "accelerate":
         wanted = [
@@ -141,31 +140,76 @@ def plan(
             ("--main_process_port", alloc.master_port),
             ("--num_processes", str(total)),
         ]
-        if total > 1 and not any(m in given for m in _ACCELERATE_MODES):
+        if total > 1 and not any(m in given for m in command.ACCELERATE_MODES):
             wanted.append(("--multi_gpu", ""))
     elif kind == "deepspeed":
-        wanted = [
-            ("--hostfile", alloc.hostfile),
-            ("--no_ssh", ""),
-            ("--node_rank", alloc.node_rank),
-            ("--master_addr", alloc.master_addr),
-            ("--master_port", alloc.master_port),
-        ]
-        if not alloc.hostfile:
-            wanted = wanted[1:]
         if "--launcher" in given or "--force_multi" in given:
             wanted = []  # the user chose how DeepSpeed reaches the nodes
+        elif deepspeed and version_tuple(deepspeed) < NO_SSH_SINCE and alloc.nodes > 1:
+            return _old_deepspeed(cmd, alloc, given, deepspeed)
+        else:
+            wanted = [
+                ("--hostfile", alloc.hostfile),
+                ("--no_ssh", ""),
+                ("--node_rank", alloc.node_rank),
+                ("--master_addr", alloc.master_addr),
+                ("--master_port", alloc.master_port),
+            ]
+            if not alloc.hostfile:
+                wanted = wanted[1:]
     else:
         wanted = [("--nproc_per_node", str(alloc.per_node))]
-        if "--nproc_per_node" in given or "--nproc-per-node" in given:
-            wanted = []
     added = _missing(given, wanted)
     return Launch(kind=kind, argv=(*argv[:start], *added, *argv[start:]), added=tuple(added))
 
 
-def check_fits(argv: Sequence[str], launch: str) -> None:
+def world_info(hosts: Sequence[str], slots: int) -> str:
+    """DeepSpeed's ``--world_info``: urlsafe base64 of ``{host: [gpu ids]}`` (its runner's
+    ``encode_world_info``)."""
+    info = {host: list(range(slots)) for host in hosts}
+    return base64.urlsafe_b64encode(json.dumps(info).encode()).decode()
+
+
+def _old_deepspeed(
+    cmd: command.Command, alloc: Allocation, given: Mapping[str, str | None], version: str
+) -> Launch:
+    """DeepSpeed before ``--no_ssh``: each node runs ``python -u -m
+    deepspeed.launcher.launch`` itself (what the runner runs on one node), told the world
+    of the allocation and its node rank; the runner's ssh/pdsh never starts."""
+    refused = [o for o in _RUNNER_ONLY if o in given]
+    if refused:
+        raise BadInput(
+            f"deepspeed {version} {refused[0]}: before 0.15 DeepSpeed has no --no_ssh, so "
+            "hpcenv starts its per-node launcher (deepspeed.launcher.launch), which takes no "
+            f"{refused[0]}; leave it out (the allocation chooses the nodes) or use "
+            "deepspeed>=0.15"
+        )
+    slots = int(given.get("--num_gpus") or alloc.per_node)
+    hosts = alloc.hosts[: int(given.get("--num_nodes") or alloc.nodes)]
+    _, script = command.split_options(cmd.words, cmd.start)
+    head = cmd.words[cmd.start - 3] if cmd.words[cmd.start - 2 : cmd.start - 1] == ("-m",) else ""
+    carried = [o for o in _LAUNCH_CARRIES if o in given]
+    carried += [f"{o}={given[o]}" for o in _LAUNCH_CARRIES_VALUE if given.get(o)]
+    added = (
+        head or "python", "-u", "-m", "deepspeed.launcher.launch",
+        f"--world_info={world_info(hosts or ['<host>'], slots)}",
+        f"--node_rank={alloc.node_rank}",
+        f"--master_addr={given.get('--master_addr') or alloc.master_addr}",
+        f"--master_port={given.get('--master_port') or alloc.master_port}",
+        *carried,
+    )  # fmt: skip
+    launcher_at = cmd.program + len(cmd.wrapper)
+    return Launch(
+        kind="deepspeed",
+        argv=(*cmd.words[:launcher_at], *added, *cmd.words[script:]),
+        added=added,
+        replaced=True,
+    )
+
+
+def check_fits(cmd: command.Command, launch: str) -> None:
     """A launcher starts its own processes: once per node, never once per task."""
-    kind, _ = kind_of(argv)
+    kind = cmd.kind
     if kind and launch == "task":
         raise BadInput(
             f"--per-task with {kind}: it starts its own processes on each node, so one "
@@ -185,6 +229,7 @@ def from_environment(env: Mapping[str, str]) -> Allocation:
             master_addr=env["MASTER_ADDR"],
             master_port=env["MASTER_PORT"],
             hostfile=env.get("HPCENV_LAUNCH_HOSTFILE", ""),
+            hosts=_hosts(env.get("HPCENV_LAUNCH_HOSTFILE", "")),
         )
     except (KeyError, ValueError) as exc:
         raise BadInput(
@@ -193,25 +238,40 @@ def from_environment(env: Mapping[str, str]) -> Allocation:
         ) from exc
 
 
+def _hosts(hostfile: str) -> tuple[str, ...]:
+    """The hosts of the job's hostfile (``host slots=N`` lines), in order."""
+    if not hostfile or not os.path.isfile(hostfile):
+        return ()
+    with open(hostfile, encoding="utf-8", errors="replace") as f:
+        return tuple(line.split()[0] for line in f.read(1 << 20).splitlines() if line.strip())
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """On one node: add what the launcher needs, say it, and become the launcher."""
     words = list(sys.argv[1:] if argv is None else argv)
     words = words[1:] if words[:1] == ["--"] else words
     try:
-        kind, start = kind_of(words)
-        cfg = launch_config.read(words, kind, start, Path.cwd(), os.environ)
-        launch = plan(words, from_environment(os.environ), launch_config.configured(cfg))
+        cmd = command.read(words)
+        cfg = launch_config.read(cmd, Path.cwd(), os.environ)
+        venv = os.environ.get("VIRTUAL_ENV")
+        version = (
+            installed_version(Path(venv), "deepspeed") if cmd.kind == "deepspeed" and venv else ""
+        )
+        alloc = from_environment(os.environ)
+        given = launch_config.configured(cfg, alloc.nodes)
+        launch = plan(cmd, alloc, given, deepspeed=version)
     except BadInput as exc:
         print_text(f"hpcenv: {exc}\n", err=True)
         return 2
     if launch.added:
         node = os.environ.get("SLURM_NODEID", "0")
         print_text(f"hpcenv: node {node}: {launch.describe()}\n", err=True)
-    env = dict(os.environ)
+    env = cmd.environ(os.environ)  # VAR=value and env -u before the launcher, applied
     if launch.kind != "torchrun":  # the job's PET_* rendezvous is torchrun's: accelerate and
         for name in [n for n in env if n.startswith("PET_")]:  # DeepSpeed run torch's launcher
             del env[name]  # inside and would take it over their own (a second store, one port)
-    os.execvpe(launch.argv[0], list(launch.argv), env)
+    runs = launch.argv[cmd.program :]  # never a VAR=value word as the program
+    os.execvpe(runs[0], list(runs), env)
     return 127  # pragma: no cover - execvp does not return
 
 

@@ -428,10 +428,11 @@ def run(ctx: Context, command: Sequence[str] | None = None) -> list[Check]:
 def check_launcher_config(ctx: Context, command: Sequence[str]) -> Check:
     """The accelerate/DeepSpeed config the command names, against this node's real GPUs,
     memory and allocation (the render-time check, repeated where the job runs)."""
-    from hpcenv.job import launch_config, launchers
+    from hpcenv.job import command as job_command
+    from hpcenv.job import launch_config
 
     name = "launcher-config"
-    kind, start = launchers.kind_of(command)
+    cmd = job_command.read(command)
     gpus = ctx.facts.gpus
     caps = sorted((g.compute_capability for g in gpus if g.compute_capability), key=float)
     slurm = ctx.facts.slurm or slurm_env_facts(ctx)
@@ -447,9 +448,7 @@ def check_launcher_config(ctx: Context, command: Sequence[str]) -> Check:
         memory_gib=ctx.facts.memory_gib or 0.0,
     )
     try:
-        found = launch_config.check(
-            command, kind=kind, start=start, job=job, cwd=ctx.cwd, env=ctx.environ
-        )
+        found = launch_config.check(cmd, job=job, cwd=ctx.cwd, env=ctx.environ)
     except BadInput as exc:
         return Check(name=name, status=Status.FAIL, reason=str(exc), fix="fix the config file")
     said = [*found.notes, *(f"warning: {w}" for w in found.warnings)]

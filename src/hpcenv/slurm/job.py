@@ -40,8 +40,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from hpcenv.job import command, launch_config, launchers
 from hpcenv.job import env as jobenv
-from hpcenv.job import launch_config, launchers
 from hpcenv.kit import registry
 from hpcenv.kit.masking import MIN_VALUE_LEN, is_secret
 from hpcenv.models import walltime
@@ -158,7 +158,7 @@ def job_name(profile: Profile, spec: CommandJob) -> str:
     """``hpcenv-<profile>-<program>`` (or ``--job-name``): letters, digits, '.', '_', '-'."""
     if spec.job_name:
         return spec.job_name
-    program = re.sub(r"[^A-Za-z0-9_.-]", "_", PurePosixPath(spec.argv[0]).name)[:40]
+    program = re.sub(r"[^A-Za-z0-9_.-]", "_", command.read(spec.argv).name)[:40]
     return f"hpcenv-{profile.name}-{program or 'cmd'}"
 
 
@@ -194,20 +194,33 @@ def per_node(profile: Profile, spec: CommandJob) -> int:
     return sbatch.gpus_per_node(profile, spec.request.gpus) or _tasks_per_node(profile, spec)
 
 
-def launcher_lines(profile: Profile, spec: CommandJob, log_dir: Path) -> list[str]:
-    """For a launcher at the head of CMD: what each node's copy is told (said in the
-    log), the hostfile DeepSpeed reads; nothing for other commands."""
-    kind, _ = launchers.kind_of(spec.argv)
+def launcher_lines(
+    profile: Profile,
+    spec: CommandJob,
+    log_dir: Path,
+    venv: Path | None = None,
+    configured: frozenset[str] = frozenset(),
+) -> list[str]:
+    """For a launcher in CMD: what each node's copy is told (said in the log), the
+    hostfile DeepSpeed reads; nothing for other commands. ``venv``: the job's, whose
+    DeepSpeed version decides its flags."""
+    cmd = command.read(spec.argv)
+    kind = cmd.kind
     if not kind or spec.launch != "node":
         return []
     n = per_node(profile, spec)
     hostfile = f"{shell_quote(str(log_dir))}/hostfile-$SLURM_JOB_ID"
+    version = launchers.installed_version(venv, "deepspeed") if kind == "deepspeed" else ""
+    hosts = tuple(f"<node {i}>" for i in range(spec.nodes))
     shown = launchers.plan(
-        spec.argv,
+        cmd,
         launchers.Allocation(
             nodes=spec.nodes, node_rank="<node>", per_node=n, master_addr="$MASTER_ADDR",
             master_port="$MASTER_PORT", hostfile="<hostfile>" if kind == "deepspeed" else "",
+            hosts=hosts,
         ),
+        configured,
+        deepspeed=version,
     )  # fmt: skip
     lines = [
         "",
@@ -221,16 +234,24 @@ def launcher_lines(profile: Profile, spec: CommandJob, log_dir: Path) -> list[st
             f'for host in "${{hosts[@]}}"; do echo "$host slots={n}"; done '
             '> "$HPCENV_LAUNCH_HOSTFILE"',
         ]
-    return [*lines, f"echo {shell_quote('hpcenv: ' + shown.describe())}"]
+    said = shown.describe()
+    if kind == "deepspeed":
+        said += f" (DeepSpeed {version or 'version unknown here: the node reads it'})"
+    return [*lines, f"echo {shell_quote('hpcenv: ' + said)}"]
+
+
+#: On each node, before the command: NODE_RANK is the node's (SLURM_NODEID); a fixed
+#: script, the command's words are its arguments ("$@"), never part of it.
+_NODE_RANK = 'bash -c \'export NODE_RANK="$SLURM_NODEID"; exec "$@"\' hpcenv-node'
 
 
 def _launch_lines(spec: CommandJob, log_dir: Path) -> list[str]:
     if spec.launch == "task":
-        return ['srun --kill-on-bad-exit=1 -- "${cmd[@]}" &']
+        return [f'srun --kill-on-bad-exit=1 -- {_NODE_RANK} "${{cmd[@]}}" &']
     if spec.launch == "node":
         return [
             'srun --nodes="$nodes" --ntasks="$nodes" --ntasks-per-node=1 --kill-on-bad-exit=1 '
-            '-- "${cmd[@]}" &'
+            f'-- {_NODE_RANK} "${{cmd[@]}}" &'
         ]
     ray_logs = shell_quote(str(log_dir))
     return [
@@ -249,9 +270,9 @@ def render(
 ) -> sbatch.Job:
     """The job script running ``spec.argv`` on ``profile``'s cluster."""
     _check(spec, profile)
-    launchers.check_fits(spec.argv, spec.launch)
+    launchers.check_fits(command.read(spec.argv), spec.launch)
     cwd = (workdir or Path.cwd()).absolute()
-    found = check_launch_config(profile, spec, cwd)
+    found, configured = check_launch_config(profile, spec, cwd)
     log_dir = sbatch.logs_dir(profile, cwd)
     name = job_name(profile, spec)
     time_limit = spec.time or profile.slurm.time
@@ -269,6 +290,7 @@ def render(
         "#!/bin/bash",
         f"# Rendered by 'hpcenv sbatch' for profile {profile.name}: the command at the end,",
         f"# {_describe(spec)}.",
+        f"# venv: {_venv_words(venv, spec)}",
         *sbatch.directives(
             profile,
             name=name,
@@ -286,6 +308,7 @@ def render(
         f"# --- the environment: what 'hpcenv env {profile.name} --nodes {spec.nodes}' prints",
         *sbatch.environment_lines(env),
     ]
+    lines.append('echo "hpcenv: the job uses the venv $VIRTUAL_ENV" >&2')
     if spec.cpus_per_task:  # srun (Slurm >= 22.05) no longer inherits --cpus-per-task
         lines.append('export SRUN_CPUS_PER_TASK="$SLURM_CPUS_PER_TASK"')
     lines += [
@@ -305,6 +328,10 @@ def render(
         'export MASTER_ADDR="${hosts[0]}" MASTER_PORT=$((20000 + SLURM_JOB_ID % 20000))',
         'export PET_NNODES="$nodes" PET_RDZV_BACKEND=c10d PET_RDZV_ID="$SLURM_JOB_ID"',
         'export PET_RDZV_ENDPOINT="$MASTER_ADDR:$MASTER_PORT"',
+        "# torch.distributed's conventions for launchers hpcenv does not know (trainer CLIs",
+        "# that start torchrun themselves); NODE_RANK is set on each node as the command starts",
+        f'export NNODES="$nodes" GPUS_PER_NODE={per_node(profile, spec)} '
+        f"WORLD_SIZE=$((nodes * {per_node(profile, spec)}))",
     ]
     if profile.job.scratch:
         copy = (
@@ -349,7 +376,7 @@ def render(
     lines += command_lines(spec.argv, {**os.environ, **env.secret_values})
     lines += _gate_lines(spec, hpcenv, ref)
     lines += survive.pairs_gate_lines(spec, hpcenv, ref, own)
-    lines += launcher_lines(profile, spec, log_dir)
+    lines += launcher_lines(profile, spec, log_dir, venv, configured)
     lines += [
         "",
         f"# --- the command, {_describe(spec).split(';')[0]}, in its own process group:",
@@ -388,21 +415,35 @@ def render(
         log_dir=log_dir,
         output_dir=log_dir,
         nodes=spec.nodes,
-        notes=tuple(f"warning: {w}" for w in found.warnings) + found.notes,
+        notes=(
+            f"the job uses the venv {_venv_words(venv, spec)}",
+            *(f"warning: {w}" for w in found.warnings),
+            *found.notes,
+        ),
     )
 
 
-def check_launch_config(profile: Profile, spec: CommandJob, cwd: Path) -> launch_config.Findings:
+def _venv_words(venv: Path, spec: CommandJob) -> str:
+    """Which venv the job uses, and why that one (one line: no newline from a path)."""
+    why = "given by --env or --project" if spec.venv else "the profile's build"
+    return re.sub(r"[\x00-\x1f\x7f]", "?", f"{venv} ({why})")
+
+
+def check_launch_config(
+    profile: Profile, spec: CommandJob, cwd: Path
+) -> tuple[launch_config.Findings, frozenset[str]]:
     """The accelerate/DeepSpeed configuration CMD names, judged against this job before
-    it waits in the queue (BadInput, exit 2, when it cannot work)."""
-    kind, start = launchers.kind_of(spec.argv)
+    it waits in the queue (BadInput, exit 2, when it cannot work), and the launcher
+    options it gives."""
     job = launch_config.Job(
         nodes=spec.nodes,
         per_node=per_node(profile, spec),
         compute_capability=profile.platform.compute_capability,
         gpu=profile.platform.gpu,
     )
-    return launch_config.check(spec.argv, kind=kind, start=start, job=job, cwd=cwd, env=os.environ)
+    cmd = command.read(spec.argv)
+    cfg = launch_config.read(cmd, cwd, os.environ)
+    return launch_config.verdict(cfg, job), launch_config.configured(cfg, spec.nodes)
 
 
 def _with_references(word: str, refs: Sequence[tuple[str, str]]) -> str:
@@ -442,12 +483,14 @@ def command_lines(argv: Sequence[str], environ: Mapping[str, str]) -> list[str]:
         f': "${{{name}:?hpcenv: the command uses {name}; export it before sbatch}}"'
         for name in needed
     ]
+    if command.read(argv).assigns_first:  # VAR=value CMD: the variables for CMD, as bash does
+        words.insert(0, "env")
     return [*checks, f"cmd=({' '.join(words)})"]
 
 
 def _wrap_launcher(spec: CommandJob) -> list[str]:
     """A launcher run once per node goes through ``hpcenv.job.launchers`` on each node."""
-    kind, _ = launchers.kind_of(spec.argv)
+    kind = command.read(spec.argv).kind
     if not kind or spec.launch != "node":
         return []
     wrapper = shell_join([sys.executable, "-I", "-m", "hpcenv.job.launchers", "--"])
@@ -524,7 +567,7 @@ def _gate_lines(spec: CommandJob, hpcenv: Sequence[str], ref: str) -> list[str]:
         "}",
         'gate "venv $VIRTUAL_ENV (built? hpcenv build)" test -x "$VIRTUAL_ENV/bin/python"',
         f'gate "preflight on $nodes node(s)" on_nodes {shell_join([*hpcenv, "preflight", ref])}'
-        + (' -- "${cmd[@]}"' if launchers.kind_of(spec.argv)[0] else ""),
+        + (' -- "${cmd[@]}"' if command.read(spec.argv).kind else ""),
     ]
     probes = [p for p in spec.gate if p != PAIRS_GATE]
     if probes:

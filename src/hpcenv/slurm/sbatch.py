@@ -231,7 +231,11 @@ def gpu_directives(profile: Profile, nodes: int, gpus: int | None = None) -> lis
         where = "--gpus"
     if how == "gpus-per-node":
         return [_directive("gpus-per-node", per_node, f"{where}: GPUs per node")]
-    if how == "gpus":
+    if how == "gpus" and gpus is not None and nodes > 1:
+        # part of each node: a job total (--gpus=8 on 2 nodes) may be placed 6 + 2, while
+        # the launchers start --gpus on every node; per node, as the hostfile says
+        return [_directive("gpus-per-node", per_node, f"{where}: GPUs per node")]
+    if how == "gpus":  # whole nodes: the total can only be placed evenly
         return [_directive("gpus", per_node * nodes, f"{where}: GPUs per node")]
     _directive("gres", profile.slurm.gres_type, f"{where}: [slurm] gres_type")  # checks it
     gres = f"gpu:{profile.slurm.gres_type}:{per_node}"

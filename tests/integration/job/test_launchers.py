@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from hpcenv.job import launch_config, launchers
+from hpcenv.job import command, launch_config, launchers
 from hpcenv.slurm import sbatch
 from support import REPO
 
@@ -119,7 +119,7 @@ ALLOC = launchers.Allocation(
 
 
 def test_accelerate_gets_what_each_node_needs() -> None:
-    got = launchers.plan(["accelerate", "launch", "train.py", "--lr", "1"], ALLOC)
+    got = launchers.plan(command.read(["accelerate", "launch", "train.py", "--lr", "1"]), ALLOC)
     assert got.argv == (
         "accelerate", "launch", "--num_machines", "2", "--machine_rank", "1",
         "--main_process_ip", "n1", "--main_process_port", "29500", "--num_processes", "8",
@@ -133,20 +133,15 @@ def test_options_the_user_wrote_win_in_either_spelling() -> None:
         "accelerate", "launch", "--num-machines", "2", "--num_processes=8",
         "--main_process_port", "1234", "--use_deepspeed", "t.py", "--num_machines", "9",
     ]  # fmt: skip
-    got = launchers.plan(argv, ALLOC)
+    got = launchers.plan(command.read(argv), ALLOC)
     assert got.added == ("--machine_rank", "1", "--main_process_ip", "n1")
     assert got.argv[-3:] == ("t.py", "--num_machines", "9")  # the script's own words untouched
 
 
 def test_a_config_file_s_settings_count_as_given() -> None:
-    cfg = launch_config.read(
-        ["accelerate", "launch", "--config_file", "deepspeed_zero3.yaml", "t.py"],
-        "accelerate", 2, OPEN_INSTRUCT, {},
-    )  # fmt: skip
-    got = launchers.plan(
-        ["accelerate", "launch", "--config_file", "deepspeed_zero3.yaml", "t.py"],
-        ALLOC, launch_config.configured(cfg),
-    )  # fmt: skip
+    cmd = command.read(["accelerate", "launch", "--config_file", "deepspeed_zero3.yaml", "t.py"])
+    cfg = launch_config.read(cmd, OPEN_INSTRUCT, {})
+    got = launchers.plan(cmd, ALLOC, launch_config.configured(cfg))
     # num_processes/num_machines come from the file; the rank is always the node's own
     assert got.added == (
         "--machine_rank", "1", "--main_process_ip", "n1", "--main_process_port", "29500"
@@ -154,14 +149,18 @@ def test_a_config_file_s_settings_count_as_given() -> None:
 
 
 def test_deepspeed_needs_no_ssh_and_torchrun_its_processes() -> None:
-    ds = launchers.plan(["deepspeed", "train.py", "--deepspeed", "ds.json"], ALLOC)
+    ds = launchers.plan(command.read(["deepspeed", "train.py", "--deepspeed", "ds.json"]), ALLOC)
     assert ds.added == ("--hostfile", "/h", "--no_ssh", "--node_rank", "1",
                         "--master_addr", "n1", "--master_port", "29500")  # fmt: skip
     assert ds.argv[-3:] == ("train.py", "--deepspeed", "ds.json")
-    tr = launchers.plan([sys.executable, "-m", "torch.distributed.run", "t.py"], ALLOC)
+    tr = launchers.plan(
+        command.read([sys.executable, "-m", "torch.distributed.run", "t.py"]), ALLOC
+    )
     assert tr.added == ("--nproc_per_node", "4")
-    assert launchers.plan(["torchrun", "--nproc-per-node=2", "t.py"], ALLOC).added == ()
-    assert launchers.plan(["python", "train.py"], ALLOC).kind == ""
+    assert (
+        launchers.plan(command.read(["torchrun", "--nproc-per-node=2", "t.py"]), ALLOC).added == ()
+    )
+    assert launchers.plan(command.read(["python", "train.py"]), ALLOC).kind == ""
 
 
 def test_the_script_wraps_a_launcher_once_per_node_and_says_what_it_adds() -> None:
@@ -215,11 +214,30 @@ def test_bf16_on_v100s_is_caught_naming_the_fix() -> None:
     assert "compute capability 7.0" in done.stderr
 
 
-def test_num_machines_against_the_nodes() -> None:
-    done = _sbatch("brtx", "--nodes", "2", "--", "accelerate", "launch", "--config_file",
-                   str(OPEN_INSTRUCT / "deepspeed_zero3.yaml"), "train.py")  # fmt: skip
-    assert done.returncode == 2
-    assert "num_machines: 1 but the job has 2 node(s)" in done.stderr
+def test_a_one_machine_config_on_two_nodes_gets_the_allocation_s_counts() -> None:
+    """open-instruct's configs say num_machines: 1, num_processes: 8; its SLURM recipe
+    overrides them on accelerate's command line, and so does hpcenv (said in the log);
+    only a conflicting value the user wrote on the command line is refused."""
+    zero3 = str(OPEN_INSTRUCT / "deepspeed_zero3.yaml")
+    done = _sbatch("isambard", "--nodes", "2", "--", "accelerate", "launch", "--config_file",
+                   zero3, "train.py")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "num_machines: 1 (written for one machine): hpcenv gives --num_machines 2 " \
+        "--num_processes 8 on accelerate's command line" in done.stderr
+    said = re.search(r"^echo 'hpcenv: accelerate gets (.*)'$", done.stdout, re.M)
+    assert said and "--num_machines 2" in said[1] and "--num_processes 8" in said[1]
+    cfg = launch_config.read(
+        command.read(["accelerate", "launch", "--config_file", zero3, "t.py"]), REPO, {}
+    )
+    assert {"--num_machines", "--num_processes"} <= set(launchers.plan(
+        command.read(["accelerate", "launch", "--config_file", zero3, "t.py"]), ALLOC,
+        launch_config.configured(cfg, nodes=2)).added)  # fmt: skip
+    assert "--num_machines" not in launch_config.configured(cfg, nodes=2)
+    assert "--num_machines" in launch_config.configured(cfg, nodes=1)
+    conflict = _sbatch("isambard", "--nodes", "2", "--", "accelerate", "launch", "--config_file",
+                       zero3, "--num_machines", "1", "train.py")  # fmt: skip
+    assert conflict.returncode == 2
+    assert "--num_machines 1 but the job has 2 node(s)" in conflict.stderr
 
 
 def test_num_processes_against_the_gpus(tmp_path: Path) -> None:
@@ -264,7 +282,7 @@ def test_auto_values_are_the_trainer_s_and_offload_is_a_warning() -> None:
     """open-instruct's ZeRO-3 config: every batch size "auto" (not judged), parameters and
     optimizer offloaded to CPU (a warning naming the node's memory per rank)."""
     cfg = launch_config.read(
-        ["deepspeed", "t.py", "--deepspeed", "stage3_offloading.conf"], "deepspeed", 1,
+        command.read(["deepspeed", "t.py", "--deepspeed", "stage3_offloading.conf"]),
         OPEN_INSTRUCT, {},
     )  # fmt: skip
     job = launch_config.Job(nodes=1, per_node=4, compute_capability="9.0", memory_gib=480)

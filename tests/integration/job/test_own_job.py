@@ -175,7 +175,7 @@ def test_walltimes_build_jobs_fit_a_flash_attn_build_and_time_overrides(
 def test_the_launch_lines_and_the_ray_cpu_request(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["sbatch", "brtx", "--per-task", "--", "python", "x.py"]) == 0
     task = capsys.readouterr().out
-    assert 'srun --kill-on-bad-exit=1 -- "${cmd[@]}" &' in task
+    assert "srun --kill-on-bad-exit=1 -- bash -c " in task and 'hpcenv-node "${cmd[@]}" &' in task
     assert main(["sbatch", "brtx", "--nodes", "2", "--ray", "--cpus-per-task", "16",
                  "--", "python", "x.py"]) == 0  # fmt: skip
     ray = capsys.readouterr().out

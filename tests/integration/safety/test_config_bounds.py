@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from hpcenv.job import launch_config
+from hpcenv.job import command, launch_config
 from hpcenv.models.survey_model import Gres
 from hpcenv.project import readers as project_files
 from hpcenv.slurm import survey
@@ -68,8 +68,8 @@ def test_a_valid_deepspeed_config_still_gives_its_effective_batch(tmp_path: Path
     ds = {"train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": "2",
           "train_batch_size": "auto"}  # fmt: skip
     (tmp_path / "ds.json").write_text(json.dumps(ds))
-    cfg = launch_config.read(["deepspeed", "t.py", "--deepspeed", "ds.json"], "deepspeed", 1,
-                             tmp_path, {})  # fmt: skip
+    cmd = command.read(["deepspeed", "t.py", "--deepspeed", "ds.json"])
+    cfg = launch_config.read(cmd, tmp_path, {})
     found = launch_config.judge(cfg, launch_config.Job(nodes=1, per_node=8))
     assert found.errors == () and found.notes == (
         "effective batch: 4 x 2 x 8 GPUs = 64 (micro-batch x accumulation x world)",

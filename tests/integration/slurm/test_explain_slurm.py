@@ -1,5 +1,5 @@
 """``hpcenv explain`` of hpcenv's own failing jobs on the namespace SLURM cluster
-(tests/cluster.py: one network namespace and slurmd per node): a rank killed with
+(tests/support/cluster.py: one network namespace and slurmd per node): a rank killed with
 kill -9 in a two-node job, explained by ``hpcenv sbatch --wait`` itself; an import
 error; a rendezvous port already in use (torch's own TCPStore); a hang ended by the
 watchdog; the wrong torch variant (a CPU build asked for CUDA). The venv is the tests'

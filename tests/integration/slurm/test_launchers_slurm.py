@@ -48,6 +48,19 @@ with open(f"world-{dist.get_rank()}.json", "w") as f:
 dist.barrier()
 dist.destroy_process_group()
 """
+#: For DeepSpeed's per-node launch module: torch.distributed from the variables it sets.
+TORCH_WORLD = """\
+import json, os, socket
+import torch, torch.distributed as dist
+dist.init_process_group("gloo")
+t = torch.ones(1) * (dist.get_rank() + 1)
+dist.all_reduce(t)
+with open(f"world-{dist.get_rank()}.json", "w") as f:
+    json.dump({"rank": dist.get_rank(), "world": dist.get_world_size(),
+               "host": socket.gethostname(), "backend": dist.get_backend(), "sum": t.item()}, f)
+dist.barrier()
+dist.destroy_process_group()
+"""
 
 
 def _run(cluster: SlurmCluster, tmp_path: Path, venv: Path, *cmd: str, gate: bool = False) -> str:
@@ -100,3 +113,35 @@ def test_deepspeed_across_two_nodes_without_ssh(
     assert "hpcenv: node 1: deepspeed gets --hostfile" in logs and "--no_ssh" in logs
     hostfile = next((tmp_path / "logs").glob("hostfile-*")).read_text().splitlines()
     assert len(hostfile) == 2 and all(line.endswith(" slots=2") for line in hostfile)
+
+
+def test_a_prefixed_accelerate_across_two_nodes(
+    cluster: SlurmCluster, launcher_venv: Path, tmp_path: Path
+) -> None:
+    """accelerate's README form, ``VAR=value accelerate launch``: the variable reaches the
+    ranks, accelerate gets each node's rank, one world of 4 (no node runs
+    ``ACCELERATE_LOG_LEVEL=info`` as a program)."""
+    with_log = ACCELERATE_WORLD.replace("import json,", "import os, json,").replace(
+        '"sum": t.item()', '"sum": t.item(), "log": os.environ.get("ACCELERATE_LOG_LEVEL")'
+    )
+    (tmp_path / "world.py").write_text(with_log)
+    logs = _run(cluster, tmp_path, launcher_venv, "ACCELERATE_LOG_LEVEL=info", "accelerate",
+                "launch", "world.py")  # fmt: skip
+    _one_world_of_four_on_two_nodes(tmp_path, logs)
+    assert {json.loads(p.read_text())["log"] for p in tmp_path.glob("world-*.json")} == {"info"}
+    for node in (0, 1):
+        assert f"hpcenv: node {node}: accelerate gets --num_machines 2 --machine_rank {node} " in (
+            logs
+        )
+
+
+def test_an_old_deepspeed_across_two_nodes(
+    cluster: SlurmCluster, old_deepspeed_venv: Path, tmp_path: Path
+) -> None:
+    """DeepSpeed 0.14.4 has no --no_ssh: each node runs its deepspeed.launcher.launch with
+    the allocation's world info and its node rank; one world of 4, every rank once."""
+    (tmp_path / "world.py").write_text(TORCH_WORLD)
+    logs = _run(cluster, tmp_path, old_deepspeed_venv, "deepspeed", "world.py")
+    _one_world_of_four_on_two_nodes(tmp_path, logs)
+    assert "deepspeed runs on each node as python -u -m deepspeed.launcher.launch" in logs
+    assert "(DeepSpeed 0.14.4)" in logs and "--no_ssh" not in logs
