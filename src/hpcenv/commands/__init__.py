@@ -78,10 +78,10 @@ def add_selection_options(parser: argparse.ArgumentParser, scope: str) -> None:
 
 
 def selection_of(args: argparse.Namespace) -> Any:
-    """The ``uvlock.Selection`` of :func:`add_selection_options`' flags."""
-    from hpcenv.project import uv_lock as uvlock
+    """The ``uv_lock.Selection`` of :func:`add_selection_options`' flags."""
+    from hpcenv.project import uv_lock
 
-    return uvlock.Selection(
+    return uv_lock.Selection(
         extras=tuple(args.extra),
         all_extras=args.all_extras,
         groups=tuple(args.group),

@@ -122,20 +122,20 @@ def _print(result: Audit, node: str) -> None:
 
 
 def _audit(args: argparse.Namespace) -> tuple[Audit, str]:
-    from hpcenv.facts import collect as facts
+    from hpcenv.facts import collect
     from hpcenv.project import audit
     from hpcenv.utils.errors import BadInput
 
     if args.declared and args.facts:
         raise BadInput("give either --facts FILE or --declared PROFILE, not both")
     if args.declared:
-        from hpcenv.profile import schema as profile  # only here: a lock audit needs no profile
+        from hpcenv.profile import schema  # only here: a lock audit needs no profile
 
-        prof = profile.load(args.declared)
-        found = profile.declared_facts(prof)
+        prof = schema.load(args.declared)
+        found = schema.declared_facts(prof)
         node = f"profile {prof.name}'s declared node"
     else:
-        found = facts.for_args(args.facts)
+        found = collect.for_args(args.facts)
         node = f"the node in {args.facts}" if args.facts else "this node"
     selection = selection_of(args)
     result = audit.audit(

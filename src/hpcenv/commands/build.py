@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hpcenv.build import builder as build
+from hpcenv.build import builder
 from hpcenv.commands import (
     add_facts_option,
     add_json_option,
@@ -69,19 +69,19 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from hpcenv.project import uv_lock as uvlock
+    from hpcenv.project import uv_lock
 
     project = None
     selection = selection_of(args)
     if args.project:
         project = project_request(args.project, selection, args.name, args.with_profile_packages)
-    elif args.name or selection != uvlock.DEFAULT_SELECTION or args.with_profile_packages:
+    elif args.name or selection != uv_lock.DEFAULT_SELECTION or args.with_profile_packages:
         raise BadInput(
             "--name, --extra, --group, --no-default-groups and --with-profile-packages go with "
             "--project PATH"
         )
     plan, facts = plan_for(args.profile, args.facts)
-    result = build.build(
+    result = builder.build(
         plan,
         facts,
         project=project,
@@ -121,20 +121,20 @@ def project_request(
     """``--project PATH`` as a ``swap.ProjectRequest`` (a directory with a ``uv.lock`` or a
     dependency file; a file names its directory)."""
     from hpcenv.build import swap
-    from hpcenv.project import readers as project_files
+    from hpcenv.project import readers
 
     where = Path(path).absolute()
     file = None
     if where.is_file():
         where, file = where.parent, where
-        if project_files.kind_of(file) is None:
+        if readers.kind_of(file) is None:
             raise BadInput(
                 f"--project {path}: not a project directory or dependency file (a requirements "
                 "file, pyproject.toml, setup.py, setup.cfg or environment.yml)"
             )
     if not where.is_dir():
         raise BadInput(f"--project {path}: no such directory")
-    if file is None and not (where / "uv.lock").is_file() and not project_files.find_in(where):
+    if file is None and not (where / "uv.lock").is_file() and not readers.find_in(where):
         raise BadInput(
             f"--project {path}: no uv.lock, pyproject.toml, setup.py, setup.cfg, "
             "requirements.txt or environment.yml there"

@@ -83,10 +83,10 @@ def plan_stage(name: str, node: Facts) -> tuple[Profile, Plan, Stage]:
 
 def build_stage(plan: Plan, node: Facts, *, show: bool) -> tuple[BuildResult, Stage]:
     """The environment built (a no-op when nothing changed)."""
-    from hpcenv.build import builder as build
+    from hpcenv.build import builder
     from hpcenv.ui import report
 
-    built = build.build(plan, node, progress=report.BuildProgress() if show else None)
+    built = builder.build(plan, node, progress=report.BuildProgress() if show else None)
     what = "unchanged, nothing to do" if built.noop else "built"
     summary = f"{what}: {built.venv} -> {built.target.name}"
     return built, Stage(stage="build", seconds=built.seconds, summary=summary)

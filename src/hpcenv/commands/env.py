@@ -38,19 +38,19 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from hpcenv.job import env as jobenv
-    from hpcenv.profile import schema as profile
+    from hpcenv.job import environment
+    from hpcenv.profile import schema
 
-    prof = profile.load(args.profile)
-    nodes = args.nodes if args.nodes is not None else jobenv.default_nodes(os.environ)
-    venv = jobenv.venv_for(prof, args.env)
-    job = jobenv.for_profile(prof, nodes=nodes, venv=venv)
-    jobenv.check_secrets(job, os.environ)  # the rule `run` applies: they never disagree
+    prof = schema.load(args.profile)
+    nodes = args.nodes if args.nodes is not None else environment.default_nodes(os.environ)
+    venv = environment.venv_for(prof, args.env)
+    job = environment.for_profile(prof, nodes=nodes, venv=venv)
+    environment.check_secrets(job, os.environ)  # the rule `run` applies: they never disagree
     if args.json:
         print_json(job.to_json())
         return 0
     # the profile's name is letters, digits, '.', '_' and '-': safe on a comment line
     fixes = ", ".join(job.fixes) or "none"
     head = f"# hpcenv env: {prof.name} on {nodes} node(s); fixes in the venv: {fixes}"
-    print_text("\n".join([head, *jobenv.shell_lines(job)]) + "\n")
+    print_text("\n".join([head, *environment.shell_lines(job)]) + "\n")
     return 0

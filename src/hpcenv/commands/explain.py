@@ -18,7 +18,7 @@ from pathlib import Path
 
 from hpcenv.commands import print_json, print_text
 from hpcenv.facts import collect
-from hpcenv.profile import schema as profile
+from hpcenv.profile import schema
 from hpcenv.slurm import failure
 
 
@@ -43,7 +43,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     facts = collect.load(args.facts) if args.facts else None
-    prof = profile.load(args.profile) if args.profile else None
+    prof = schema.load(args.profile) if args.profile else None
     net = prof.platform.nccl_net if prof else "any"
     first = Path(args.logs[0])
     if len(args.logs) == 1 and not first.exists():

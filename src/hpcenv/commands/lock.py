@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import argparse
 
-from hpcenv.build import lockfiles as lock
+from hpcenv.build import lockfiles
 from hpcenv.commands import add_json_option, print_json, print_text
 from hpcenv.commands._inputs import plan_for
-from hpcenv.profile import schema as profile
+from hpcenv.profile import schema
 from hpcenv.ui import report
 from hpcenv.utils.errors import BadInput, BuildFailed, HpcenvError
 
@@ -64,26 +64,26 @@ def run(args: argparse.Namespace) -> int:
     if args.project or args.output:
         return run_project(args)
     from hpcenv.commands import selection_of
-    from hpcenv.project import uv_lock as uvlock
+    from hpcenv.project import uv_lock
 
-    if selection_of(args) != uvlock.DEFAULT_SELECTION or args.with_profile_packages:
+    if selection_of(args) != uv_lock.DEFAULT_SELECTION or args.with_profile_packages:
         raise BadInput(
             "--extra, --group, --no-default-groups and --with-profile-packages go with "
             "--project PATH"
         )
-    names = args.profiles or list(profile.available())
+    names = args.profiles or list(schema.available())
     rows = []
     failed = 0
     for name in names:
         declared = args.declared
         if not args.profiles and not args.facts:
-            declared = profile.load(name).platform.arch != "any"
+            declared = schema.load(name).platform.arch != "any"
         row: dict[str, object] = {"profile": name}
         try:
             plan, facts = plan_for(name, args.facts, declared=declared)
-            path = lock.lock_path(plan, facts)
+            path = lockfiles.lock_path(plan, facts)
             row["lockfile"] = str(path)
-            why = lock.edited(path) or lock.mismatch(path, plan, facts)
+            why = lockfiles.edited(path) or lockfiles.mismatch(path, plan, facts)
             if args.check:
                 row["ok"] = why is None
                 row["reason"] = why or "matches"
@@ -91,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
                 row["ok"] = True
                 row["reason"] = "up to date"
             else:
-                lock.compile_lock(plan, facts, path=path)
+                lockfiles.compile_lock(plan, facts, path=path)
                 row["ok"] = True
                 row["reason"] = f"written ({why})"
         except HpcenvError as exc:
@@ -134,17 +134,19 @@ def run_project(args: argparse.Namespace) -> int:
     plan, facts = plan_for(args.profiles[0], args.facts, declared=args.declared)
     request = project_request(args.project, selection_of(args), None, args.with_profile_packages)
     wanted, text, install = swap.project_plan(request, plan, facts, hashes=True)
-    arch = lock.target_arch(plan, facts)
+    arch = lockfiles.target_arch(plan, facts)
     header = [
         f"# hpcenv lock {shlex.join(sys.argv[2:])}",
-        f"# for profile {plan.profile} on {arch} ({lock.target_platform(plan, facts)}), "
+        f"# for profile {plan.profile} on {arch} ({lockfiles.target_platform(plan, facts)}), "
         f"Python {wanted.python.version}; torch {wanted.torch_before} -> {wanted.torch_after}",
         f"# install with: uv pip sync THIS_FILE (from {request.directory}: '.' is the project)",
     ]
     body = (
         "\n".join(header)
         + "\n"
-        + lock.credentials_as_references(text, (*wanted.indexes, *wanted.find_links), os.environ)
+        + lockfiles.credentials_as_references(
+            text, (*wanted.indexes, *wanted.find_links), os.environ
+        )
     )
     if args.output:
         fsio.write_text(Path(args.output), body)

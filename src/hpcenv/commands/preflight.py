@@ -13,10 +13,10 @@ import argparse
 from rich.table import Table
 
 from hpcenv.commands import add_facts_option, add_json_option, print_json
-from hpcenv.facts import collect as facts
+from hpcenv.facts import collect
 from hpcenv.job import preflight
 from hpcenv.kit.status import Status
-from hpcenv.profile import schema as profile
+from hpcenv.profile import schema
 from hpcenv.ui import report
 from hpcenv.utils.errors import PreflightFailed
 
@@ -33,8 +33,8 @@ def configure(parser: argparse.ArgumentParser, *, with_command: bool = False) ->
 
 
 def run(args: argparse.Namespace) -> int:
-    prof = profile.load(args.profile)
-    found = facts.for_args(args.facts)
+    prof = schema.load(args.profile)
+    found = collect.for_args(args.facts)
     ctx = preflight.context(prof, found, {} if args.facts else None)
     checks = preflight.run(ctx, args.command_argv)
     overall = preflight.status(checks)

@@ -14,14 +14,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from hpcenv.profile import schema as profile
+    from hpcenv.profile import schema
     from hpcenv.ui import report
 
     rows = []
     bad = 0
-    for name, path in profile.available().items():
+    for name, path in schema.available().items():
         try:
-            p = profile.load_path(path)
+            p = schema.load_path(path)
             rows.append(
                 {
                     "name": name,

@@ -17,7 +17,7 @@ from typing import Any
 from hpcenv.commands import add_facts_option, add_json_option, print_json
 from hpcenv.decide import flashattn, torch_fit
 from hpcenv.decide.torch_variant import index_base, raise_if_none, try_resolve_torch
-from hpcenv.facts import collect as facts
+from hpcenv.facts import collect
 from hpcenv.knowledge.lookup import Lookup, pypi_base
 from hpcenv.models.facts import Facts
 from hpcenv.models.plan import FlashAttnChoice, TorchChoice
@@ -88,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
         raise BadInput(
             f"--backend {args.backend!r} must be 'auto', 'cpu' or a CUDA variant like 'cu126'"
         )
-    found = facts.for_args(args.facts)
+    found = collect.for_args(args.facts)
     base = (args.index_url or index_base()).rstrip("/")
     lookup = None if args.offline else Lookup(index_base=base, pypi=pypi_base())
     choice = try_resolve_torch(found, args.torch, pin=args.backend, index_base=base, lookup=lookup)

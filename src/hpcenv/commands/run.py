@@ -20,19 +20,18 @@ def configure(parser: argparse.ArgumentParser, *, with_command: bool = False) ->
 def run(args: argparse.Namespace) -> int:
     import os
 
-    from hpcenv.job import command
-    from hpcenv.job import env as jobenv
-    from hpcenv.profile import schema as profile
+    from hpcenv.job import command, environment
+    from hpcenv.profile import schema
     from hpcenv.utils.errors import BadInput
 
     if not args.command_argv:
         raise BadInput(f"hpcenv run: give the command after '--': hpcenv run {args.profile} -- CMD")
-    prof = profile.load(args.profile)
-    nodes = args.nodes if args.nodes is not None else jobenv.default_nodes(os.environ)
-    venv = jobenv.venv_for(prof, args.env)
-    job = jobenv.for_profile(prof, nodes=nodes, venv=venv)
-    jobenv.make_tmpdir(job)
+    prof = schema.load(args.profile)
+    nodes = args.nodes if args.nodes is not None else environment.default_nodes(os.environ)
+    venv = environment.venv_for(prof, args.env)
+    job = environment.for_profile(prof, nodes=nodes, venv=venv)
+    environment.make_tmpdir(job)
     argv = list(args.command_argv)
     if command.read(argv).assigns_first:  # VAR=value CMD: the variables for CMD, as bash does
         argv.insert(0, "env")
-    jobenv.exec_command(job, argv, jobenv.caller_environ())
+    environment.exec_command(job, argv, environment.caller_environ())

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from hpcenv.commands import print_json, print_text
 from hpcenv.models import walltime
-from hpcenv.profile import schema as profile
+from hpcenv.profile import schema
 from hpcenv.slurm import sbatch
 from hpcenv.utils import fsio
 from hpcenv.utils.errors import BadInput, HpcenvError, JobFailed
@@ -199,7 +199,7 @@ def request_of(args: argparse.Namespace) -> sbatch.Request:
     return sbatch.Request(gpus=args.gpus, options=options, args=tuple(args.sbatch_arg))
 
 
-def _venv(args: argparse.Namespace, prof: profile.Profile) -> str | None:
+def _venv(args: argparse.Namespace, prof: schema.Profile) -> str | None:
     """The venv the job uses: --env, the project's build (--project), else the profile's."""
     if args.project is None:
         return args.env  # type: ignore[no-any-return]
@@ -214,7 +214,7 @@ def _venv(args: argparse.Namespace, prof: profile.Profile) -> str | None:
     return str(paths.built_venv(swap.environment_name(prof.name, request)))
 
 
-def _render(args: argparse.Namespace, prof: profile.Profile) -> sbatch.Job:
+def _render(args: argparse.Namespace, prof: schema.Profile) -> sbatch.Job:
     argv = args.command_argv
     args.env = _venv(args, prof)
     defaults = configure_defaults()
@@ -291,7 +291,7 @@ def configure_defaults() -> dict[str, object]:
 
 
 def run(args: argparse.Namespace) -> int:
-    prof = profile.load(args.profile)
+    prof = schema.load(args.profile)
     job = _render(args, prof)
     for note in job.notes:
         print_text(f"hpcenv sbatch: {note}\n", err=True)

@@ -39,7 +39,7 @@ from hpcenv.kit import nvidia_proc, registry
 from hpcenv.kit.ports import free_port
 from hpcenv.kit.probe import rank_file
 from hpcenv.models.results import ProbeResult, RankResult, Status, gather
-from hpcenv.profile import schema as profiles
+from hpcenv.profile import schema
 from hpcenv.profile.schema import Profile
 from hpcenv.tools import command
 from hpcenv.utils import fsio, paths
@@ -525,7 +525,7 @@ def resolve_target(env: str, profile_name: str | None = None) -> Target:
     With a venv or python path, ``profile_name`` (optional) supplies the settings.
     """
     as_path = Path(env)
-    prof = profiles.load(profile_name) if profile_name else None
+    prof = schema.load(profile_name) if profile_name else None
     if as_path.is_dir() and not env.endswith(".toml"):
         python = paths.venv_python(as_path)
         if not python.exists():
@@ -540,9 +540,9 @@ def resolve_target(env: str, profile_name: str | None = None) -> Target:
         )
     built_for = paths.environment_profile(env) if "/" not in env else None
     if built_for and built_for != env:  # venvs/<profile>-<project>: its profile's settings
-        prof = profiles.load(profile_name or built_for)
+        prof = schema.load(profile_name or built_for)
         return Target(name=env, python=paths.venv_python(paths.built_venv(env)), profile=prof)
-    prof = profiles.load(env)
+    prof = schema.load(env)
     venv = paths.built_venv(prof.name)
     python = paths.venv_python(venv)
     if not python.exists():

@@ -40,8 +40,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from hpcenv.job import command, launch_config, launchers
-from hpcenv.job import env as jobenv
+from hpcenv.job import command, environment, launch_config, launchers
 from hpcenv.kit import registry
 from hpcenv.kit.masking import MIN_VALUE_LEN, is_secret
 from hpcenv.models import walltime
@@ -282,8 +281,8 @@ def render(
         extra.append(("cpus-per-task", spec.cpus_per_task, "--cpus-per-task"))
     if lead:
         extra.append(("signal", f"B:USR1@{lead}", "--checkpoint-lead"))
-    venv = jobenv.venv_for(profile, spec.venv, must_exist=False)
-    env = jobenv.for_profile(profile, nodes=spec.nodes, venv=venv, tmpdir=False)
+    venv = environment.venv_for(profile, spec.venv, must_exist=False)
+    env = environment.for_profile(profile, nodes=spec.nodes, venv=venv, tmpdir=False)
     ref = sbatch.profile_ref(profile)
     hpcenv = [sys.executable, "-m", "hpcenv"]
     lines = [

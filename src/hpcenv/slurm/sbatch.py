@@ -36,7 +36,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from hpcenv.job import env as jobenv
+from hpcenv.job import environment
 from hpcenv.kit import registry
 from hpcenv.profile.schema import KNOWN_PROBES, Profile, available
 from hpcenv.tools import command
@@ -342,8 +342,8 @@ def directives(
     ]
 
 
-def environment_lines(env: jobenv.JobEnv) -> list[str]:
-    """The job's environment (``jobenv.shell_lines``), secrets read from the environment
+def environment_lines(env: environment.JobEnv) -> list[str]:
+    """The job's environment (``environment.shell_lines``), secrets read from the environment
     sbatch copies from the submitting shell."""
     lines = []
     if env.secrets:
@@ -353,7 +353,7 @@ def environment_lines(env: jobenv.JobEnv) -> list[str]:
             "# the default). Export them before 'sbatch'; 'hpcenv sbatch --submit' passes the",
             "# profile's values that way.",
         ]
-    return lines + jobenv.shell_lines(
+    return lines + environment.shell_lines(
         env, nounset_guard=True, secrets_from="the submitting environment"
     )
 
@@ -412,7 +412,9 @@ def render(
         "",
         "set -euo pipefail",
     ]
-    env = jobenv.for_profile(profile, nodes=nodes, venv=None, tmpdir=False, extra_env=extra_env)
+    env = environment.for_profile(
+        profile, nodes=nodes, venv=None, tmpdir=False, extra_env=extra_env
+    )
     lines += environment_lines(env)
     if profile.job.scratch:
         lines += [

@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hpcenv.cli import main, split_command
-from hpcenv.job import env as jobenv
+from hpcenv.job import environment
 from hpcenv.profile import schema as profile
 from hpcenv.utils import redact
 from support import REPO, require
@@ -338,14 +338,14 @@ def test_any_value_survives_the_shell(values: dict[str, str], modules: list[str]
         + f"[modules]\nload = [{', '.join(_toml(m) for m in modules)}]\n",
         "h.toml",
     )
-    job = jobenv.for_profile(prof, nodes=1, venv=Path("/v e n v/x'y"), environ={})
+    job = environment.for_profile(prof, nodes=1, venv=Path("/v e n v/x'y"), environ={})
     base = {"PATH": "/usr/bin:/bin", "PYTHONHOME": "/elsewhere"}  # activation removes it
     done = subprocess.run(
         ["bash", "-c", 'module() { :; }; eval "$1" && exec env -0', "bash",
-         "\n".join(jobenv.shell_lines(job))],
+         "\n".join(environment.shell_lines(job))],
         env=base, capture_output=True, check=True,
     )  # fmt: skip
     got = _env0(done.stdout)
-    assert got == jobenv.apply(job, base)
+    assert got == environment.apply(job, base)
     assert "PYTHONHOME" not in got
     assert {k: got[k] for k in values} == values
