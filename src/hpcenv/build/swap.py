@@ -228,25 +228,25 @@ def project_torch(
     return version, hw.python_for(hand, plan)
 
 
-def plan_for_version(plan: Plan, version: str, facts: Facts) -> Plan:
+def plan_for_version(plan: Plan, version: str, facts: Facts, pin: str | None = None) -> Plan:
     """``plan`` with its torch choice made for torch ``version`` (the project's) on ``facts``.
 
     The plan's variant was chosen for the plan's torch version; another release may not
     publish it or may not carry this node's GPU code, so the variant is resolved again for
-    ``version`` with the profile's pin and index base. The plan's wheelhouse torch is for
-    the plan's version, so it is dropped. Raises ``BuildFailed`` when hpcenv knows no
-    build of ``version`` that this node can run.
+    ``version`` with the profile's pin (or ``pin``, the variant the project's own file
+    asks for: conda's ``cudatoolkit=11.3``) and index base. The plan's wheelhouse torch is
+    for the plan's version, so it is dropped. Raises ``NoCompatibleBuild`` (exit 3) when
+    hpcenv knows no build of ``version`` that this node can run.
     """
-    if plan.torch.version == version:
+    pin = pin or plan.torch.pin
+    if plan.torch.version == version and pin in (plan.torch.pin, plan.torch.backend):
         return plan
     if facts.arch is None and plan.arch:
         facts = dataclasses.replace(facts, arch=plan.arch)
     try:
-        choice = resolve_torch(
-            facts, f"=={version}", pin=plan.torch.pin, index_base=plan.torch.index_base
-        )
+        choice = resolve_torch(facts, f"=={version}", pin=pin, index_base=plan.torch.index_base)
     except (BadInput, NoCompatibleBuild) as exc:
-        raise BuildFailed(
+        raise NoCompatibleBuild(
             f"the project locks torch {version}, not the plan's {plan.torch.version}, "
             f"and no variant of {version} can be chosen for this node: {exc}"
         ) from exc
@@ -524,10 +524,14 @@ def handwritten_set(request: ProjectRequest, plan: Plan, facts: Facts) -> Projec
     hand = hw.request_of(request.directory, request.selection.extras, file=request.file)
     py = hw.python_for(hand, plan)
     spec = hw.torch_line(hand)
-    version, why = hw.torch_version_for(spec, plan, facts, hand.project_file)
+    if held := hw.variant_release(hand, plan.arch or facts.arch or platform.machine()):
+        version, why = held, f"the project asks for torch{spec.specifier if spec else ''}"
+    else:
+        version, why = hw.torch_version_for(spec, plan, facts, hand.project_file)
     check_torch_fit(version, py, plan, facts)
-    if version != plan.torch.version:
-        plan = plan_for_version(plan, version, facts)
+    plan = plan_for_version(plan, version, facts, pin=hand.variant)
+    if hand.variant:
+        why = f"{why}; {hand.variant_why}: its {hand.variant} build"
     torch_req = target_requirement(plan, version)
     lines, local, notes = hw.project_lines(hand, request.directory)
     indexes, dropped = hw.project_indexes(hand)

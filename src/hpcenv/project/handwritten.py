@@ -25,6 +25,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 
+from hpcenv import knowledge
 from hpcenv.decide.torch_variant import resolve_torch
 from hpcenv.models.facts import Facts
 from hpcenv.models.plan import Plan
@@ -53,18 +54,25 @@ def request_of(
 
 
 def python_for(request: project_files.Request, plan: Plan) -> uvlock.PythonChoice:
-    """conda's ``python=X.Y``, else the profile's Python when ``requires-python`` admits it,
-    else the oldest it admits."""
+    """The project's Python in a build of profile ``plan`` (:func:`python_of`)."""
+    return python_of(request, plan.python, f"profile {plan.profile}")
+
+
+def python_of(
+    request: project_files.Request, offered: str | None, offered_by: str
+) -> uvlock.PythonChoice:
+    """The one rule for a hand-written project's Python, whichever command asks: conda's
+    ``python=X.Y``, else ``offered`` (the profile's or the node's Python, named by
+    ``offered_by``) when ``requires-python`` admits it, else the oldest it admits."""
     if request.python:
         return uvlock.PythonChoice(
             version=request.python, why=f"{Path(request.source).name} says python={request.python}"
         )
     req = request.requires_python
-    if plan.python and uvlock.admits(req, plan.python):
+    if offered and uvlock.admits(req, offered):
         said = f"requires-python {req}" if req else "no requires-python"
         return uvlock.PythonChoice(
-            version=plan.python,
-            why=f"profile {plan.profile} says {plan.python}, which the project's {said} admits",
+            version=offered, why=f"{offered_by} says {offered}, which the project's {said} admits"
         )
     low = uvlock.lowest_admitted(req)
     if low is None:
@@ -85,6 +93,26 @@ def torch_line(request: project_files.Request) -> Requirement | None:
     return None
 
 
+def variant_release(request: project_files.Request, arch: str) -> str | None:
+    """The torch release a file that names its build installs (conda's ``pytorch>=1.13``
+    beside ``pytorch-cuda=11.7``): the newest of its range that published that build for
+    ``arch`` (the knowledge data), as conda resolves it; None when the file names no build.
+    No such release is ``NoCompatibleBuild`` (exit 3) naming the file's choice."""
+    torch = torch_line(request)
+    if not request.variant or torch is None:
+        return None
+    exact = project_files.exact_release(torch.specifier)
+    wanted = SpecifierSet(f"=={exact}") if exact else torch.specifier
+    version = knowledge.load().newest_with_variant(wanted, request.variant, arch)
+    if version is None:
+        raise NoCompatibleBuild(
+            f"{request.source}: no torch{torch.specifier or ' release'} published a "
+            f"{request.variant} build for {arch} ({request.variant_why}; hpcenv's torch data); "
+            "fix: choose a CUDA version that release was built for, or drop the selector"
+        )
+    return version
+
+
 def torch_version_for(
     spec: Requirement | None, plan: Plan, facts: Facts, request_file: str | None = None
 ) -> tuple[str, str]:
@@ -100,10 +128,9 @@ def torch_version_for(
             )
         return planned, f"the project installs no torch: profile {plan.profile}'s torch"
     text = str(spec.specifier)
-    exact = [s.version for s in spec.specifier if s.operator in ("==", "===")]
-    if exact and "*" not in exact[0]:
-        version = exact[0].split("+", 1)[0]
-        return version, f"the project pins torch=={version}: the node's build of it"
+    version = project_files.exact_release(spec.specifier)
+    if version is not None:
+        return version, f"the project pins torch{text}: the node's build of {version}"
     try:
         wanted = SpecifierSet(text) if text else SpecifierSet()
     except InvalidSpecifier as exc:
@@ -118,7 +145,9 @@ def torch_version_for(
     try:
         choice = resolve_torch(facts, text or ">=0", pin=plan.torch.pin)
     except (BadInput, NoCompatibleBuild) as exc:
-        raise BuildFailed(f"the project asks for torch{text}: {exc}") from exc
+        if isinstance(exc, NoCompatibleBuild):
+            raise NoCompatibleBuild(f"the project asks for torch{text}: {exc}") from exc
+        raise BadInput(f"the project asks for torch{text}: {exc}") from exc
     return str(choice.version), f"the newest torch{text} with a build that runs here"
 
 
@@ -178,7 +207,9 @@ __all__ = [
     "project_indexes",
     "project_lines",
     "python_for",
+    "python_of",
     "request_of",
     "torch_line",
     "torch_version_for",
+    "variant_release",
 ]

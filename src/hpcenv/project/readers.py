@@ -24,7 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
 
 from hpcenv.utils import fsio
 from hpcenv.utils.errors import BadInput
@@ -36,6 +38,7 @@ _CONDA_KNOWLEDGE = Path(__file__).parents[1] / "knowledge" / "conda_pypi.toml"
 #: pip options that take a value and change nothing hpcenv judges (noted, then ignored).
 _IGNORED_WITH_VALUE = ("--no-binary", "--only-binary", "--trusted-host", "--prefer-binary")
 _VCS = re.compile(r"^(git|hg|svn|bzr)\+")
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")  # a URL, not a name such as httpx
 _EGG = re.compile(r"[#&]egg=([A-Za-z0-9][A-Za-z0-9._-]*)")
 
 
@@ -59,6 +62,8 @@ class Request:
     project_file: str | None = None
     extras: tuple[str, ...] = ()
     python: str | None = None  # conda's ``python=X.Y``
+    variant: str | None = None  # the torch build a file asks for (conda ``cudatoolkit=11.3``)
+    variant_why: str | None = None
     requires_python: str | None = None
     notes: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
@@ -89,6 +94,7 @@ class Request:
             self.project_file or "",
             *self.extras,
             self.python or "",
+            self.variant or "",
         ):
             h.update(part.encode() + b"\0")
         return h.hexdigest()
@@ -102,6 +108,25 @@ class Request:
             except InvalidRequirement:
                 continue
         return tuple(dict.fromkeys(out))
+
+
+def exact_release(spec: SpecifierSet) -> str | None:
+    """The one release an exact pin names: ``==2.1.2``, ``==2.1.2+cu121`` -> ``2.1.2``;
+    conda's fuzzy ``=1.11.0`` (read as ``==1.11.0.*``: 1.11.0 or 1.11.0.x, and torch never
+    published a 1.11.0.x) -> ``1.11.0``; ``==1.11.*`` or a range -> None."""
+    specs = list(spec)
+    if len(specs) != 1 or specs[0].operator not in ("==", "==="):
+        return None
+    text = specs[0].version
+    star = text.endswith(".*")
+    text = text.removesuffix(".*")
+    try:
+        version = Version(text)
+    except InvalidVersion:
+        return None
+    if star and len(version.release) < 3:
+        return None
+    return version.public
 
 
 # --- which kind ------------------------------------------------------------------------
@@ -319,7 +344,7 @@ def _requirement(text: str, path: Path, where: str, acc: _Acc, *, constraint: bo
                 "its dependencies are not judged"
             )
         return
-    line = _vcs_as_pep508(text) if _VCS.match(text) or text.startswith("http") else text
+    line = _vcs_as_pep508(text) if _VCS.match(text) or _URL.match(text) else text
     if line is None:
         acc.warn(f"{where}: {text}: a URL without #egg=NAME; not judged")
         return
@@ -544,19 +569,12 @@ def read_conda(path: Path) -> Request:
     names = conda_names()
     acc = _Acc(files=[str(path.resolve())])
     python: str | None = None
+    variant: tuple[str, str] | None = None
     dropped: list[str] = []
     only: list[str] = []
     for dep in deps:
         if isinstance(dep, dict):
-            for sub, lines in dep.items():
-                if sub != "pip":
-                    raise BadInput(f"{path}: dependencies: '{sub}:' is not known (only 'pip:')")
-                for line in lines:
-                    where = f"{path} (pip: {line})"
-                    if line.startswith("-"):
-                        _option(shlex.split(line), path, where, acc, constraint=False, seen=())
-                    else:
-                        _requirement(line, path, where, acc, constraint=False)
+            _conda_pip(dep, path, acc)
             continue
         try:
             name, version = conda_to_pep508(dep)
@@ -565,6 +583,8 @@ def read_conda(path: Path) -> Request:
         if name == "python":
             python = _python_of(version)
             continue
+        if chosen := conda_variant(name, version, dep):
+            variant = variant or chosen
         if why := names.dropped_why(name):
             dropped.append(f"{name} ({why})")
             continue
@@ -594,10 +614,48 @@ def read_conda(path: Path) -> Request:
         find_links=tuple(acc.links),
         local=tuple(acc.local),
         python=python,
+        variant=variant[0] if variant else None,
+        variant_why=f"{path.name} says {variant[1]}" if variant else None,
         notes=tuple(acc.notes),
         warnings=tuple(acc.warnings),
         files=tuple(acc.files),
     )
+
+
+def _conda_pip(dep: dict[str, Any], path: Path, acc: _Acc) -> None:
+    """An environment file's ``- pip:`` section, read as requirements lines."""
+    for sub, lines in dep.items():
+        if sub != "pip":
+            raise BadInput(f"{path}: dependencies: '{sub}:' is not known (only 'pip:')")
+        for line in lines:
+            where = f"{path} (pip: {line})"
+            if line.startswith("-"):
+                _option(shlex.split(line), path, where, acc, constraint=False, seen=())
+            else:
+                _requirement(line, path, where, acc, constraint=False)
+
+
+#: conda packages whose version is the CUDA of the torch build conda installs
+_CUDA_SELECTORS = ("cudatoolkit", "pytorch-cuda")
+_BUILD_CUDA = re.compile(r"(?:^|[_=])cuda(\d+)\.(\d+)(?:[_.]|$)")
+
+
+def conda_variant(name: str, version: str, spec: str) -> tuple[str, str] | None:
+    """(torch variant, the spec that chose it) of one conda dependency: ``cudatoolkit=11.3``
+    and ``pytorch-cuda=12.1`` select the build of that CUDA (``cu113``, ``cu121``, the
+    variants of ``knowledge/torch_leads.toml``); a pytorch build string
+    ``py3.8_cuda11.3_cudnn8.2.0_0`` or ``*cpu*`` names it too. None: this one says nothing."""
+    if name in _CUDA_SELECTORS:
+        m = re.fullmatch(r"==(\d+)\.(\d+)(?:\.\d+)*(?:\.\*)?", version)
+        return (f"cu{m.group(1)}{m.group(2)}", spec.strip()) if m else None
+    if name != "pytorch":
+        return None
+    build = spec.strip().split("=")[-1] if spec.count("=") >= 2 else ""
+    if m := _BUILD_CUDA.search(build):
+        return f"cu{m.group(1)}{m.group(2)}", spec.strip()
+    if re.search(r"(?:^|_)cpu(?:_|$)", build):
+        return "cpu", spec.strip()
+    return None
 
 
 def _python_of(version: str) -> str | None:
@@ -610,6 +668,8 @@ __all__ = [
     "Request",
     "conda_names",
     "conda_to_pep508",
+    "conda_variant",
+    "exact_release",
     "find_in",
     "is_compiled",
     "kind_of",
