@@ -68,10 +68,12 @@ from hpcenv import knowledge
 from hpcenv.binaries import cudalibs
 from hpcenv.build import fixes, torch_first
 from hpcenv.decide import cuda_packages, torch_fit
-from hpcenv.decide.torch_variant import resolve_torch
+from hpcenv.decide.torch_variant import assess, resolve_torch
 from hpcenv.models.facts import Facts
 from hpcenv.models.plan import Plan
+from hpcenv.project import compile as project_resolve
 from hpcenv.project import copy_tree as project_copy
+from hpcenv.project import readers as project_files
 from hpcenv.project import uv_lock as uvlock
 from hpcenv.project.audit import marker_environment
 from hpcenv.tools import uv
@@ -529,9 +531,8 @@ def handwritten_set(request: ProjectRequest, plan: Plan, facts: Facts) -> Projec
     else:
         version, why = hw.torch_version_for(spec, plan, facts, hand.project_file)
     check_torch_fit(version, py, plan, facts)
-    plan = plan_for_version(plan, version, facts, pin=hand.variant)
-    if hand.variant:
-        why = f"{why}; {hand.variant_why}: its {hand.variant} build"
+    pin, why = _file_variant(hand, version, facts, why)
+    plan = plan_for_version(plan, version, facts, pin=pin)
     torch_req = target_requirement(plan, version)
     lines, local, notes = hw.project_lines(hand, request.directory)
     indexes, dropped = hw.project_indexes(hand)
@@ -565,6 +566,22 @@ def handwritten_set(request: ProjectRequest, plan: Plan, facts: Facts) -> Projec
         local_deps=True,
         find_links=hand.find_links,
     )
+
+
+def _file_variant(
+    hand: project_files.Request, version: str, facts: Facts, why: str
+) -> tuple[str | None, str]:
+    """The variant a file names (conda's ``cudatoolkit=11.3``) when it runs on the node,
+    as audit judges it (``assess``); else the node's build, the way a lock's ``+cu128``
+    that cannot run here is replaced. (pin or None, why)."""
+    if not hand.variant:
+        return None, why
+    if facts.nvidia is not None and facts.gpus and not assess(facts, version, hand.variant).runs:
+        return None, (
+            f"{why}; {hand.variant_why}, but that {hand.variant} build cannot run on this node: "
+            "the node's build instead"
+        )
+    return hand.variant, f"{why}; {hand.variant_why}: its {hand.variant} build"
 
 
 def _own_index(pkg: uvlock.LockPackage | None) -> str | None:
@@ -715,11 +732,19 @@ def install_list(text: str) -> list[str]:
 
 
 def project_plan(
-    request: ProjectRequest, plan: Plan, facts: Facts, *, hashes: bool = False
+    request: ProjectRequest,
+    plan: Plan,
+    facts: Facts,
+    *,
+    hashes: bool = False,
+    offline_ok: bool = False,
 ) -> tuple[ProjectSet, str, list[str]]:
     """What ``build --project`` would install on the node, before anything is downloaded
     but metadata: (the set, uv's resolved text (hashed with ``hashes``), the install list).
-    Raises ``CommandFailed`` naming uv's reason and where torch comes from."""
+    Raises ``CommandFailed`` naming uv's reason and where torch comes from; with
+    ``offline_ok``, an index that cannot be reached leaves the set as decided (torch, its
+    variant, the Python) with an empty install list and a warning saying what was not
+    resolved."""
     wanted = project_set(request, plan, facts)
     assert wanted.plan is not None
     with fsio.work_dir("hpcenv-plan-") as work:
@@ -727,6 +752,9 @@ def project_plan(
             resolve_set(request, wanted, facts, work, hashes=hashes)
         except CommandFailed as exc:
             detail = uv.error_summary(exc.output) or str(exc)
+            if offline_ok and project_resolve.unreachable(exc.output or ""):
+                why = f"not resolved: an index is unreachable ({detail}); {_hint(wanted.plan)}"
+                return dataclasses.replace(wanted, warnings=(*wanted.warnings, why)), "", []
             raise CommandFailed(
                 f"resolving project {request.directory.name} for the node failed: {detail}; "
                 f"{_hint(wanted.plan)}",

@@ -69,7 +69,7 @@ def project_json(args: argparse.Namespace, plan: Plan, facts: Any) -> dict[str, 
                            "go with --project PATH")  # fmt: skip
         return None
     request = project_request(args.project, selection, None, args.with_profile_packages)
-    wanted, _, install = swap.project_plan(request, plan, facts)
+    wanted, _, install = swap.project_plan(request, plan, facts, offline_ok=True)
     return {
         "directory": str(request.directory),
         "selection": wanted.selection,
@@ -77,6 +77,8 @@ def project_json(args: argparse.Namespace, plan: Plan, facts: Any) -> dict[str, 
         "python_why": wanted.python.why,
         "torch_before": wanted.torch_before,
         "torch_after": wanted.torch_after,
+        "variant": wanted.variant,
+        "resolved": bool(install),
         "install": install,
         "changes": [
             {"name": c.name, "before": c.before, "after": c.after, "why": c.why}
@@ -87,8 +89,15 @@ def project_json(args: argparse.Namespace, plan: Plan, facts: Any) -> dict[str, 
 
 
 def run(args: argparse.Namespace) -> int:
-    plan, facts = plan_for(args.profile, args.facts, declared=args.declared)
-    project = project_json(args, plan, facts)
+    from hpcenv.utils.errors import HpcenvError
+
+    try:
+        plan, facts = plan_for(args.profile, args.facts, declared=args.declared)
+        project = project_json(args, plan, facts)
+    except HpcenvError as exc:
+        if args.json:  # JSON on every outcome, as audit --json
+            print_json({"profile": args.profile, "error": str(exc), "exit_code": exc.exit_code})
+        raise
     if args.json:
         data = plan.serialize()
         if project is not None:

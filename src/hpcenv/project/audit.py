@@ -227,7 +227,9 @@ def read(path: str | Path) -> Packages:
     and content; a project directory without a venv is read by its dependency file."""
     p = Path(path)
     if p.is_dir():
-        if not _is_venv(p) and (found := project_files.find_in(p)) is not None:
+        if not _is_venv(p) and (p / "uv.lock").is_file():
+            p = p / "uv.lock"  # as build and plan read it: the lock, not its pyproject
+        elif not _is_venv(p) and (found := project_files.find_in(p)) is not None:
             p = found
         else:
             return read_venv(p)

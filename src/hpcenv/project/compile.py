@@ -101,7 +101,7 @@ def _compile(request: Request, target: Target, work: Path) -> str:
         )
     except CommandFailed as exc:
         reason = uv.error_summary(exc.output or str(exc))
-        if _unreachable(exc.output or ""):
+        if unreachable(exc.output or ""):
             raise CommandFailed(
                 f"{request.source}: cannot resolve for {target.describe()}: an index is "
                 f"unreachable ({reason}); run where the indexes it names are reachable, or "
@@ -114,7 +114,8 @@ def _compile(request: Request, target: Target, work: Path) -> str:
         ) from exc
 
 
-def _unreachable(output: str) -> bool:
+def unreachable(output: str) -> bool:
+    """uv's output says an index could not be reached (not that nothing matched)."""
     text = output.lower()
     return any(
         s in text
@@ -122,4 +123,4 @@ def _unreachable(output: str) -> bool:
     )
 
 
-__all__ = ["Resolution", "Target", "cache_key", "resolve"]
+__all__ = ["Resolution", "Target", "cache_key", "resolve", "unreachable"]
