@@ -134,3 +134,37 @@ def test_plan_installs_the_conda_build_with_the_files_python(tmp_path: Path) -> 
         "3.8",
     )
     assert "cudatoolkit=11.3" in ps.changes[0].why
+
+
+# --- a directory with two kinds -------------------------------------------------------
+
+
+def test_an_environment_file_that_installs_the_project_wins_over_its_setup_py(
+    tmp_path: Path,
+) -> None:
+    """Before: ``--project DIR`` planned from the bare setup.py (its torch pin gone) and
+    said nothing. setup.py here is a bare ``setup(name=...)``, never run by this test."""
+    directory = conda_project(tmp_path, TORCH_1_11 + "  - pip:\n    - -e .\n")
+    (directory / "setup.py").write_text("from setuptools import setup\nsetup(name='proj')\n")
+    assert readers.find_in(directory) == directory / "environment.yaml"
+    note = readers.precedence_note(directory, directory / "environment.yaml")
+    assert note is not None and "read environment.yaml; passed over setup.py" in note
+    (tmp_path / "plain").mkdir()
+    plain = conda_project(tmp_path / "plain")  # does not install the project: setup.py first
+    (plain / "setup.py").write_text("from setuptools import setup\nsetup(name='proj')\n")
+    assert readers.find_in(plain) == plain / "setup.py"
+
+
+def test_plan_names_the_file_read_and_the_one_passed_over(tmp_path: Path) -> None:
+    directory = conda_project(tmp_path, TORCH_1_11 + "  - pip:\n    - -e .\n")
+    (directory / "setup.py").write_text("from setuptools import setup\nsetup(name='proj')\n")
+    plan = make_plan(profile.load("local"), A100, environ={})
+    request = swap.ProjectRequest(
+        directory=directory,
+        file=None,
+        selection=uvlock.DEFAULT_SELECTION,
+        with_profile_packages=False,
+    )
+    ps = swap.project_set(request, plan, A100)
+    assert ps.torch_after == "torch==1.11.0+cu113"
+    assert any("passed over setup.py" in w for w in ps.warnings)

@@ -230,7 +230,9 @@ def read(path: str | Path) -> Packages:
         if not _is_venv(p) and (p / "uv.lock").is_file():
             p = p / "uv.lock"  # as build and plan read it: the lock, not its pyproject
         elif not _is_venv(p) and (found := project_files.find_in(p)) is not None:
-            p = found
+            pkgs = read(found)
+            note = project_files.precedence_note(p, found)
+            return replace(pkgs, notes=(note, *pkgs.notes)) if note else pkgs
         else:
             return read_venv(p)
     if not p.is_file():
@@ -307,7 +309,7 @@ def resolve_for(
             pinned, arch, py, facts.glibc, where="the node",
             python_where="--python" if python else "--python X.Y, or the node's Python",
         )  # fmt: skip
-    notes, warnings = request.notes, request.warnings
+    notes, warnings = (*pkgs.notes, *request.notes), request.warnings
     try:
         resolution = project_resolve.resolve(request, target)
     except CommandFailed as exc:

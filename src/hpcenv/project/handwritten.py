@@ -18,6 +18,7 @@ install`` joins only when asked (``--with-profile-packages``).
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 
@@ -50,7 +51,12 @@ def dependency_file(directory: Path) -> Path:
 def request_of(
     directory: Path, extras: tuple[str, ...] = (), *, file: Path | None = None
 ) -> project_files.Request:
-    return project_files.read(file or dependency_file(directory), extras=extras)
+    if file is not None:
+        return project_files.read(file, extras=extras)
+    chosen = dependency_file(directory)
+    request = project_files.read(chosen, extras=extras)
+    note = project_files.precedence_note(directory, chosen)
+    return dataclasses.replace(request, notes=(note, *request.notes)) if note else request
 
 
 def python_for(request: project_files.Request, plan: Plan) -> uvlock.PythonChoice:

@@ -192,16 +192,52 @@ def read(path: Path, *, extras: tuple[str, ...] = ()) -> Request:
 
 
 def find_in(directory: Path) -> Path | None:
-    """The dependency file of a project directory without a ``uv.lock``: ``pyproject.toml``
-    (with ``[project]``), ``setup.py``, ``setup.cfg``, ``requirements.txt``, then conda's."""
-    for name in PROJECT_FILES:
-        p = directory / name
-        if p.is_file() and (name != "pyproject.toml" or _has_project_table(p)):
-            return p
+    """The dependency file of a project directory without a ``uv.lock``, by one
+    precedence: ``pyproject.toml`` (with ``[project]``); a conda environment file that
+    installs the project itself (``- pip: [-e .]``: it names the project's own
+    dependencies and more, so it wins over a bare ``setup.py``); ``setup.py``,
+    ``setup.cfg``; ``requirements.txt``; another conda environment file."""
+    pyproject = directory / "pyproject.toml"
+    if pyproject.is_file() and _has_project_table(pyproject):
+        return pyproject
+    for name in CONDA_FILES:
+        if _installs_itself(directory / name, directory):
+            return directory / name
+    for name in PROJECT_FILES[1:]:
+        if (directory / name).is_file():
+            return directory / name
     for name in ("requirements.txt", *CONDA_FILES):
         if (directory / name).is_file():
             return directory / name
     return None
+
+
+def passed_over(directory: Path, chosen: Path) -> tuple[str, ...]:
+    """The other dependency files of ``directory`` that :func:`find_in` did not read."""
+    names = (*PROJECT_FILES, "requirements.txt", *CONDA_FILES)
+    return tuple(n for n in names if (directory / n).is_file() and n != chosen.name)
+
+
+def precedence_note(directory: Path, chosen: Path) -> str | None:
+    """One line naming the file read and the ones passed over (None: there was one)."""
+    others = passed_over(directory, chosen)
+    if not others:
+        return None
+    return (
+        f"{directory}: read {chosen.name}; passed over {', '.join(others)} (the precedence: "
+        "pyproject.toml with [project], an environment file that installs the project, "
+        "setup.py/setup.cfg, requirements.txt, environment.yml)"
+    )
+
+
+def _installs_itself(path: Path, directory: Path) -> bool:
+    if not path.is_file():
+        return False
+    try:
+        request = read_conda(path)
+    except BadInput:
+        return False
+    return str(directory.resolve()) in request.local
 
 
 def _has_project_table(path: Path) -> bool:
@@ -674,5 +710,7 @@ __all__ = [
     "is_compiled",
     "kind_of",
     "parse_conda_yaml",
+    "passed_over",
+    "precedence_note",
     "read",
 ]
