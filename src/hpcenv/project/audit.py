@@ -317,9 +317,13 @@ def resolve_for(
         if not any(canonicalize_name(r.split("=", 1)[0]) == "torch" for r in pins):
             raise
         found = _with_variant(parse_requirements("\n".join(pins), pkgs.source, pkgs.kind), request)
+        found = _pypi_build(found, arch) if not request.variant and not request.index_url else found
+        found, unjudged = _named_unpinned(found, request)
+        left = f"; not judged (no pin): {', '.join(unjudged)}" if unjudged else ""
         return replace(
             found,
-            resolved=f"not resolved for {target.describe()}: its exact pins judged as written",
+            resolved=f"not resolved for {target.describe()}: its exact pins judged as written, "
+            f"its CUDA packages by name{left}",
             python=py,
             python_why=chosen.why,
             notes=(*notes, *found.notes),
@@ -348,6 +352,38 @@ def _held_to_variant(request: project_files.Request, arch: str) -> project_files
     if version is None:
         return request
     return replace(request, constraints=(*request.constraints, f"torch=={version}"))
+
+
+def _pypi_build(found: Packages, arch: str) -> Packages:
+    """An unresolved torch pin from PyPI: the build PyPI serves for ``arch`` (hpcenv's torch
+    data, read from the wheels), not "no CUDA runtime seen, so CPU"."""
+    torch = found.versions.get("torch", ())
+    if len(torch) != 1 or not _is_version(torch[0]) or Version(torch[0]).local:
+        return found
+    release = knowledge.load().release_of(torch[0])
+    plat = release.platforms.get(arch) if release else None
+    if plat is None or not plat.pypi:
+        return found
+    note = f"PyPI's torch {torch[0]} for {arch} is its {plat.pypi} build ({plat.source})"
+    versions = {**found.versions, "torch": (f"{torch[0]}+{plat.pypi}",)}
+    return replace(found, versions=versions, notes=(*found.notes, note))
+
+
+def _named_unpinned(
+    found: Packages, request: project_files.Request
+) -> tuple[Packages, tuple[str, ...]]:
+    """An unresolved file's unpinned lines: its CUDA packages (flash-attn, vLLM) judged by
+    name (``cuda_packages.BY_NAME``), the rest named as not judged."""
+    versions = dict(found.versions)
+    unjudged: list[str] = []
+    for name in request.names():
+        if name in versions:
+            continue
+        if name in cuda_packages.BY_NAME:
+            versions[name] = ("(unpinned)",)
+        else:
+            unjudged.append(name)
+    return replace(found, versions=versions), tuple(unjudged)
 
 
 def _release_pin(line: str) -> str:

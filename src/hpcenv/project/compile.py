@@ -101,6 +101,13 @@ def _compile(request: Request, target: Target, work: Path) -> str:
         )
     except CommandFailed as exc:
         reason = uv.error_summary(exc.output or str(exc))
+        if _unbuildable(exc.output or ""):
+            raise CommandFailed(
+                f"{request.source}: cannot resolve for {target.describe()}: a package could "
+                f"not be built here ({reason}); its pins are judged as written",
+                returncode=exc.returncode,
+                output=exc.output,
+            ) from exc
         if unreachable(exc.output or ""):
             raise CommandFailed(
                 f"{request.source}: cannot resolve for {target.describe()}: an index is "
@@ -112,6 +119,12 @@ def _compile(request: Request, target: Target, work: Path) -> str:
         raise BadInput(
             f"{request.source}: cannot be installed on {target.describe()}: {reason}"
         ) from exc
+
+
+def _unbuildable(output: str) -> bool:
+    """uv could not build a package's metadata here (flash-attn's setup.py needs torch and
+    nvcc): the file is not wrong, this machine cannot build it."""
+    return "failed to build" in output.lower()
 
 
 def unreachable(output: str) -> bool:

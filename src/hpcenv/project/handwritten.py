@@ -111,10 +111,13 @@ def variant_release(request: project_files.Request, arch: str) -> str | None:
     wanted = SpecifierSet(f"=={exact}") if exact else torch.specifier
     version = knowledge.load().newest_with_variant(wanted, request.variant, arch)
     if version is None:
+        release = knowledge.load().release_of(exact) if exact else None
+        plat = release.platforms.get(arch) if release else None
+        has = f" (it has {', '.join(plat.variants)})" if plat else ""
         raise NoCompatibleBuild(
             f"{request.source}: no torch{torch.specifier or ' release'} published a "
-            f"{request.variant} build for {arch} ({request.variant_why}; hpcenv's torch data); "
-            "fix: choose a CUDA version that release was built for, or drop the selector"
+            f"{request.variant} build for {arch}{has} ({request.variant_why}; hpcenv's torch "
+            "data); fix: name a variant that release published for this CPU arch"
         )
     return version
 

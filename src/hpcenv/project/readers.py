@@ -291,10 +291,26 @@ def _logical_lines(text: str) -> list[tuple[int, str]]:
     return out
 
 
+_INDEX_VARIANT = re.compile(r"/whl/(cpu|cu\d{3}|rocm\d+(?:\.\d+)*)/?$")
+
+
+def index_variant(urls: tuple[str, ...]) -> tuple[str, str] | None:
+    """(variant, the URL that names it) of the first PyTorch variant index among ``urls``
+    (``https://download.pytorch.org/whl/cu124`` -> ``cu124``): the build pip installs from
+    it, known without reaching it."""
+    for url in urls:
+        if m := _INDEX_VARIANT.search(url):
+            return m.group(1), url
+    return None
+
+
 def read_requirements(path: Path) -> Request:
     acc = _Acc()
     text = _read_requirements_into(path, acc, constraint=False, seen=())
+    named = index_variant((*([acc.index_url] if acc.index_url else []), *acc.extra))
     return Request(
+        variant=named[0] if named else None,
+        variant_why=f"{path.name} installs from {named[1]}" if named else None,
         source=str(path),
         kind="requirements",
         requirements=tuple(dict.fromkeys(acc.requirements)),
