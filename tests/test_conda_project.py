@@ -168,3 +168,16 @@ def test_plan_names_the_file_read_and_the_one_passed_over(tmp_path: Path) -> Non
     ps = swap.project_set(request, plan, A100)
     assert ps.torch_after == "torch==1.11.0+cu113"
     assert any("passed over setup.py" in w for w in ps.warnings)
+
+
+def test_plan_exits_3_with_json_when_no_build_of_the_projects_torch_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """torch 1.11.0 carries no sm_90: nothing runs on the H100s. Before: exit 4 ("build
+    failed", though nothing was built) and nothing on stdout under --json."""
+    directory = conda_project(tmp_path, TORCH_1_11.replace("  - cudatoolkit=11.3\n", ""))
+    h100 = str(FACTS / "h100-standin.json")
+    rc = main(["plan", "local", "--facts", h100, "--project", str(directory), "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 3 and out["exit_code"] == 3
+    assert "torch 1.11.0" in out["error"] and "sm_90" in out["error"]

@@ -52,6 +52,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import importlib.metadata
+import json
 import platform
 import re
 import shutil
@@ -627,8 +628,22 @@ def installed(venv: Path) -> dict[str, dict[str, Any]]:
         out[canonicalize_name(dist.metadata["Name"])] = {
             "version": dist.version,
             "requires": sorted(reqs),
+            "local": _from_a_path(dist),
         }
     return out
+
+
+def _from_a_path(dist: importlib.metadata.Distribution) -> bool:
+    """Installed from a directory (PEP 610 ``direct_url.json`` with a ``file:`` URL and no
+    archive): the project's own distribution, or one of its local packages."""
+    text = dist.read_text("direct_url.json")
+    if not text:
+        return False
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return False
+    return str(data.get("url", "")).startswith("file:") and "archive_info" not in data
 
 
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*(?:\[[^\]]*\])?)==([^\s;\\+]+)(?=\s|$)", re.M)
@@ -848,8 +863,9 @@ def sync_and_swap(
             )
     dependents = sorted(n for n, info in after.items() if "torch" in info["requires"])
     profile_names = [n for n in (_req_name(r) for r in plan.packages) if n and n in after]
+    own = [n for n, info in after.items() if info["local"]]  # the project itself must import
     # imported by the build's import check (after the fixes are in)
-    result["checked"] = sorted(set(dependents) | set(profile_names))
+    result["checked"] = sorted(set(dependents) | set(profile_names) | set(own))
     result["flash_attn_from_project"] = "flash-attn" in after
     return result
 

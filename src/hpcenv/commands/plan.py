@@ -89,15 +89,8 @@ def project_json(args: argparse.Namespace, plan: Plan, facts: Any) -> dict[str, 
 
 
 def run(args: argparse.Namespace) -> int:
-    from hpcenv.utils.errors import HpcenvError
-
-    try:
-        plan, facts = plan_for(args.profile, args.facts, declared=args.declared)
-        project = project_json(args, plan, facts)
-    except HpcenvError as exc:
-        if args.json:  # JSON on every outcome, as audit --json
-            print_json({"profile": args.profile, "error": str(exc), "exit_code": exc.exit_code})
-        raise
+    plan, facts = plan_for(args.profile, args.facts, declared=args.declared)
+    project = project_json(args, plan, facts)
     if args.json:
         data = plan.serialize()
         if project is not None:
