@@ -69,7 +69,7 @@ from hpcenv import knowledge
 from hpcenv.binaries import cudalibs
 from hpcenv.build import fixes, torch_first
 from hpcenv.decide import cuda_packages, torch_fit
-from hpcenv.decide.torch_variant import assess, resolve_torch
+from hpcenv.decide.torch_variant import assess, resolve_torch, runs_on
 from hpcenv.models.facts import Facts
 from hpcenv.models.plan import Plan
 from hpcenv.project import compile as project_resolve
@@ -213,6 +213,7 @@ def check_torch_fit(version: str, python: uvlock.PythonChoice, plan: Plan, facts
         facts.glibc,
         where=f"the node ({facts.source or 'this host'})",
         python_where=f"the project's Python: {python.why}",
+        runs=runs_on(facts),
     )
 
 

@@ -47,7 +47,13 @@ from packaging.version import InvalidVersion, Version
 from hpcenv import knowledge
 from hpcenv.binaries import archs
 from hpcenv.decide import cuda_packages, torch_fit
-from hpcenv.decide.torch_variant import assess, describe_gpus, driver_reason, try_resolve_torch
+from hpcenv.decide.torch_variant import (
+    assess,
+    describe_gpus,
+    driver_reason,
+    runs_on,
+    try_resolve_torch,
+)
 from hpcenv.models.facts import Facts
 from hpcenv.project import compile as project_resolve
 from hpcenv.project import handwritten
@@ -308,6 +314,7 @@ def resolve_for(
         torch_fit.check(
             pinned, arch, py, facts.glibc, where="the node",
             python_where="--python" if python else "--python X.Y, or the node's Python",
+            runs=runs_on(facts),
         )  # fmt: skip
     notes, warnings = (*pkgs.notes, *request.notes), request.warnings
     try:
@@ -805,6 +812,7 @@ def audit(
             facts.glibc,
             where=node,
             python_where="--python" if python else f"--python X.Y, or the Python of {node}",
+            runs=runs_on(facts),
         )
     verdicts = _cuda_verdicts(found, facts)
     kernels = None
