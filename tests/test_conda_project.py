@@ -181,3 +181,30 @@ def test_plan_exits_3_with_json_when_no_build_of_the_projects_torch_runs(
     out = json.loads(capsys.readouterr().out)
     assert rc == 3 and out["exit_code"] == 3
     assert "torch 1.11.0" in out["error"] and "sm_90" in out["error"]
+
+
+# --- --python for plan, lock and build of a project --------------------------------------
+
+
+def test_python_option_sets_the_projects_python(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--python X.Y`` wins over the file's ``python=`` (plan, lock and build share it);
+    one requires-python excludes is exit 2 naming both."""
+    directory = conda_project(tmp_path)
+    rc = main(["plan", "local", "--facts", A100_FILE, "--project", str(directory),
+               "--python", "3.9", "--json"])  # fmt: skip
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0 and out["project"]["python"] == "3.9"
+    assert out["project"]["python_why"] == "--python"
+    (tmp_path / "q").mkdir()
+    (tmp_path / "q" / "pyproject.toml").write_text(
+        '[project]\nname = "q"\nversion = "0"\nrequires-python = ">=3.11"\n'
+    )
+    for command in ("plan", "lock", "build"):
+        rc = main([command, "local", "--facts", A100_FILE, "--project", str(tmp_path / "q"),
+                   "--python", "3.10", "--json"])  # fmt: skip
+        out = json.loads(capsys.readouterr().out)
+        assert rc == 2 and "--python 3.10" in out["error"] and ">=3.11" in out["error"], command
+    rc = main(["plan", "local", "--python", "3.12", "--json"])
+    assert rc == 2 and "go with --project" in json.loads(capsys.readouterr().out)["error"]

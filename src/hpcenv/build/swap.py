@@ -97,6 +97,7 @@ class ProjectRequest:
     name: str | None = None  # the environment's name; default <profile>-<project>
     with_profile_packages: bool = False  # the profile's [packages] install joins the project
     file: Path | None = None  # the dependency file named by --project FILE (no uv.lock)
+    python: str | None = None  # --python X.Y: the project's Python, whatever its files say
 
     @property
     def locked(self) -> bool:
@@ -174,17 +175,33 @@ def project_digest(request: ProjectRequest) -> str:
 
 
 def python_for(request: ProjectRequest, plan: Plan) -> uvlock.PythonChoice:
-    """The Python of the project's environment (one rule: ``uvlock.python_for``)."""
+    """The Python of the project's environment: ``--python`` when given (it must be one
+    the project's ``requires-python`` admits), else the one rule of its kind
+    (``uvlock.python_for`` for a lock, ``handwritten.python_of`` for the rest)."""
     if not request.locked:
         from hpcenv.project import handwritten as project_handwritten
 
         hand = project_handwritten.request_of(
             request.directory, request.selection.extras, file=request.file
         )
+        if request.python:
+            return _forced_python(request.python, hand.requires_python, hand.source)
         return project_handwritten.python_for(hand, plan)
     project = uvlock.read_project(request.directory)
     lock = uvlock.read_lock(_lock_path(request.directory))
+    if request.python:
+        requires = project.requires_python or lock.requires_python
+        return _forced_python(request.python, requires, str(request.directory))
     return uvlock.python_for(project, lock.requires_python, plan.python, f"profile {plan.profile}")
+
+
+def _forced_python(python: str, requires: str | None, where: str) -> uvlock.PythonChoice:
+    if not uvlock.admits(requires, python):
+        raise BadInput(
+            f"--python {python}: {where}'s requires-python {requires} excludes it; "
+            "give a Python it admits"
+        )
+    return uvlock.PythonChoice(version=python, why="--python")
 
 
 def _lock_path(directory: Path) -> Path:
@@ -229,7 +246,7 @@ def project_torch(
 
     hand = hw.request_of(request.directory, request.selection.extras, file=request.file)
     version, _ = hw.torch_version_for(hw.torch_line(hand), plan, facts, hand.project_file)
-    return version, hw.python_for(hand, plan)
+    return version, python_for(request, plan)
 
 
 def plan_for_version(plan: Plan, version: str, facts: Facts, pin: str | None = None) -> Plan:
@@ -416,7 +433,7 @@ def _read_locked(request: ProjectRequest, plan: Plan, facts: Facts) -> _Locked:
     directory = request.directory
     lock = uvlock.read_lock(_lock_path(directory))
     project = uvlock.read_project(directory)
-    py = uvlock.python_for(project, lock.requires_python, plan.python, f"profile {plan.profile}")
+    py = python_for(request, plan)
     arch = plan.arch or facts.arch or platform.machine()
     env = marker_environment(arch, py.version)
     resolved = uvlock.resolve(lock, project, env, request.selection)
@@ -526,7 +543,7 @@ def handwritten_set(request: ProjectRequest, plan: Plan, facts: Facts) -> Projec
             "from a uv.lock; this project has none (name its extras with --extra NAME)"
         )
     hand = hw.request_of(request.directory, request.selection.extras, file=request.file)
-    py = hw.python_for(hand, plan)
+    py = python_for(request, plan)
     spec = hw.torch_line(hand)
     if held := hw.variant_release(hand, plan.arch or facts.arch or platform.machine()):
         version, why = held, f"the project asks for torch{spec.specifier if spec else ''}"

@@ -15,6 +15,7 @@ from rich.table import Table
 from hpcenv.commands import (
     add_facts_option,
     add_json_option,
+    add_project_python,
     add_selection_options,
     print_json,
     selection_of,
@@ -48,6 +49,7 @@ def add_project_options(parser: argparse.ArgumentParser) -> None:
         "pyproject.toml, setup.py or environment.yml): exactly what 'build --project' installs",
     )
     add_selection_options(parser, "--project:")
+    add_project_python(parser)
     parser.add_argument(
         "--with-profile-packages",
         action="store_true",
@@ -64,11 +66,13 @@ def project_json(args: argparse.Namespace, plan: Plan, facts: Any) -> dict[str, 
 
     selection = selection_of(args)
     if not args.project:
-        if selection != uvlock.DEFAULT_SELECTION or args.with_profile_packages:
-            raise BadInput("--extra, --group, --no-default-groups and --with-profile-packages "
-                           "go with --project PATH")  # fmt: skip
+        if selection != uvlock.DEFAULT_SELECTION or args.with_profile_packages or args.python:
+            raise BadInput("--python, --extra, --group, --no-default-groups and "
+                           "--with-profile-packages go with --project PATH")  # fmt: skip
         return None
-    request = project_request(args.project, selection, None, args.with_profile_packages)
+    request = project_request(
+        args.project, selection, None, args.with_profile_packages, args.python
+    )
     wanted, _, install = swap.project_plan(request, plan, facts, offline_ok=True)
     return {
         "directory": str(request.directory),
