@@ -186,7 +186,7 @@ def python_for(request: ProjectRequest, plan: Plan) -> uvlock.PythonChoice:
         )
         if request.python:
             return _forced_python(request.python, hand.requires_python, hand.source)
-        return project_handwritten.python_for(hand, plan)
+        return project_handwritten.python_of(hand, plan.python, f"profile {plan.profile}")
     project = uvlock.read_project(request.directory)
     lock = uvlock.read_lock(_lock_path(request.directory))
     if request.python:

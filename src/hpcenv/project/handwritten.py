@@ -59,11 +59,6 @@ def request_of(
     return dataclasses.replace(request, notes=(note, *request.notes)) if note else request
 
 
-def python_for(request: project_files.Request, plan: Plan) -> uvlock.PythonChoice:
-    """The project's Python in a build of profile ``plan`` (:func:`python_of`)."""
-    return python_of(request, plan.python, f"profile {plan.profile}")
-
-
 def python_of(
     request: project_files.Request, offered: str | None, offered_by: str
 ) -> uvlock.PythonChoice:
@@ -215,7 +210,6 @@ __all__ = [
     "dependency_file",
     "project_indexes",
     "project_lines",
-    "python_for",
     "python_of",
     "request_of",
     "torch_line",
