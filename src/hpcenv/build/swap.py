@@ -281,7 +281,10 @@ def target_requirement(plan: Plan, version: str) -> str:
         return str(plan.torch_wheel)
     if not plan.torch.backend:
         raise BuildFailed(f"profile {plan.profile}: no torch variant planned")
-    return f"torch=={version}+{plan.torch.backend}"
+    for_version = dataclasses.replace(plan.torch, version=version)
+    line = uv.torch_requirement(dataclasses.replace(plan, torch=for_version, torch_wheel=None))
+    assert line is not None  # a version is set
+    return line  # the one spelling of the torch line: tools/uv.torch_requirement
 
 
 _NAME_MAJOR = re.compile(r"(?<=[._-])cu(da)?(\d{2})(x?)(?=$|[._-])")
