@@ -24,14 +24,23 @@ pytest_plugins = [  # a helper before the helpers that import it (assertion rewr
 ]
 
 
+#: The session's SLURM clusters (tests/support/slurm_cluster.py): a test's group is the
+#: first of these it asks for, so each cluster starts once, in one worker, while tests on
+#: another cluster run beside them in another.
+CLUSTERS = ("cluster4", "cluster", "gres_cluster", "slurm")
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups into the node ids
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Groups for ``pytest -n N --dist loadgroup`` (``nox -s tests``): every SLURM test in
-    one worker, so each test cluster starts once; the other tests by file, so a file's
-    module-scoped fixtures (stand-in indexes, built venvs) are made once."""
+    """Groups for ``pytest -n N --dist loadgroup`` (``nox -s tests``): the SLURM tests by
+    the cluster they use, the other tests by file, so a file's module-scoped fixtures
+    (stand-in indexes, built venvs) are made once."""
     for item in items:
-        group = "slurm" if item.get_closest_marker("slurm") else str(item.path)
-        item.add_marker(pytest.mark.xdist_group(group))
+        names = getattr(item, "fixturenames", ())
+        cluster = next((c for c in CLUSTERS if c in names), None)
+        if cluster is None and item.get_closest_marker("slurm"):
+            cluster = "slurm"
+        item.add_marker(pytest.mark.xdist_group(f"slurm-{cluster}" if cluster else str(item.path)))
 
 
 @pytest.fixture

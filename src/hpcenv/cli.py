@@ -123,11 +123,30 @@ def _say(line: str) -> None:
     print(f"hpcenv: {one_line(visible(redact.text(line)))}", file=sys.stderr)
 
 
+_seen = [0]  # output.json_printed when this main() began
+
+
+def _json_error(args: argparse.Namespace | None, exc: HpcenvError) -> None:
+    """``--json``: a JSON object on stdout for an error too, unless the command printed
+    its own (audit's verdict with the error, plan's)."""
+    from hpcenv.utils import output
+
+    if args is None or not getattr(args, "json", False) or output.json_printed[0] > _seen[0]:
+        return
+    output.print_json(
+        {"command": args.command, "ok": False, "error": str(exc), "exit_code": exc.exit_code}
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv, command_argv = split_command(list(sys.argv[1:] if argv is None else argv))
     only = argv[0] if argv and argv[0] in COMMANDS else None
     _handle_signals()
     _received.clear()
+    from hpcenv.utils import output
+
+    _seen[0] = output.json_printed[0]
+    args: argparse.Namespace | None = None
     try:
         parser = build_parser(only, with_command=command_argv is not None)
         args = parser.parse_args(argv)
@@ -149,6 +168,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _say(f"{what} by {signal.Signals(signum).name}; everything it started was stopped")
         return 128 + signum
     except HpcenvError as exc:
+        _json_error(args, exc)
         _say(f"error: {exc}")
         return exc.exit_code
     except BrokenPipeError:  # `hpcenv facts --json | head`

@@ -22,6 +22,9 @@ test's directory.
 from __future__ import annotations
 
 import os
+import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -126,3 +129,28 @@ def local_profile(tmp_path: Path, extra: str = "", *, scratch: bool = False) -> 
     path = tmp_path / "local.toml"
     path.write_text(text + extra)
     return path
+
+
+def submit_job(
+    cluster: SlurmCluster, tmp_path: Path, venv: Path, *args: str, wait: bool = True
+) -> subprocess.CompletedProcess[str]:
+    """``hpcenv sbatch PROFILE --env VENV ARGS`` with --submit (and --wait): the local
+    profile with its logs and scratch under ``tmp_path``, on ``cluster``."""
+    opts, cmd = list(args), []
+    if "--" in args:
+        i = args.index("--")
+        opts, cmd = list(args[:i]), list(args[i:])
+    profile = local_profile(tmp_path, scratch=True)
+    return subprocess.run(
+        [sys.executable, "-m", "hpcenv", "sbatch", str(profile), "--env", str(venv),
+         *opts, "--submit", *(["--wait"] if wait else []), *cmd],
+        env={**cluster.env, "HPCENV_HOME": str(tmp_path / "home")},
+        capture_output=True, text=True, cwd=tmp_path, timeout=600, check=False,
+    )  # fmt: skip
+
+
+def submitted_id(done: subprocess.CompletedProcess[str]) -> str:
+    """The id ``hpcenv sbatch --submit`` printed."""
+    m = re.search(r"submitted job (\d+)", done.stdout + done.stderr)
+    assert m, done.stdout + done.stderr
+    return m.group(1)

@@ -52,6 +52,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import importlib.metadata
+import json
 import platform
 import re
 import shutil
@@ -68,10 +69,12 @@ from hpcenv import knowledge
 from hpcenv.binaries import cudalibs
 from hpcenv.build import fixes, torch_first
 from hpcenv.decide import cuda_packages, torch_fit
-from hpcenv.decide.torch_variant import resolve_torch
+from hpcenv.decide.torch_variant import assess, resolve_torch, runs_on
 from hpcenv.models.facts import Facts
 from hpcenv.models.plan import Plan
+from hpcenv.project import compile as project_resolve
 from hpcenv.project import copy_tree as project_copy
+from hpcenv.project import readers as project_files
 from hpcenv.project import uv_lock as uvlock
 from hpcenv.project.audit import marker_environment
 from hpcenv.tools import uv
@@ -94,6 +97,7 @@ class ProjectRequest:
     name: str | None = None  # the environment's name; default <profile>-<project>
     with_profile_packages: bool = False  # the profile's [packages] install joins the project
     file: Path | None = None  # the dependency file named by --project FILE (no uv.lock)
+    python: str | None = None  # --python X.Y: the project's Python, whatever its files say
 
     @property
     def locked(self) -> bool:
@@ -175,17 +179,33 @@ def project_digest(request: ProjectRequest) -> str:
 
 
 def python_for(request: ProjectRequest, plan: Plan) -> uvlock.PythonChoice:
-    """The Python of the project's environment (one rule: ``uvlock.python_for``)."""
+    """The Python of the project's environment: ``--python`` when given (it must be one
+    the project's ``requires-python`` admits), else the one rule of its kind
+    (``uvlock.python_for`` for a lock, ``handwritten.python_of`` for the rest)."""
     if not request.locked:
         from hpcenv.project import handwritten as project_handwritten
 
         hand = project_handwritten.request_of(
             request.directory, request.selection.extras, file=request.file
         )
-        return project_handwritten.python_for(hand, plan)
+        if request.python:
+            return _forced_python(request.python, hand.requires_python, hand.source)
+        return project_handwritten.python_of(hand, plan.python, f"profile {plan.profile}")
     project = uvlock.read_project(request.directory)
     lock = uvlock.read_lock(_lock_path(request.directory))
+    if request.python:
+        requires = project.requires_python or lock.requires_python
+        return _forced_python(request.python, requires, str(request.directory))
     return uvlock.python_for(project, lock.requires_python, plan.python, f"profile {plan.profile}")
+
+
+def _forced_python(python: str, requires: str | None, where: str) -> uvlock.PythonChoice:
+    if not uvlock.admits(requires, python):
+        raise BadInput(
+            f"--python {python}: {where}'s requires-python {requires} excludes it; "
+            "give a Python it admits"
+        )
+    return uvlock.PythonChoice(version=python, why="--python")
 
 
 def _lock_path(directory: Path) -> Path:
@@ -214,6 +234,7 @@ def check_torch_fit(version: str, python: uvlock.PythonChoice, plan: Plan, facts
         facts.glibc,
         where=f"the node ({facts.source or 'this host'})",
         python_where=f"the project's Python: {python.why}",
+        runs=runs_on(facts),
     )
 
 
@@ -229,28 +250,28 @@ def project_torch(
 
     hand = hw.request_of(request.directory, request.selection.extras, file=request.file)
     version, _ = hw.torch_version_for(hw.torch_line(hand), plan, facts, hand.project_file)
-    return version, hw.python_for(hand, plan)
+    return version, python_for(request, plan)
 
 
-def plan_for_version(plan: Plan, version: str, facts: Facts) -> Plan:
+def plan_for_version(plan: Plan, version: str, facts: Facts, pin: str | None = None) -> Plan:
     """``plan`` with its torch choice made for torch ``version`` (the project's) on ``facts``.
 
     The plan's variant was chosen for the plan's torch version; another release may not
     publish it or may not carry this node's GPU code, so the variant is resolved again for
-    ``version`` with the profile's pin and index base. The plan's wheelhouse torch is for
-    the plan's version, so it is dropped. Raises ``BuildFailed`` when hpcenv knows no
-    build of ``version`` that this node can run.
+    ``version`` with the profile's pin (or ``pin``, the variant the project's own file
+    asks for: conda's ``cudatoolkit=11.3``) and index base. The plan's wheelhouse torch is
+    for the plan's version, so it is dropped. Raises ``NoCompatibleBuild`` (exit 3) when
+    hpcenv knows no build of ``version`` that this node can run.
     """
-    if plan.torch.version == version:
+    pin = pin or plan.torch.pin
+    if plan.torch.version == version and pin in (plan.torch.pin, plan.torch.backend):
         return plan
     if facts.arch is None and plan.arch:
         facts = dataclasses.replace(facts, arch=plan.arch)
     try:
-        choice = resolve_torch(
-            facts, f"=={version}", pin=plan.torch.pin, index_base=plan.torch.index_base
-        )
+        choice = resolve_torch(facts, f"=={version}", pin=pin, index_base=plan.torch.index_base)
     except (BadInput, NoCompatibleBuild) as exc:
-        raise BuildFailed(
+        raise NoCompatibleBuild(
             f"the project locks torch {version}, not the plan's {plan.torch.version}, "
             f"and no variant of {version} can be chosen for this node: {exc}"
         ) from exc
@@ -264,7 +285,10 @@ def target_requirement(plan: Plan, version: str) -> str:
         return str(plan.torch_wheel)
     if not plan.torch.backend:
         raise BuildFailed(f"profile {plan.profile}: no torch variant planned")
-    return f"torch=={version}+{plan.torch.backend}"
+    for_version = dataclasses.replace(plan.torch, version=version)
+    line = uv.torch_requirement(dataclasses.replace(plan, torch=for_version, torch_wheel=None))
+    assert line is not None  # a version is set
+    return line  # the one spelling of the torch line: tools/uv.torch_requirement
 
 
 _NAME_MAJOR = re.compile(r"(?<=[._-])cu(da)?(\d{2})(x?)(?=$|[._-])")
@@ -416,7 +440,7 @@ def _read_locked(request: ProjectRequest, plan: Plan, facts: Facts) -> _Locked:
     directory = request.directory
     lock = uvlock.read_lock(_lock_path(directory))
     project = uvlock.read_project(directory)
-    py = uvlock.python_for(project, lock.requires_python, plan.python, f"profile {plan.profile}")
+    py = python_for(request, plan)
     arch = plan.arch or facts.arch or platform.machine()
     env = marker_environment(arch, py.version)
     resolved = uvlock.resolve(lock, project, env, request.selection)
@@ -526,12 +550,15 @@ def handwritten_set(request: ProjectRequest, plan: Plan, facts: Facts) -> Projec
             "from a uv.lock; this project has none (name its extras with --extra NAME)"
         )
     hand = hw.request_of(request.directory, request.selection.extras, file=request.file)
-    py = hw.python_for(hand, plan)
+    py = python_for(request, plan)
     spec = hw.torch_line(hand)
-    version, why = hw.torch_version_for(spec, plan, facts, hand.project_file)
+    if held := hw.variant_release(hand, plan.arch or facts.arch or platform.machine()):
+        version, why = held, f"the project asks for torch{spec.specifier if spec else ''}"
+    else:
+        version, why = hw.torch_version_for(spec, plan, facts, hand.project_file)
     check_torch_fit(version, py, plan, facts)
-    if version != plan.torch.version:
-        plan = plan_for_version(plan, version, facts)
+    pin, why = _file_variant(hand, version, facts, why)
+    plan = plan_for_version(plan, version, facts, pin=pin)
     torch_req = target_requirement(plan, version)
     lines, local, notes = hw.project_lines(hand, request.directory)
     indexes, dropped = hw.project_indexes(hand)
@@ -567,6 +594,22 @@ def handwritten_set(request: ProjectRequest, plan: Plan, facts: Facts) -> Projec
         local_deps=True,
         find_links=hand.find_links,
     )
+
+
+def _file_variant(
+    hand: project_files.Request, version: str, facts: Facts, why: str
+) -> tuple[str | None, str]:
+    """The variant a file names (conda's ``cudatoolkit=11.3``) when it runs on the node,
+    as audit judges it (``assess``); else the node's build, the way a lock's ``+cu128``
+    that cannot run here is replaced. (pin or None, why)."""
+    if not hand.variant:
+        return None, why
+    if facts.nvidia is not None and facts.gpus and not assess(facts, version, hand.variant).runs:
+        return None, (
+            f"{why}; {hand.variant_why}, but that {hand.variant} build cannot run on this node: "
+            "the node's build instead"
+        )
+    return hand.variant, f"{why}; {hand.variant_why}: its {hand.variant} build"
 
 
 def _own_index(pkg: uvlock.LockPackage | None) -> str | None:
@@ -612,8 +655,22 @@ def installed(venv: Path) -> dict[str, dict[str, Any]]:
         out[canonicalize_name(dist.metadata["Name"])] = {
             "version": dist.version,
             "requires": sorted(reqs),
+            "local": _from_a_path(dist),
         }
     return out
+
+
+def _from_a_path(dist: importlib.metadata.Distribution) -> bool:
+    """Installed from a directory (PEP 610 ``direct_url.json`` with a ``file:`` URL and no
+    archive): the project's own distribution, or one of its local packages."""
+    text = dist.read_text("direct_url.json")
+    if not text:
+        return False
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return False
+    return str(data.get("url", "")).startswith("file:") and "archive_info" not in data
 
 
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*(?:\[[^\]]*\])?)==([^\s;\\+]+)(?=\s|$)", re.M)
@@ -723,12 +780,16 @@ def project_plan(
     *,
     hashes: bool = False,
     allow_build: bool = True,
+    offline_ok: bool = False,
 ) -> tuple[ProjectSet, str, list[str]]:
     """What ``build --project`` would install on the node, before anything is downloaded
     but metadata: (the set, uv's resolved text (hashed with ``hashes``), the install list).
     Without ``allow_build`` (``plan``) no code of the project runs: its local projects'
     requirements are those read as data, and one whose code computes them is named (BadInput).
-    Raises ``CommandFailed`` naming uv's reason and where torch comes from."""
+    Raises ``CommandFailed`` naming uv's reason and where torch comes from; with
+    ``offline_ok``, an index that cannot be reached leaves the set as decided (torch, its
+    variant, the Python) with an empty install list and a warning saying what was not
+    resolved."""
     wanted = project_set(request, plan, facts)
     local = wanted.local if wanted.local_deps else ()  # installed from a copy by a build
     if not allow_build:
@@ -739,6 +800,9 @@ def project_plan(
             resolve_set(request, wanted, facts, work, hashes=hashes)
         except CommandFailed as exc:
             detail = uv.error_summary(exc.output) or str(exc)
+            if offline_ok and project_resolve.unreachable(exc.output or ""):
+                why = f"not resolved: an index is unreachable ({detail}); {_hint(wanted.plan)}"
+                return dataclasses.replace(wanted, warnings=(*wanted.warnings, why)), "", []
             raise CommandFailed(
                 f"resolving project {request.directory.name} for the node failed: {detail}; "
                 f"{_hint(wanted.plan)}",
@@ -846,8 +910,9 @@ def sync_and_swap(
             )
     dependents = sorted(n for n, info in after.items() if "torch" in info["requires"])
     profile_names = [n for n in (_req_name(r) for r in plan.packages) if n and n in after]
+    own = [n for n, info in after.items() if info["local"]]  # the project itself must import
     # imported by the build's import check (after the fixes are in)
-    result["checked"] = sorted(set(dependents) | set(profile_names))
+    result["checked"] = sorted(set(dependents) | set(profile_names) | set(own))
     result["flash_attn_from_project"] = "flash-attn" in after
     return result
 

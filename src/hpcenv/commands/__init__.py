@@ -56,6 +56,16 @@ def _number(text: str) -> float:
         return math.nan
 
 
+def add_project_python(parser: argparse.ArgumentParser) -> None:
+    """``--python X.Y`` of ``plan``/``lock``/``build --project`` (``audit`` has its own)."""
+    parser.add_argument(
+        "--python",
+        metavar="X.Y",
+        help="--project: the project's Python, whatever its files say (it must be one the "
+        "project's requires-python admits)",
+    )
+
+
 def add_selection_options(parser: argparse.ArgumentParser, scope: str) -> None:
     """uv's selection flags for a project's uv.lock (``audit``, ``build --project``);
     ``scope`` opens each help line (``uv.lock:``, ``--project:``)."""

@@ -19,6 +19,7 @@ from hpcenv.build import builder
 from hpcenv.commands import (
     add_facts_option,
     add_json_option,
+    add_project_python,
     add_selection_options,
     print_json,
     selection_of,
@@ -57,6 +58,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="--project: the environment's name (default <profile>-<project>)",
     )
     add_selection_options(parser, "--project:")
+    add_project_python(parser)
     parser.add_argument("--force", action="store_true", help="rebuild even when nothing changed")
     parser.add_argument(
         "--wait",
@@ -74,11 +76,18 @@ def run(args: argparse.Namespace) -> int:
     project = None
     selection = selection_of(args)
     if args.project:
-        project = project_request(args.project, selection, args.name, args.with_profile_packages)
-    elif args.name or selection != uv_lock.DEFAULT_SELECTION or args.with_profile_packages:
+        project = project_request(
+            args.project, selection, args.name, args.with_profile_packages, args.python
+        )
+    elif (
+        args.name
+        or args.python
+        or selection != uv_lock.DEFAULT_SELECTION
+        or args.with_profile_packages
+    ):
         raise BadInput(
-            "--name, --extra, --group, --no-default-groups and --with-profile-packages go with "
-            "--project PATH"
+            "--name, --python, --extra, --group, --no-default-groups and "
+            "--with-profile-packages go with --project PATH"
         )
     plan, facts = plan_for(args.profile, args.facts)
     result = builder.build(
@@ -116,7 +125,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def project_request(
-    path: str, selection: Selection, name: str | None = None, with_profile: bool = False
+    path: str,
+    selection: Selection,
+    name: str | None = None,
+    with_profile: bool = False,
+    python: str | None = None,
 ) -> ProjectRequest:
     """``--project PATH`` as a ``swap.ProjectRequest`` (a directory with a ``uv.lock`` or a
     dependency file; a file names its directory)."""
@@ -145,7 +158,17 @@ def project_request(
         name=name,
         with_profile_packages=with_profile,
         file=file,
+        python=_python_arg(python),
     )
+
+
+def _python_arg(python: str | None) -> str | None:
+    """``--python X.Y`` checked: ``3.12`` or ``3.12.3``."""
+    import re
+
+    if python is not None and not re.fullmatch(r"3\.\d{1,2}(\.\d{1,2})?", python):
+        raise BadInput(f"--python {python!r}: not a Python version; write e.g. 3.12")
+    return python
 
 
 def _project_lines(done: Mapping[str, object] | None) -> list[str]:

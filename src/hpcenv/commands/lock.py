@@ -50,9 +50,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def add_project_selection(parser: argparse.ArgumentParser) -> None:
-    from hpcenv.commands import add_selection_options
+    from hpcenv.commands import add_project_python, add_selection_options
 
     add_selection_options(parser, "--project:")
+    add_project_python(parser)
     parser.add_argument(
         "--with-profile-packages",
         action="store_true",
@@ -66,10 +67,10 @@ def run(args: argparse.Namespace) -> int:
     from hpcenv.commands import selection_of
     from hpcenv.project import uv_lock
 
-    if selection_of(args) != uv_lock.DEFAULT_SELECTION or args.with_profile_packages:
+    if selection_of(args) != uv_lock.DEFAULT_SELECTION or args.with_profile_packages or args.python:
         raise BadInput(
-            "--extra, --group, --no-default-groups and --with-profile-packages go with "
-            "--project PATH"
+            "--python, --extra, --group, --no-default-groups and --with-profile-packages go "
+            "with --project PATH"
         )
     names = args.profiles or list(schema.available())
     rows = []
@@ -132,7 +133,9 @@ def run_project(args: argparse.Namespace) -> int:
     if len(args.profiles) != 1 or args.check:
         raise BadInput("lock --project takes one PROFILE (and no --check)")
     plan, facts = plan_for(args.profiles[0], args.facts, declared=args.declared)
-    request = project_request(args.project, selection_of(args), None, args.with_profile_packages)
+    request = project_request(
+        args.project, selection_of(args), None, args.with_profile_packages, args.python
+    )
     wanted, text, install = swap.project_plan(request, plan, facts, hashes=True)
     arch = lockfiles.target_arch(plan, facts)
     header = [

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from hpcenv.commands import (
     add_facts_option,
     add_json_option,
+    add_project_python,
     add_selection_options,
     print_json,
     selection_of,
@@ -45,6 +46,7 @@ def add_project_options(parser: argparse.ArgumentParser) -> None:
         "pyproject.toml, setup.py or environment.yml): exactly what 'build --project' installs",
     )
     add_selection_options(parser, "--project:")
+    add_project_python(parser)
     parser.add_argument(
         "--with-profile-packages",
         action="store_true",
@@ -63,18 +65,24 @@ def project_json(args: argparse.Namespace, plan: Plan, facts: Any) -> dict[str, 
     and project modules are imported only then (``plan PROFILE`` alone stays fast)."""
     if not args.project:
         chosen = args.extra or args.all_extras or args.group or args.no_default_groups
-        if chosen or args.with_profile_packages or args.allow_build:
+        if chosen or args.with_profile_packages or args.allow_build or args.python:
             from hpcenv.utils.errors import BadInput
 
-            raise BadInput("--extra, --group, --no-default-groups, --with-profile-packages and "
-                           "--allow-build go with --project PATH")  # fmt: skip
+            raise BadInput(
+                "--python, --extra, --group, --no-default-groups, --with-profile-packages "
+                "and --allow-build go with --project PATH"
+            )
         return None
     from hpcenv.build import swap
     from hpcenv.commands.build import project_request
 
     selection = selection_of(args)
-    request = project_request(args.project, selection, None, args.with_profile_packages)
-    wanted, _, install = swap.project_plan(request, plan, facts, allow_build=args.allow_build)
+    request = project_request(
+        args.project, selection, None, args.with_profile_packages, args.python
+    )
+    wanted, _, install = swap.project_plan(
+        request, plan, facts, allow_build=args.allow_build, offline_ok=True
+    )
     return {
         "directory": str(request.directory),
         "selection": wanted.selection,
@@ -82,6 +90,8 @@ def project_json(args: argparse.Namespace, plan: Plan, facts: Any) -> dict[str, 
         "python_why": wanted.python.why,
         "torch_before": wanted.torch_before,
         "torch_after": wanted.torch_after,
+        "variant": wanted.variant,
+        "resolved": bool(install),
         "install": install,
         "changes": [
             {"name": c.name, "before": c.before, "after": c.after, "why": c.why}

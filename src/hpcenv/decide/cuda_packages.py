@@ -33,6 +33,11 @@ _FLASH_ATTN = (
 )
 
 
+#: CUDA packages judged by name alone when no version is known (an unresolved file):
+#: flash-attn's compute-capability floor holds for every 2.x (its README); a 3.x is named so.
+BY_NAME = frozenset({*_FLASH_ATTN, "vllm"})
+
+
 @dataclass(frozen=True, kw_only=True)
 class Verdict:
     name: str
@@ -184,4 +189,11 @@ def _public(version: str) -> str | None:
         return None
 
 
-__all__ = ["Node", "Verdict", "cuda_major", "implied_major", "judge"]
+__all__ = [
+    "BY_NAME",
+    "Node",
+    "Verdict",
+    "cuda_major",
+    "implied_major",
+    "judge",
+]

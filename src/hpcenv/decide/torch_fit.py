@@ -11,6 +11,8 @@ the Python that has a wheel, or the newest release that has one for this Python 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from hpcenv import knowledge
 from hpcenv.knowledge import Knowledge, PlatformVariants
 from hpcenv.models import wheel_fit
@@ -44,14 +46,20 @@ def _fits(plat: PlatformVariants, arch: str, python: str | None, glibc: str | No
 
 
 def newest_fitting(
-    arch: str, python: str | None, glibc: str | None, know: Knowledge | None = None
+    arch: str,
+    python: str | None,
+    glibc: str | None,
+    know: Knowledge | None = None,
+    runs: Callable[[str], bool] | None = None,
 ) -> str | None:
-    """The newest release hpcenv knows with a PyPI wheel for this Python and glibc."""
+    """The newest release hpcenv knows with a PyPI wheel for this Python and glibc (and,
+    given ``runs``, one that hpcenv's resolver says runs on the node)."""
     know = know or knowledge.load()
     for version in reversed(know.known_versions()):
         release = know.release_of(version)
         plat = release.platforms.get(arch) if release else None
-        if plat is not None and plat.pythons and _fits(plat, arch, python, glibc):
+        fits = plat is not None and bool(plat.pythons) and _fits(plat, arch, python, glibc)
+        if fits and (runs is None or runs(version)):
             return version
     return None
 
@@ -64,11 +72,14 @@ def check(
     *,
     where: str,
     python_where: str | None = None,
+    runs: Callable[[str], bool] | None = None,
 ) -> None:
     """``NoCompatibleBuild`` when torch ``version`` has no wheel for CPython ``python`` or
     for glibc ``glibc`` on ``arch`` (see the module docstring). ``where`` names the node or
     profile; ``python_where`` the setting that chose the Python (``[profile] python in
-    profile p``)."""
+    profile p``). ``runs`` (``torch_variant.runs_on``: hpcenv's resolver for the node)
+    checks every fix before it is proposed: another Python only when a build of
+    ``version`` runs there, another release only when it does."""
     know = knowledge.load()
     release = know.release_of(version)
     plat = release.platforms.get(arch) if release else None
@@ -76,10 +87,14 @@ def check(
     if plat is None:
         return
     if py and plat.pythons and not _has_python(plat, arch, py):
-        newest = newest_fitting(arch, py, None, know)
-        fix = f"use Python {plat.pythons[-1]} ({python_where or where})"
+        newest = newest_fitting(arch, py, None, know, runs)
+        fixes = []
+        if runs is None or runs(version):
+            fixes.append(f"use Python {plat.pythons[-1]} ({python_where or where})")
         if newest:
-            fix += f", or torch {newest}, the newest release with a CPython {py} wheel"
+            fixes.append(f"torch {newest}, the newest release with a CPython {py} wheel"
+                         + (" that runs here" if runs else ""))  # fmt: skip
+        fix = ", or ".join(fixes) or f"no build of torch {version} runs on {where}"
         raise NoCompatibleBuild(
             f"torch {version} has no wheel for Python {py} on {arch} (PyPI lists its wheels "
             f"for CPython {', '.join(plat.pythons)}): {fix}"
@@ -88,7 +103,7 @@ def check(
         return
     need = wheel_fit.min_glibc(plat.tags)
     need_text = f"glibc >= {need[0]}.{need[1]}" if need else "a newer glibc"
-    newest = newest_fitting(arch, py, glibc, know)
+    newest = newest_fitting(arch, py, glibc, know, runs)
     fix = f"use torch {newest}, the newest release with a wheel for it" if newest else ""
     fix += f"{', or ' if fix else ''}a node or container with {need_text}"
     platforms = sorted({t.rsplit("-", 1)[-1] for t in plat.tags})

@@ -170,6 +170,15 @@ class Knowledge:
         """The release of exactly ``version``, or None when hpcenv does not know it."""
         return self.torch.release_of(version)
 
+    def newest_with_variant(self, wanted: SpecifierSet, variant: str, cpu_arch: str) -> str | None:
+        """The newest release in ``wanted`` that published ``variant`` for ``cpu_arch``
+        (what conda installs for ``pytorch>=1.13`` beside ``pytorch-cuda=11.7``), or None."""
+        for release in reversed(self.releases):
+            plat = release.platforms.get(cpu_arch)
+            if plat and variant in plat.variants and wanted.contains(release.version, True):
+                return release.version
+        return None
+
     def arch_set(self, variant: str, cpu_arch: str, torch: str) -> ArchSet | None:
         """GPU code of ``variant`` of torch ``torch`` (exact version or minor) on ``cpu_arch``."""
         return self.torch.arch_set(variant, cpu_arch, torch)

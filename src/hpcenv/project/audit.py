@@ -47,10 +47,16 @@ from packaging.version import InvalidVersion, Version
 from hpcenv import knowledge
 from hpcenv.binaries import archs
 from hpcenv.decide import cuda_packages, torch_fit
-from hpcenv.decide.torch_variant import assess, describe_gpus, driver_reason, try_resolve_torch
+from hpcenv.decide.torch_variant import (
+    assess,
+    describe_gpus,
+    driver_reason,
+    runs_on,
+    try_resolve_torch,
+)
 from hpcenv.models.facts import Facts
 from hpcenv.project import compile as project_resolve
-from hpcenv.project import containment
+from hpcenv.project import containment, handwritten
 from hpcenv.project import readers as project_files
 from hpcenv.project import uv_lock as uvlock
 from hpcenv.utils import fsio
@@ -90,6 +96,9 @@ class Packages:
     request: project_files.Request | None = None
     #: what a hand-written file was resolved to, in words (None: read as written)
     resolved: str | None = None
+    #: a hand-written file: the Python it was resolved for, and why (``handwritten.python_of``)
+    python: str | None = None
+    python_why: str | None = None
     notes: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
 
@@ -225,8 +234,12 @@ def read(path: str | Path) -> Packages:
     p = Path(path)
     root = p.absolute() if p.is_dir() else containment.root_of(p)
     if p.is_dir():
-        if not _is_venv(p) and (found := project_files.find_in(p)) is not None:
-            p = found
+        if not _is_venv(p) and (p / "uv.lock").is_file():
+            p = p / "uv.lock"  # as build and plan read it: the lock, not its pyproject
+        elif not _is_venv(p) and (found := project_files.find_in(p)) is not None:
+            pkgs = read(found)
+            note = project_files.precedence_note(p, found)
+            return replace(pkgs, notes=(note, *pkgs.notes)) if note else pkgs
         else:
             return read_venv(p)
     if p.is_symlink():  # before any read: a link out of the project is not read
@@ -254,17 +267,15 @@ def _is_venv(path: Path) -> bool:
 
 
 def _pinned_torch(lines: tuple[str, ...]) -> str | None:
-    """The release an exact ``torch==X`` line (no marker) pins, else None."""
+    """The release an exact ``torch==X`` line (no marker) pins, else None
+    (``readers.exact_release``: conda's ``pytorch=1.11.0`` is 1.11.0)."""
     for line in lines:
         try:
             req = Requirement(line)
         except InvalidRequirement:
             continue
-        specs = list(req.specifier)
-        if canonicalize_name(req.name) == "torch" and not req.marker and len(specs) == 1:
-            spec = specs[0]
-            if spec.operator in ("==", "===") and "*" not in spec.version:
-                return Version(spec.version).public
+        if canonicalize_name(req.name) == "torch" and not req.marker:
+            return project_files.exact_release(req.specifier)
     return None
 
 
@@ -296,35 +307,42 @@ def resolve_for(
             Path(pkgs.source), extras=selection.extras, root=Path(request.root)
         )
     arch = facts.arch or platform.machine()
-    py = (
-        _minor(python)
-        or _minor(facts.python)
-        or request.python
-        or _lowest_python(request.requires_python)
-        or f"{sys.version_info.major}.{sys.version_info.minor}"
-    )
+    if python:
+        chosen = uvlock.PythonChoice(version=python, why="--python")
+    else:
+        offered = facts.python or f"{sys.version_info.major}.{sys.version_info.minor}"
+        chosen = handwritten.python_of(request, offered, "the node")
+    py = _minor(chosen.version) or chosen.version
+    request = _held_to_variant(request, arch)
     target = project_resolve.Target(arch=arch, glibc=facts.glibc, python=py)
     pinned = _pinned_torch(request.requirements)
     if pinned:  # before uv: exit 3 naming the fix, not uv's resolver error
         torch_fit.check(
             pinned, arch, py, facts.glibc, where="the node",
             python_where="--python" if python else "--python X.Y, or the node's Python",
+            runs=runs_on(facts),
         )  # fmt: skip
-    notes, warnings = request.notes, request.warnings
+    notes, warnings = (*pkgs.notes, *request.notes), request.warnings
     try:
         resolution = project_resolve.resolve(request, target, allow_build=allow_build)
     except CommandFailed as exc:
-        pins = [r for r in request.requirements if _REQ_LINE.match(r)]
+        pins = [_release_pin(r) for r in request.requirements if _REQ_LINE.match(r)]
         if not any(canonicalize_name(r.split("=", 1)[0]) == "torch" for r in pins):
             raise
-        found = parse_requirements("\n".join(pins), pkgs.source, pkgs.kind)
+        found = _with_variant(parse_requirements("\n".join(pins), pkgs.source, pkgs.kind), request)
+        found = _pypi_build(found, arch) if not request.variant and not request.index_url else found
+        found, unjudged = _named_unpinned(found, request)
+        left = f"; not judged (no pin): {', '.join(unjudged)}" if unjudged else ""
         return replace(
             found,
-            resolved=f"not resolved for {target.describe()}: its exact pins judged as written",
-            notes=notes,
+            resolved=f"not resolved for {target.describe()}: its exact pins judged as written, "
+            f"its CUDA packages by name{left}",
+            python=py,
+            python_why=chosen.why,
+            notes=(*notes, *found.notes),
             warnings=(*warnings, f"{exc} (only the exact pins were judged)"),
         )
-    found = parse_requirements(resolution.text, pkgs.source, pkgs.kind)
+    found = _with_variant(parse_requirements(resolution.text, pkgs.source, pkgs.kind), request)
     torch = found.versions.get("torch", ())
     what = f"torch=={torch[0]}" if torch else "no torch"
     how = " (cached)" if resolution.cached else ""
@@ -333,9 +351,90 @@ def resolve_for(
         found,
         resolved=f"resolved from a hand-written {kind} for {target.describe()}{how}: "
         f"{what}, {len(found.versions)} packages",
-        notes=notes,
+        python=py,
+        python_why=chosen.why,
+        notes=(*notes, *found.notes),
         warnings=warnings,
     )
+
+
+def _held_to_variant(request: project_files.Request, arch: str) -> project_files.Request:
+    """A file that names its torch build resolves to the release ``handwritten``'s rule
+    picks for it (conda's ``pytorch>=1.13`` + ``pytorch-cuda=11.7`` is 2.0.1)."""
+    version = handwritten.variant_release(request, arch)
+    if version is None:
+        return request
+    return replace(request, constraints=(*request.constraints, f"torch=={version}"))
+
+
+def _pypi_build(found: Packages, arch: str) -> Packages:
+    """An unresolved torch pin from PyPI: the build PyPI serves for ``arch`` (hpcenv's torch
+    data, read from the wheels), not "no CUDA runtime seen, so CPU"."""
+    torch = found.versions.get("torch", ())
+    if len(torch) != 1 or not _is_version(torch[0]) or Version(torch[0]).local:
+        return found
+    release = knowledge.load().release_of(torch[0])
+    plat = release.platforms.get(arch) if release else None
+    if plat is None or not plat.pypi:
+        return found
+    note = f"PyPI's torch {torch[0]} for {arch} is its {plat.pypi} build ({plat.source})"
+    versions = {**found.versions, "torch": (f"{torch[0]}+{plat.pypi}",)}
+    return replace(found, versions=versions, notes=(*found.notes, note))
+
+
+def _named_unpinned(
+    found: Packages, request: project_files.Request
+) -> tuple[Packages, tuple[str, ...]]:
+    """An unresolved file's unpinned lines: its CUDA packages (flash-attn, vLLM) judged by
+    name (``cuda_packages.BY_NAME``), the rest named as not judged."""
+    versions = dict(found.versions)
+    unjudged: list[str] = []
+    for name in request.names():
+        if name in versions:
+            continue
+        if name in cuda_packages.BY_NAME:
+            versions[name] = ("(unpinned)",)
+        else:
+            unjudged.append(name)
+    return replace(found, versions=versions), tuple(unjudged)
+
+
+def _release_pin(line: str) -> str:
+    """``torch==1.11.0.*`` (conda's ``pytorch=1.11.0``) -> ``torch==1.11.0``: the release
+    ``readers.exact_release`` reads it as; other lines as they are."""
+    try:
+        req = Requirement(line)
+    except InvalidRequirement:
+        return line
+    if req.marker or not str(req.specifier).endswith(".*"):
+        return line
+    release = project_files.exact_release(req.specifier)
+    return f"{req.name}=={release}" if release else line
+
+
+def _with_variant(found: Packages, request: project_files.Request) -> Packages:
+    """The torch build a file names beside its pins (conda's ``cudatoolkit=11.3``) as the
+    torch's local label, the way conda installs it: judged as that build, not PyPI's."""
+    if not request.variant:
+        return found
+    versions = dict(found.versions)
+    torch = versions.get("torch", ())
+    if not torch:
+        return found
+    labelled = tuple(
+        v if Version(v).local else f"{v}+{request.variant}" for v in torch if _is_version(v)
+    )
+    versions["torch"] = labelled or torch
+    note = f"{request.variant_why}: torch judged as its {request.variant} build"
+    return replace(found, versions=versions, notes=(*found.notes, note))
+
+
+def _is_version(text: str) -> bool:
+    try:
+        Version(text)
+    except InvalidVersion:
+        return False
+    return True
 
 
 def _minor(version: str | None) -> str | None:
@@ -707,7 +806,7 @@ def audit(
     found = examine(
         pkgs,
         facts.arch,
-        python=python or facts.python,
+        python=python or pkgs.python or facts.python,
         python_from="--python" if python else node,
         selection=selection,
         glibc=facts.glibc,
@@ -717,10 +816,11 @@ def audit(
         torch_fit.check(
             found.version,
             facts.arch or "",
-            found.python or python or facts.python,
+            found.python or pkgs.python or python or facts.python,
             facts.glibc,
             where=node,
             python_where="--python" if python else f"--python X.Y, or the Python of {node}",
+            runs=runs_on(facts),
         )
     verdicts = _cuda_verdicts(found, facts)
     kernels = None
@@ -749,8 +849,8 @@ def audit(
         resolved=pkgs.resolved,
         notes=pkgs.notes,
         selection=found.selection,
-        python=found.python or facts.python,
-        python_why=found.python_why,
+        python=found.python or pkgs.python or facts.python,
+        python_why=found.python_why or pkgs.python_why,
         node=node,
     )
 

@@ -107,7 +107,14 @@ def _compile(request: Request, target: Target, work: Path) -> str:
         )
     except CommandFailed as exc:
         reason = uv.error_summary(exc.output or str(exc))
-        if _unreachable(exc.output or ""):
+        if _unbuildable(exc.output or ""):
+            raise CommandFailed(
+                f"{request.source}: cannot resolve for {target.describe()}: a package could "
+                f"not be built here ({reason}); its pins are judged as written",
+                returncode=exc.returncode,
+                output=exc.output,
+            ) from exc
+        if unreachable(exc.output or ""):
             raise CommandFailed(
                 f"{request.source}: cannot resolve for {target.describe()}: an index is "
                 f"unreachable ({reason}); run where the indexes it names are reachable, or "
@@ -127,7 +134,14 @@ def _copied_locals(request: Request, copy: Path) -> list[str]:
     return [str(copy / Path(p).relative_to(root)) for p in request.local]
 
 
-def _unreachable(output: str) -> bool:
+def _unbuildable(output: str) -> bool:
+    """uv could not build a package's metadata here (flash-attn's setup.py needs torch and
+    nvcc): the file is not wrong, this machine cannot build it."""
+    return "failed to build" in output.lower()
+
+
+def unreachable(output: str) -> bool:
+    """uv's output says an index could not be reached (not that nothing matched)."""
     text = output.lower()
     return any(
         s in text
@@ -135,4 +149,4 @@ def _unreachable(output: str) -> bool:
     )
 
 
-__all__ = ["Resolution", "Target", "cache_key", "resolve"]
+__all__ = ["Resolution", "Target", "cache_key", "resolve", "unreachable"]

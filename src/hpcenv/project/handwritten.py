@@ -18,6 +18,7 @@ install`` joins only when asked (``--with-profile-packages``).
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 
+from hpcenv import knowledge
 from hpcenv.decide.torch_variant import resolve_torch
 from hpcenv.models.facts import Facts
 from hpcenv.models.plan import Plan
@@ -50,25 +52,32 @@ def request_of(
     directory: Path, extras: tuple[str, ...] = (), *, file: Path | None = None
 ) -> project_files.Request:
     """The request of ``--project DIRECTORY`` (or one of its files): nothing outside
-    ``directory`` is read, and every local project is inside it."""
-    return project_files.read(
-        file or dependency_file(directory), extras=extras, root=directory.absolute()
-    )
+    ``directory`` is read, and every local project is inside it; the report names the file
+    read and the ones passed over (``readers.precedence_note``)."""
+    root = directory.absolute()
+    if file is not None:
+        return project_files.read(file, extras=extras, root=root)
+    chosen = dependency_file(directory)
+    request = project_files.read(chosen, extras=extras, root=root)
+    note = project_files.precedence_note(directory, chosen)
+    return dataclasses.replace(request, notes=(note, *request.notes)) if note else request
 
 
-def python_for(request: project_files.Request, plan: Plan) -> uvlock.PythonChoice:
-    """conda's ``python=X.Y``, else the profile's Python when ``requires-python`` admits it,
-    else the oldest it admits."""
+def python_of(
+    request: project_files.Request, offered: str | None, offered_by: str
+) -> uvlock.PythonChoice:
+    """The one rule for a hand-written project's Python, whichever command asks: conda's
+    ``python=X.Y``, else ``offered`` (the profile's or the node's Python, named by
+    ``offered_by``) when ``requires-python`` admits it, else the oldest it admits."""
     if request.python:
         return uvlock.PythonChoice(
             version=request.python, why=f"{Path(request.source).name} says python={request.python}"
         )
     req = request.requires_python
-    if plan.python and uvlock.admits(req, plan.python):
+    if offered and uvlock.admits(req, offered):
         said = f"requires-python {req}" if req else "no requires-python"
         return uvlock.PythonChoice(
-            version=plan.python,
-            why=f"profile {plan.profile} says {plan.python}, which the project's {said} admits",
+            version=offered, why=f"{offered_by} says {offered}, which the project's {said} admits"
         )
     low = uvlock.lowest_admitted(req)
     if low is None:
@@ -89,6 +98,29 @@ def torch_line(request: project_files.Request) -> Requirement | None:
     return None
 
 
+def variant_release(request: project_files.Request, arch: str) -> str | None:
+    """The torch release a file that names its build installs (conda's ``pytorch>=1.13``
+    beside ``pytorch-cuda=11.7``): the newest of its range that published that build for
+    ``arch`` (the knowledge data), as conda resolves it; None when the file names no build.
+    No such release is ``NoCompatibleBuild`` (exit 3) naming the file's choice."""
+    torch = torch_line(request)
+    if not request.variant or torch is None:
+        return None
+    exact = project_files.exact_release(torch.specifier)
+    wanted = SpecifierSet(f"=={exact}") if exact else torch.specifier
+    version = knowledge.load().newest_with_variant(wanted, request.variant, arch)
+    if version is None:
+        release = knowledge.load().release_of(exact) if exact else None
+        plat = release.platforms.get(arch) if release else None
+        has = f" (it has {', '.join(plat.variants)})" if plat else ""
+        raise NoCompatibleBuild(
+            f"{request.source}: no torch{torch.specifier or ' release'} published a "
+            f"{request.variant} build for {arch}{has} ({request.variant_why}; hpcenv's torch "
+            "data); fix: name a variant that release published for this CPU arch"
+        )
+    return version
+
+
 def torch_version_for(
     spec: Requirement | None, plan: Plan, facts: Facts, request_file: str | None = None
 ) -> tuple[str, str]:
@@ -104,10 +136,9 @@ def torch_version_for(
             )
         return planned, f"the project installs no torch: profile {plan.profile}'s torch"
     text = str(spec.specifier)
-    exact = [s.version for s in spec.specifier if s.operator in ("==", "===")]
-    if exact and "*" not in exact[0]:
-        version = exact[0].split("+", 1)[0]
-        return version, f"the project pins torch=={version}: the node's build of it"
+    version = project_files.exact_release(spec.specifier)
+    if version is not None:
+        return version, f"the project pins torch{text}: the node's build of {version}"
     try:
         wanted = SpecifierSet(text) if text else SpecifierSet()
     except InvalidSpecifier as exc:
@@ -122,7 +153,9 @@ def torch_version_for(
     try:
         choice = resolve_torch(facts, text or ">=0", pin=plan.torch.pin)
     except (BadInput, NoCompatibleBuild) as exc:
-        raise BuildFailed(f"the project asks for torch{text}: {exc}") from exc
+        if isinstance(exc, NoCompatibleBuild):
+            raise NoCompatibleBuild(f"the project asks for torch{text}: {exc}") from exc
+        raise BadInput(f"the project asks for torch{text}: {exc}") from exc
     return str(choice.version), f"the newest torch{text} with a build that runs here"
 
 
@@ -181,8 +214,9 @@ __all__ = [
     "dependency_file",
     "project_indexes",
     "project_lines",
-    "python_for",
+    "python_of",
     "request_of",
     "torch_line",
     "torch_version_for",
+    "variant_release",
 ]

@@ -23,7 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
 
 from hpcenv.project import containment, static_meta
 from hpcenv.utils import fsio
@@ -36,6 +38,7 @@ _CONDA_KNOWLEDGE = Path(__file__).parents[1] / "knowledge" / "conda_pypi.toml"
 #: pip options that take a value and change nothing hpcenv judges (noted, then ignored).
 _IGNORED_WITH_VALUE = ("--no-binary", "--only-binary", "--trusted-host", "--prefer-binary")
 _VCS = re.compile(r"^(git|hg|svn|bzr)\+")
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")  # a URL, not a name such as httpx
 _EGG = re.compile(r"[#&]egg=([A-Za-z0-9][A-Za-z0-9._-]*)")
 
 
@@ -59,6 +62,8 @@ class Request:
     project_file: str | None = None
     extras: tuple[str, ...] = ()
     python: str | None = None  # conda's ``python=X.Y``
+    variant: str | None = None  # the torch build a file asks for (conda ``cudatoolkit=11.3``)
+    variant_why: str | None = None
     requires_python: str | None = None
     notes: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
@@ -96,6 +101,7 @@ class Request:
             self.project_file or "",
             *self.extras,
             self.python or "",
+            self.variant or "",
         ):
             h.update(part.encode() + b"\0")
         return h.hexdigest()
@@ -109,6 +115,25 @@ class Request:
             except InvalidRequirement:
                 continue
         return tuple(dict.fromkeys(out))
+
+
+def exact_release(spec: SpecifierSet) -> str | None:
+    """The one release an exact pin names: ``==2.1.2``, ``==2.1.2+cu121`` -> ``2.1.2``;
+    conda's fuzzy ``=1.11.0`` (read as ``==1.11.0.*``: 1.11.0 or 1.11.0.x, and torch never
+    published a 1.11.0.x) -> ``1.11.0``; ``==1.11.*`` or a range -> None."""
+    specs = list(spec)
+    if len(specs) != 1 or specs[0].operator not in ("==", "==="):
+        return None
+    text = specs[0].version
+    star = text.endswith(".*")
+    text = text.removesuffix(".*")
+    try:
+        version = Version(text)
+    except InvalidVersion:
+        return None
+    if star and len(version.release) < 3:
+        return None
+    return version.public
 
 
 # --- which kind ------------------------------------------------------------------------
@@ -178,16 +203,52 @@ def read(path: Path, *, extras: tuple[str, ...] = (), root: Path | None = None) 
 
 
 def find_in(directory: Path) -> Path | None:
-    """The dependency file of a project directory without a ``uv.lock``: ``pyproject.toml``
-    (with ``[project]``), ``setup.py``, ``setup.cfg``, ``requirements.txt``, then conda's."""
-    for name in PROJECT_FILES:
-        p = directory / name
-        if p.is_file() and (name != "pyproject.toml" or _has_project_table(p)):
-            return p
+    """The dependency file of a project directory without a ``uv.lock``, by one
+    precedence: ``pyproject.toml`` (with ``[project]``); a conda environment file that
+    installs the project itself (``- pip: [-e .]``: it names the project's own
+    dependencies and more, so it wins over a bare ``setup.py``); ``setup.py``,
+    ``setup.cfg``; ``requirements.txt``; another conda environment file."""
+    pyproject = directory / "pyproject.toml"
+    if pyproject.is_file() and _has_project_table(pyproject):
+        return pyproject
+    for name in CONDA_FILES:
+        if _installs_itself(directory / name, directory):
+            return directory / name
+    for name in PROJECT_FILES[1:]:
+        if (directory / name).is_file():
+            return directory / name
     for name in ("requirements.txt", *CONDA_FILES):
         if (directory / name).is_file():
             return directory / name
     return None
+
+
+def passed_over(directory: Path, chosen: Path) -> tuple[str, ...]:
+    """The other dependency files of ``directory`` that :func:`find_in` did not read."""
+    names = (*PROJECT_FILES, "requirements.txt", *CONDA_FILES)
+    return tuple(n for n in names if (directory / n).is_file() and n != chosen.name)
+
+
+def precedence_note(directory: Path, chosen: Path) -> str | None:
+    """One line naming the file read and the ones passed over (None: there was one)."""
+    others = passed_over(directory, chosen)
+    if not others:
+        return None
+    return (
+        f"{directory}: read {chosen.name}; passed over {', '.join(others)} (the precedence: "
+        "pyproject.toml with [project], an environment file that installs the project, "
+        "setup.py/setup.cfg, requirements.txt, environment.yml)"
+    )
+
+
+def _installs_itself(path: Path, directory: Path) -> bool:
+    if not path.is_file():
+        return False
+    try:
+        request = read_conda(path)
+    except BadInput:
+        return False
+    return str(directory.resolve()) in request.local
 
 
 def _has_project_table(path: Path) -> bool:
@@ -245,6 +306,19 @@ def _logical_lines(text: str) -> list[tuple[int, str]]:
     return out
 
 
+_INDEX_VARIANT = re.compile(r"/whl/(cpu|cu\d{3}|rocm\d+(?:\.\d+)*)/?$")
+
+
+def index_variant(urls: tuple[str, ...]) -> tuple[str, str] | None:
+    """(variant, the URL that names it) of the first PyTorch variant index among ``urls``
+    (``https://download.pytorch.org/whl/cu124`` -> ``cu124``): the build pip installs from
+    it, known without reaching it."""
+    for url in urls:
+        if m := _INDEX_VARIANT.search(url):
+            return m.group(1), url
+    return None
+
+
 #: The longest logical line of a requirements file read (hashes continue on more lines).
 MAX_LINE = 64 * 1024
 #: A word of a line as a POSIX shell splits it: bare runs, '...', "..." and \x, joined.
@@ -288,7 +362,10 @@ def read_requirements(path: Path, *, root: Path | None = None, with_local: bool 
     file a setup.py reads into its own requirements, where ``-e .`` is the project itself)."""
     acc = _Acc(root=root or containment.root_of(path), with_local=with_local)
     text = _read_requirements_into(path, acc, constraint=False, seen=())
+    named = index_variant((*([acc.index_url] if acc.index_url else []), *acc.extra))
     return Request(
+        variant=named[0] if named else None,
+        variant_why=f"{path.name} installs from {named[1]}" if named else None,
         source=str(path),
         kind="requirements",
         requirements=tuple(dict.fromkeys(acc.requirements)),
@@ -386,7 +463,7 @@ def _requirement(text: str, path: Path, where: str, acc: _Acc, *, constraint: bo
                 "its dependencies are not judged"
             )
         return
-    line = _vcs_as_pep508(text) if _VCS.match(text) or text.startswith("http") else text
+    line = _vcs_as_pep508(text) if _VCS.match(text) or _URL.match(text) else text
     if line is None:
         acc.warn(f"{where}: {text}: a URL without #egg=NAME; not judged")
         return
@@ -708,20 +785,12 @@ def read_conda(path: Path, *, root: Path | None = None) -> Request:
     names = conda_names()
     acc = _Acc(root=root or containment.root_of(path), files=[str(path.resolve())])
     python: str | None = None
+    variant: tuple[str, str] | None = None
     dropped: list[str] = []
     only: list[str] = []
     for dep in deps:
         if isinstance(dep, dict):
-            for sub, lines in dep.items():
-                if sub != "pip":
-                    raise BadInput(f"{path}: dependencies: '{sub}:' is not known (only 'pip:')")
-                for line in lines:
-                    where = f"{path} (pip: {line})"
-                    if line.startswith("-"):
-                        words = split_words(line, where)
-                        _option(words, path, where, acc, constraint=False, seen=())
-                    else:
-                        _requirement(line, path, where, acc, constraint=False)
+            _conda_pip(dep, path, acc)
             continue
         try:
             name, version = conda_to_pep508(dep)
@@ -730,6 +799,8 @@ def read_conda(path: Path, *, root: Path | None = None) -> Request:
         if name == "python":
             python = _python_of(version)
             continue
+        if chosen := conda_variant(name, version, dep):
+            variant = variant or chosen
         if why := names.dropped_why(name):
             dropped.append(f"{name} ({why})")
             continue
@@ -759,6 +830,8 @@ def read_conda(path: Path, *, root: Path | None = None) -> Request:
         find_links=tuple(acc.links),
         local=tuple(acc.local),
         python=python,
+        variant=variant[0] if variant else None,
+        variant_why=f"{path.name} says {variant[1]}" if variant else None,
         notes=tuple(acc.notes),
         warnings=tuple(acc.warnings),
         files=tuple(acc.files),
@@ -766,6 +839,43 @@ def read_conda(path: Path, *, root: Path | None = None) -> Request:
         local_requirements=tuple(dict.fromkeys(acc.local_requirements)),
         dynamic=tuple(acc.dynamic),
     )
+
+
+def _conda_pip(dep: dict[str, Any], path: Path, acc: _Acc) -> None:
+    """An environment file's ``- pip:`` section, read as requirements lines."""
+    for sub, lines in dep.items():
+        if sub != "pip":
+            raise BadInput(f"{path}: dependencies: '{sub}:' is not known (only 'pip:')")
+        for line in lines:
+            where = f"{path} (pip: {line})"
+            if line.startswith("-"):
+                words = split_words(line, where)
+                _option(words, path, where, acc, constraint=False, seen=())
+            else:
+                _requirement(line, path, where, acc, constraint=False)
+
+
+#: conda packages whose version is the CUDA of the torch build conda installs
+_CUDA_SELECTORS = ("cudatoolkit", "pytorch-cuda")
+_BUILD_CUDA = re.compile(r"(?:^|[_=])cuda(\d+)\.(\d+)(?:[_.]|$)")
+
+
+def conda_variant(name: str, version: str, spec: str) -> tuple[str, str] | None:
+    """(torch variant, the spec that chose it) of one conda dependency: ``cudatoolkit=11.3``
+    and ``pytorch-cuda=12.1`` select the build of that CUDA (``cu113``, ``cu121``, the
+    variants of ``knowledge/torch_leads.toml``); a pytorch build string
+    ``py3.8_cuda11.3_cudnn8.2.0_0`` or ``*cpu*`` names it too. None: this one says nothing."""
+    if name in _CUDA_SELECTORS:
+        m = re.fullmatch(r"==(\d+)\.(\d+)(?:\.\d+)*(?:\.\*)?", version)
+        return (f"cu{m.group(1)}{m.group(2)}", spec.strip()) if m else None
+    if name != "pytorch":
+        return None
+    build = spec.strip().split("=")[-1] if spec.count("=") >= 2 else ""
+    if m := _BUILD_CUDA.search(build):
+        return f"cu{m.group(1)}{m.group(2)}", spec.strip()
+    if re.search(r"(?:^|_)cpu(?:_|$)", build):
+        return "cpu", spec.strip()
+    return None
 
 
 def _python_of(version: str) -> str | None:
@@ -778,9 +888,13 @@ __all__ = [
     "Request",
     "conda_names",
     "conda_to_pep508",
+    "conda_variant",
+    "exact_release",
     "find_in",
     "is_compiled",
     "kind_of",
     "parse_conda_yaml",
+    "passed_over",
+    "precedence_note",
     "read",
 ]

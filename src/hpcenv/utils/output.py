@@ -57,10 +57,16 @@ def shell_join(words: Iterable[str]) -> str:
     return " ".join(shell_quote(w) for w in words)
 
 
+#: JSON objects printed so far: ``cli.main`` prints one for an error when a ``--json``
+#: command printed none (JSON on every outcome of every command that takes ``--json``).
+json_printed = [0]
+
+
 def print_json(data: Any) -> None:
     """``data`` as indented JSON on stdout, masked (``redact.deep``)."""
     from hpcenv.utils import redact
 
+    json_printed[0] += 1
     json.dump(redact.deep(data), sys.stdout, indent=2, default=str)
     sys.stdout.write("\n")
 

@@ -101,19 +101,20 @@ def test_conda_project(tmp_path: Path) -> None:
     assert sorted(p.name for p in project.iterdir()) == ["ORIGIN", "environment.yml"]
 
 
-def test_conda_project_reads_and_the_import_check_names_torchvision(tmp_path: Path) -> None:
-    """DiT's environment.yml: pytorch -> torch (the wheelhouse's CPU 2.13.0), pytorch-cuda
-    dropped, timm/diffusers/accelerate from its pip: section. Its torchvision has no CPU
-    build here (only download.pytorch.org/whl/cpu has one, unreachable from this machine),
-    so PyPI's CUDA build is what resolves; the import check catches it and the build fails
-    (exit 4) naming it, leaving no environment behind."""
+def test_conda_project_gets_the_build_its_file_names(tmp_path: Path) -> None:
+    """DiT's environment.yml: ``pytorch>=1.13`` beside ``pytorch-cuda=11.7`` is what conda
+    installs, torch 2.0.1+cu117 (the newest release built for CUDA 11.7; a node without
+    GPUs runs it on the CPU), from download.pytorch.org/whl/cu117: unreachable from this
+    machine, so the build fails (exit 4) naming where torch comes from, leaving no
+    environment behind."""
     done, _ = build("dit", tmp_path)
-    if done.returncode == 0:  # a machine whose wheelhouse or index has a CPU torchvision
+    if done.returncode == 0:  # a machine that reaches the PyTorch index
         report = json.loads(done.stdout)
-        assert report["project"]["torch_after"] == "2.13.0+cpu"
+        assert report["project"]["torch_after"] == "2.0.1+cu117"
         return
     assert done.returncode == 4, done.stderr
-    assert "import check failed" in done.stderr and "torchvision" in done.stderr
+    assert "(torch torch>=1.13 -> cu117) failed" in done.stderr
+    assert "download.pytorch.org/whl/cu117" in done.stderr
     assert not (tmp_path / "home" / "venvs" / "local-dit").exists()
 
 

@@ -28,7 +28,7 @@ from hpcenv.profile import schema as profile
 from hpcenv.runner import probes as runner
 from hpcenv.slurm import sbatch
 from hpcenv.tools import uv
-from hpcenv.utils.errors import BuildFailed
+from hpcenv.utils.errors import NoCompatibleBuild
 from support import FACTS
 from support.buildkit import CU12_RUNTIME, CU13_RUNTIME, StandInIndex, stand_in_plan
 from support.fakenodes import node
@@ -185,8 +185,8 @@ def test_swap_resolves_the_variant_for_the_projects_torch_version() -> None:
 def test_swap_keeps_the_profiles_pin_for_the_projects_version() -> None:
     pinned = swap.plan_for_version(supercloud_plan("2.9.1", "cpu"), "2.11.0", V100)
     assert swap.target_requirement(pinned, "2.11.0") == "torch==2.11.0+cpu"
-    # torch 2.13 publishes no cu128: a clear build failure, not a guessed requirement
-    with pytest.raises(BuildFailed, match=r"locks torch 2\.13\.0.*publishes no cu128"):
+    # torch 2.13 publishes no cu128: nothing runs here (exit 3), not a guessed requirement
+    with pytest.raises(NoCompatibleBuild, match=r"locks torch 2\.13\.0.*publishes no cu128"):
         swap.plan_for_version(supercloud_plan("2.9.1", "cu128"), "2.13.0", V100)
 
 

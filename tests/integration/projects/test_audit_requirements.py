@@ -204,13 +204,22 @@ def test_pyproject_without_a_lock_and_its_optional_dependencies(cache: Path) -> 
 
 
 def test_conda_environment_on_the_gh200(cache: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """DiT asks for pytorch-cuda=11.7: conda never built it for aarch64 (exit 3, named)."""
     _pypi()
-    main(["audit", str(PROJECTS / "dit" / "environment.yml"), "--facts", GH200_FILE, "--json"])
+    target = str(PROJECTS / "dit" / "environment.yml")
+    assert main(["audit", target, "--facts", GH200_FILE, "--json"]) == 3
+    out = json.loads(capsys.readouterr().out)
+    assert out["ok"] is False and "published a cu117 build for aarch64" in out["error"]
+
+
+def test_conda_environment_on_the_v100(cache: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """pytorch>=1.13 beside pytorch-cuda=11.7 is 2.0.1+cu117, the last release with it."""
+    _pypi()
+    main(["audit", str(PROJECTS / "dit" / "environment.yml"), "--facts", V100_FILE, "--json"])
     out = json.loads(capsys.readouterr().out)
     assert out["kind"] == "environment.yml"
-    assert "aarch64" in out["resolved"]
+    assert (out["torch"], out["build"], out["ok"]) == ("2.0.1+cu117", "cu117", True)
     assert any("pytorch-cuda" in n for n in out["notes"])
-    assert out["ok"] is False and out["fix"]  # PyPI's newest aarch64 torch needs CUDA 13
 
 
 def test_an_unreachable_index_judges_the_exact_pins_with_a_warning(

@@ -13,9 +13,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_own_job_slurm import _job_id, _submit
 
-from support.slurm_cluster import SlurmCluster
+from support.slurm_cluster import SlurmCluster, submit_job, submitted_id
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -36,10 +35,10 @@ def test_a_two_node_job_with_a_rank_killed_is_explained_by_sbatch_wait(
     down. ``sbatch --wait`` names rank 1, its node and the signal, and the job's report
     JSON carries the same explanation."""
     script = 'if [ "$SLURM_PROCID" = 1 ]; then kill -9 $$; fi; sleep 60'
-    done = _submit(cluster, tmp_path, torch_python.parent.parent, "--nodes", "2", "--per-task",
+    done = submit_job(cluster, tmp_path, torch_python.parent.parent, "--nodes", "2", "--per-task",
                    "--no-gate", "--json", "--", "bash", "-c", script)  # fmt: skip
     assert done.returncode != 0, done.stdout + done.stderr
-    job_id = _job_id(done)
+    job_id = submitted_id(done)
     print(done.stderr)  # what the user sees (docs/own-job.md quotes it)
     assert f"why job {job_id} failed" in done.stderr, done.stderr
     report = json.loads(done.stdout)
@@ -57,10 +56,10 @@ def test_a_two_node_job_with_a_rank_killed_is_explained_by_sbatch_wait(
 def test_an_import_error_in_the_job_is_named_with_the_module(
     cluster: SlurmCluster, torch_python: Path, tmp_path: Path
 ) -> None:
-    done = _submit(cluster, tmp_path, torch_python.parent.parent, "--no-gate",
+    done = submit_job(cluster, tmp_path, torch_python.parent.parent, "--no-gate",
                    "--", "python", "-c", "import hpcenv_no_such_module")  # fmt: skip
     assert done.returncode != 0
-    code, found = _explain(cluster, tmp_path, _job_id(done))
+    code, found = _explain(cluster, tmp_path, submitted_id(done))
     assert code == 0 and found["cause_id"] == "import_error", found
     assert "hpcenv_no_such_module" in str(found["cause"])
 
@@ -74,10 +73,10 @@ def test_a_rendezvous_port_in_use_is_named(
         "s.bind(('', 0)); s.listen(); port = s.getsockname()[1]; "
         "d.TCPStore('127.0.0.1', port, 1, True, datetime.timedelta(seconds=5))"
     )
-    done = _submit(cluster, tmp_path, torch_python.parent.parent, "--no-gate",
+    done = submit_job(cluster, tmp_path, torch_python.parent.parent, "--no-gate",
                    "--", "python", "-c", code)  # fmt: skip
     assert done.returncode != 0
-    exit_code, found = _explain(cluster, tmp_path, _job_id(done))
+    exit_code, found = _explain(cluster, tmp_path, submitted_id(done))
     assert exit_code == 0 and found["cause_id"] == "port_in_use", found
 
 
@@ -94,11 +93,11 @@ def test_a_hang_ended_by_the_watchdog_is_a_hang(
     cluster: SlurmCluster, torch_python: Path, tmp_path: Path
 ) -> None:
     (tmp_path / "hangs.py").write_text(HANGS)
-    done = _submit(cluster, tmp_path, torch_python.parent.parent, "--no-gate",
+    done = submit_job(cluster, tmp_path, torch_python.parent.parent, "--no-gate",
                    "--hang-timeout", "3s", "--", "python", "hangs.py")  # fmt: skip
     assert done.returncode == 10, done.stdout + done.stderr
     assert "cause: the job hung" in done.stderr, done.stderr
-    code, found = _explain(cluster, tmp_path, _job_id(done))
+    code, found = _explain(cluster, tmp_path, submitted_id(done))
     assert code == 0 and found["cause_id"] == "hang", found
 
 
@@ -106,9 +105,9 @@ def test_a_cpu_torch_in_a_job_that_uses_cuda_is_the_wrong_variant(
     cluster: SlurmCluster, torch_python: Path, tmp_path: Path
 ) -> None:
     """The tests' venv holds torch's CPU wheel: a job that asks for CUDA meets it."""
-    done = _submit(cluster, tmp_path, torch_python.parent.parent, "--no-gate",
+    done = submit_job(cluster, tmp_path, torch_python.parent.parent, "--no-gate",
                    "--", "python", "-c", "import torch; torch.zeros(1, device='cuda')")  # fmt: skip
     assert done.returncode != 0
     assert "cause: the venv's torch is a CPU build" in done.stderr, done.stderr
-    code, found = _explain(cluster, tmp_path, _job_id(done))
+    code, found = _explain(cluster, tmp_path, submitted_id(done))
     assert code == 0 and found["cause_id"] == "torch_cpu_build", found

@@ -21,7 +21,7 @@ import pytest
 
 from support import require
 from support.probe_env import has_ray
-from support.slurm_cluster import SlurmCluster, local_profile
+from support.slurm_cluster import SlurmCluster, local_profile, submit_job, submitted_id
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.usefixtures("daemon_logs")]
 
@@ -31,28 +31,6 @@ COUNT = 'n=$(cat count 2>/dev/null || echo 0); n=$((n + 1)); echo "$n" > count; 
 
 def _profile(tmp_path: Path, extra: str = "") -> Path:
     return local_profile(tmp_path, extra, scratch=True)
-
-
-def _submit(
-    cluster: SlurmCluster, tmp_path: Path, venv: Path, *args: str, wait: bool = True
-) -> subprocess.CompletedProcess[str]:
-    """``hpcenv sbatch PROFILE --env VENV ARGS`` with --submit (and --wait)."""
-    opts, cmd = list(args), []
-    if "--" in args:
-        i = args.index("--")
-        opts, cmd = list(args[:i]), list(args[i:])
-    return subprocess.run(
-        [sys.executable, "-m", "hpcenv", "sbatch", str(_profile(tmp_path)), "--env", str(venv),
-         *opts, "--submit", *(["--wait"] if wait else []), *cmd],
-        env={**cluster.env, "HPCENV_HOME": str(tmp_path / "home")},
-        capture_output=True, text=True, cwd=tmp_path, timeout=600, check=False,
-    )  # fmt: skip
-
-
-def _job_id(done: subprocess.CompletedProcess[str]) -> str:
-    m = re.search(r"submitted job (\d+)", done.stdout + done.stderr)
-    assert m, done.stdout + done.stderr
-    return m.group(1)
 
 
 def _log(tmp_path: Path, job_id: str, kind: str = "out") -> str:
@@ -79,11 +57,11 @@ def test_a_two_node_job_through_the_gate_with_scratch_copied_back(
         'mkdir -p "$TMPDIR/out" "$TMPDIR/my dir" && hostname > "$TMPDIR/out/$(hostname).txt"'
         ' && echo "$NCCL_NET|$VIRTUAL_ENV|$(command -v python)" > "$TMPDIR/my dir/$(hostname)"'
     )
-    done = _submit(cluster, tmp_path, torch_python.parent.parent, "--nodes", "2", "--gate",
+    done = submit_job(cluster, tmp_path, torch_python.parent.parent, "--nodes", "2", "--gate",
                    "torch", "--copy-back", "out", "--copy-back", "my dir",
                    "--", "bash", "-c", script)  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
-    job_id = _job_id(done)
+    job_id = submitted_id(done)
     log = _log(tmp_path, job_id)
     assert log.count("preflight: local on node") == 2  # the gate on both nodes
     assert "hpcenv gate: probes torch" in log and "torch" in log
@@ -101,11 +79,11 @@ def test_a_two_node_job_through_the_gate_with_scratch_copied_back(
 def test_the_command_s_exit_code_is_the_job_s(
     cluster: SlurmCluster, torch_python: Path, tmp_path: Path
 ) -> None:
-    done = _submit(cluster, tmp_path, torch_python.parent.parent, "--no-gate",
+    done = submit_job(cluster, tmp_path, torch_python.parent.parent, "--no-gate",
                    "--", "bash", "-c", "echo failing; exit 3")  # fmt: skip
     assert done.returncode == 3, done.stdout + done.stderr
     assert "failed with exit code 3" in done.stderr
-    log = _log(tmp_path, _job_id(done))
+    log = _log(tmp_path, submitted_id(done))
     assert "hpcenv: no gate" in log and "hpcenv: the command exited with 3" in log
 
 
@@ -125,10 +103,10 @@ def _follow_chain(cluster: SlurmCluster, tmp_path: Path, first: str) -> list[str
 def test_a_three_link_chain(cluster: SlurmCluster, torch_python: Path, tmp_path: Path) -> None:
     """CMD exits non-zero twice, then 0: three links ran, each after its own gate, and
     no fourth was queued; each link's log says which link it was."""
-    done = _submit(cluster, tmp_path, torch_python.parent.parent, "--chain", "3", "--time",
+    done = submit_job(cluster, tmp_path, torch_python.parent.parent, "--chain", "3", "--time",
                    "10", "--", "bash", "-c", COUNT, wait=False)  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
-    ids = _follow_chain(cluster, tmp_path, _job_id(done))
+    ids = _follow_chain(cluster, tmp_path, submitted_id(done))
     assert len(ids) == 3, ids
     assert (tmp_path / "count").read_text().strip() == "3"
     logs = [_log(tmp_path, i) for i in ids]
@@ -152,10 +130,10 @@ def test_success_or_a_failed_gate_ends_the_chain(
     """CMD exits 0 on link 1: the queued link 2 is cancelled. A gate that fails (scratch
     smaller than the profile needs): CMD never starts, the job says which check, link 2 is
     cancelled too."""
-    done = _submit(cluster, tmp_path, torch_python.parent.parent, "--chain", "3",
+    done = submit_job(cluster, tmp_path, torch_python.parent.parent, "--chain", "3",
                    "--", "true")  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
-    log = _log(tmp_path, _job_id(done))
+    log = _log(tmp_path, submitted_id(done))
     m = re.search(r"the command succeeded: link 2 \(job (\d+)\) cancelled", log)
     assert m, log
     state = cluster.run("scontrol", "show", "job", m.group(1)).stdout
@@ -172,7 +150,7 @@ def test_success_or_a_failed_gate_ends_the_chain(
         capture_output=True, text=True, cwd=tmp_path, timeout=600, check=False,
     )  # fmt: skip
     assert done.returncode == 8, done.stdout + done.stderr  # preflight's exit code
-    job_id = _job_id(done)
+    job_id = submitted_id(done)
     err = _log(tmp_path, job_id, "err")
     assert "hpcenv: gate failed: preflight on 1 node(s) (exit 8)" in err
     assert "the gate failed: link 2" in _log(tmp_path, job_id)
@@ -191,9 +169,9 @@ def test_signals_reach_the_command_s_process_group(
         "print('ready', flush=True)\n"
         "time.sleep(120)\n"
     )
-    done = _submit(cluster, tmp_path, torch_python.parent.parent, "--no-gate",
+    done = submit_job(cluster, tmp_path, torch_python.parent.parent, "--no-gate",
                    "--", "python", "-c", cmd, wait=False)  # fmt: skip
-    job_id = _job_id(done)
+    job_id = submitted_id(done)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         logs = list((tmp_path / "logs").glob(f"*-{job_id}.out"))
@@ -224,10 +202,10 @@ def test_a_two_node_torchrun_job(cluster: SlurmCluster, torch_python: Path, tmp_
     """``-- torchrun --nproc-per-node 1 allreduce.py`` on two nodes: no rendezvous flags,
     the job's PET_* variables make one world of two ranks across the nodes."""
     (tmp_path / "allreduce.py").write_text(ALLREDUCE)
-    done = _submit(cluster, tmp_path, torch_python.parent.parent, "--nodes", "2", "--no-gate",
+    done = submit_job(cluster, tmp_path, torch_python.parent.parent, "--nodes", "2", "--no-gate",
                    "--", "torchrun", "--nproc-per-node", "1", "allreduce.py")  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr + _logs_of(tmp_path, done)
-    m = re.search(r"^RESULT (.*)$", _log(tmp_path, _job_id(done)), re.M)
+    m = re.search(r"^RESULT (.*)$", _log(tmp_path, submitted_id(done)), re.M)
     assert m, _logs_of(tmp_path, done)
     result = json.loads(m.group(1))
     assert result["world"] == 2 and result["sum"] == 3.0
@@ -236,7 +214,7 @@ def test_a_two_node_torchrun_job(cluster: SlurmCluster, torch_python: Path, tmp_
 
 def _logs_of(tmp_path: Path, done: subprocess.CompletedProcess[str]) -> str:
     try:
-        job_id = _job_id(done)
+        job_id = submitted_id(done)
         return _log(tmp_path, job_id) + _log(tmp_path, job_id, "err")
     except (AssertionError, ValueError):
         return ""
@@ -261,10 +239,10 @@ def test_a_ray_job_on_the_head_sees_every_node(
     and nothing of that Ray cluster is left afterwards."""
     require("ray", has_ray(torch_python), "ray could not be installed from PyPI")
     (tmp_path / "sees.py").write_text(SEES)
-    done = _submit(cluster, tmp_path, torch_python.parent.parent, "--nodes", "2", "--ray",
+    done = submit_job(cluster, tmp_path, torch_python.parent.parent, "--nodes", "2", "--ray",
                    "--cpus-per-task", "1", "--", "python", "sees.py")  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr + _logs_of(tmp_path, done)
-    job_id = _job_id(done)
+    job_id = submitted_id(done)
     m = re.search(r"^RAY (.*)$", _log(tmp_path, job_id), re.M)
     assert m, _logs_of(tmp_path, done)
     seen = json.loads(m.group(1))

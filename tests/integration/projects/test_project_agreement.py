@@ -1,0 +1,94 @@
+"""One answer for a project, whatever the question: every project of tests/data/projects
+(real public projects, origin in each ORIGIN) through ``audit DIR --json`` and ``plan local
+--project DIR --json`` on every recorded node (tests/data/facts), and the two must agree
+on the project's Python, on the torch release when the project pins one (an exact pin, a
+lock, conda's ``pytorch=X`` or its CUDA selector), and on the variant: what audit says
+runs is what plan installs; where audit says it cannot run, plan either refuses too (exit
+3) or installs the build audit's fix names.
+
+The PyTorch index is unreachable here (and in many CI runs and cluster nodes): plan
+reports its decision with ``resolved: false``; audit resolves hand-written files on PyPI
+with real uv (cached). Each node's facts are given the profile's Python (3.11) so the two
+commands are offered the same one.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+from pathlib import Path
+
+import pytest
+
+from hpcenv.cli import main
+from hpcenv.tools import uv
+from support import DATA, FACTS, require
+
+PROJECTS = sorted(p.name for p in (DATA / "projects").iterdir() if p.is_dir())
+NODES = sorted(p.stem for p in FACTS.glob("*.json"))
+
+
+def _pypi() -> None:
+    require("uv", uv.available(), "uv not found")
+    try:
+        with socket.create_connection(("pypi.org", 443), timeout=5):
+            pass
+    except OSError:
+        require("pypi", False, "pypi.org:443 unreachable")
+
+
+def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, dict[str, object]]:
+    rc = main(argv)
+    out = capsys.readouterr().out
+    return rc, json.loads(out)
+
+
+def _minor(version: object) -> str:
+    m = re.match(r"(\d+\.\d+)", str(version))
+    return m.group(1) if m else str(version)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("node", NODES)
+@pytest.mark.parametrize("project", PROJECTS)
+def test_audit_and_plan_agree(
+    project: str,
+    node: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    _pypi()
+    monkeypatch.setenv("HPCENV_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("UV_HTTP_RETRIES", "0")
+    monkeypatch.delenv("UV_FIND_LINKS", raising=False)
+    facts = json.loads((FACTS / f"{node}.json").read_text())
+    facts["python"] = "3.11.9"  # the local profile's Python: both commands are offered it
+    facts_file = tmp_path / "facts.json"
+    facts_file.write_text(json.dumps(facts))
+    directory = str(DATA / "projects" / project)
+    a_rc, audit = _run(["audit", directory, "--facts", str(facts_file), "--json"], capsys)
+    p_rc, plan = _run(
+        ["plan", "local", "--facts", str(facts_file), "--project", directory, "--json"], capsys
+    )
+    assert a_rc in (0, 3), audit
+    assert p_rc in (0, 3), plan
+    if p_rc == 3:
+        assert a_rc == 3, f"plan: {plan['error']}; audit: {audit}"
+        return
+    wanted = plan["project"]
+    assert isinstance(wanted, dict)
+    if a_rc == 3 and "python" not in audit:
+        return  # audit refused before it read a Python: nothing to compare beyond the code
+    assert _minor(audit["python"]) == _minor(wanted["python"]), (audit, wanted)
+    after = str(wanted["torch_after"]).removeprefix("torch==")
+    version, _, variant = after.partition("+")
+    torch_change = next((c for c in wanted["changes"] if c["name"] == "torch"), {})
+    pinned = "==" in str(wanted["torch_before"]) or " says " in str(torch_change.get("why"))
+    if pinned:
+        assert str(audit["torch"]).split("+")[0] == version, (audit, wanted)
+    if audit["ok"] and pinned:
+        assert audit["build"] == variant, (audit, wanted)
+    elif not audit["ok"] and audit.get("fix") and pinned:
+        assert variant in str(audit["fix"]), (audit, wanted)
