@@ -258,9 +258,42 @@ def temp_name(path: Path) -> Path:
     return path.parent / f".{path.name}{TMP_MARK}{os.getpid()}-{secrets.token_hex(4)}"
 
 
+def _kind(mode: int) -> str:
+    for test, kind in (
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return kind
+    return "not a regular file"
+
+
+def _not_regular(path: Path, mode: int) -> BadInput:
+    return BadInput(
+        f"{path} is {_kind(mode)}; hpcenv writes only regular files (it neither replaces nor "
+        "writes into one): give the path of a file"
+    )
+
+
+def check_writable_kind(path: Path) -> Path:
+    """``path`` unless a device node, FIFO or socket stands there (BadInput naming it): an
+    output is a regular file, so ``--output /dev/null`` as root is not replaced by one, and
+    ``--summary FIFO`` never blocks. A symlink or a missing name is fine (replaced/made)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return path
+    if stat.S_ISLNK(mode) or stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return path
+    raise _not_regular(path, mode)
+
+
 def write_bytes(path: Path, data: bytes, *, executable: bool = False) -> Path:
-    """Write ``data`` to ``path`` atomically (temp file + rename, never through a symlink)."""
-    path = Path(path)
+    """Write ``data`` to ``path`` atomically (temp file + rename, never through a symlink,
+    never over a device, FIFO or socket)."""
+    path = check_writable_kind(Path(path))
     ensure_dir(path.parent)
     remove_stale_temps(path.parent)
     tmp = temp_name(path)
@@ -305,9 +338,13 @@ def append_text(path: Path, text: str) -> Path:
 
 
 def _open_nofollow(path: Path, flags: int, mode: int = 0o666) -> int:
+    """``path`` opened without following a symlink and without blocking (a FIFO), and only
+    when it is a regular file (a device, FIFO or socket is refused before any write)."""
     try:
-        return os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, mode)
     except OSError as exc:
+        if exc.errno == errno.ENXIO:  # a FIFO nobody reads
+            raise _not_regular(path, stat.S_IFIFO) from exc
         if exc.errno == errno.ELOOP or (exc.errno == errno.EEXIST and os.path.islink(path)):
             raise BadInput(
                 f"{path} is a symlink; hpcenv never writes through one (someone may have "
@@ -318,6 +355,12 @@ def _open_nofollow(path: Path, flags: int, mode: int = 0o666) -> int:
         if isinstance(exc, FileExistsError):
             raise BadInput(f"{path}: already exists; hpcenv makes this file new") from exc
         raise
+    st_mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(st_mode):
+        os.close(fd)
+        raise _not_regular(path, st_mode)
+    os.set_blocking(fd, True)
+    return fd
 
 
 def open_new(path: Path) -> int:
