@@ -19,6 +19,7 @@ from pathlib import Path
 from types import ModuleType
 
 from hpcenv import __version__, commands
+from hpcenv.utils import modes
 from hpcenv.utils.errors import HpcenvError, Interrupted
 
 
@@ -100,6 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv, command_argv = split_command(list(sys.argv[1:] if argv is None else argv))
     only = argv[0] if argv and argv[0] in _command_names() else None
     _handle_signals()
+    modes.private_umask()  # nothing made from here on is writable by the group or others
     _received.clear()
     try:
         parser = build_parser(only, with_command=command_argv is not None)
