@@ -12,6 +12,7 @@ the CPU torch wheel from the wheelhouse; the profile is ``local``'s torch alone.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import stat
@@ -226,7 +227,8 @@ def test_a_proof_record_the_group_could_write_proves_nothing(site: dict[str, obj
     a, b = site["users"]  # type: ignore[misc]
     assert _as(site, a, "build", "shared", "--force").returncode == 0
     home = Path(str(site["shared"])) / "home"
-    record = next((home / "cache").glob("record-proofs-*.txt"))
+    uid = _run(["id", "-u", a]).stdout.strip()
+    record = home / "cache" / f"record-proofs-{uid}.txt"
     code = (
         "from hpcenv.build import venv_check as v; "
         "print(len(v._load_proofs(v.proofs_path())))"
@@ -256,7 +258,11 @@ def test_a_build_others_could_write_is_rebuilt_and_its_bytecode_not_carried(
     again = _as(site, a, "build", "shared")
     assert again.returncode == 0, again.stderr
     assert "up to date" not in again.stdout
-    assert "could run someone else's code" in again.stdout + again.stderr
+    report = json.loads(max((home / "logs").glob("build-*.json"), key=os.path.getmtime).read_text())
+    assert any(
+        "could run someone else's code" in d and "writable by others" in d
+        for d in report["damaged"]
+    ), report["damaged"]
     new = (home / "venvs" / "shared").resolve()
     assert new != build
     owners = {p.stat().st_uid for p in new.rglob("*.pyc")}
