@@ -23,6 +23,7 @@ import sys
 from collections.abc import Sequence
 
 from hpcenv import __version__
+from hpcenv.utils import modes
 from hpcenv.utils.errors import HpcenvError, Interrupted
 
 #: Every command in ``hpcenv --help``'s order, one line each: its name (its module is
@@ -139,6 +140,14 @@ def _json_error(args: argparse.Namespace | None, exc: HpcenvError) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    modes.private_umask()  # nothing made from here on is writable by the group or others
+    try:
+        return _main(argv)
+    finally:
+        modes.restore_umask()  # a caller in this process (a test) gets its umask back
+
+
+def _main(argv: Sequence[str] | None) -> int:
     argv, command_argv = split_command(list(sys.argv[1:] if argv is None else argv))
     only = argv[0] if argv and argv[0] in COMMANDS else None
     _handle_signals()

@@ -60,7 +60,10 @@ def test_fuzz_argv_never_traceback(
         code = exc.code if isinstance(exc.code, int) else 2
     err = capsys.readouterr().err
     assert "Traceback" not in err
-    assert code in (0, 2, 3, 5), (command, args, code, err)
+    # 8: `preflight PROFILE` on this machine, which is not that profile's node (README's
+    # exit codes): an answer, not a crash
+    allowed = (0, 2, 3, 5, 8) if command == "preflight" else (0, 2, 3, 5)
+    assert code in allowed, (command, args, code, err)
     if code == 2:
         assert "error" in err
 

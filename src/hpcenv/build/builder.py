@@ -361,6 +361,9 @@ def _noop(
     if not marker or marker.get("stamp") != new_stamp:
         return None
     installed = marker.get("installed")
+    if why := fsio.untrusted(current):  # bytecode included: nobody else may have written
+        damaged.append(f"the environment could run someone else's code ({why}); rebuilding it")
+        return None
     changes = venv_check.tree_changes(current)
     if changes:
         damaged.append(

@@ -124,8 +124,11 @@ def abi_key(venv: Path, *, log: IO[str] | None = None) -> dict[str, str]:
 
 
 def _pip(log: IO[str] | None) -> tuple[list[str], dict[str, str]]:
-    """pip (for ``pip download`` of a source distribution), kept in hpcenv's cache."""
-    target = paths.cache_dir() / "tools" / "pip"
+    """pip (for ``pip download`` of a source distribution), kept in hpcenv's cache: one
+    copy per user (it runs as you), made again when someone else could have written it."""
+    target = paths.cache_dir() / "tools" / f"pip-{os.getuid()}"
+    if fsio.untrusted(target) or (target.exists() and target.stat().st_uid != os.getuid()):
+        shutil.rmtree(target)
     if not (target / "pip").is_dir():
         uv._run(["pip", "install", "--target", str(target), "pip"], log=log)
     return ["-m", "pip"], {"PYTHONPATH": str(target)}

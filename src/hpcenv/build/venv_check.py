@@ -27,7 +27,7 @@ from pathlib import Path
 from packaging.utils import canonicalize_name
 
 from hpcenv.kit import threads
-from hpcenv.utils import fsio, paths
+from hpcenv.utils import fsio, modes, paths
 from hpcenv.utils.errors import HpcenvError
 
 #: Files at least this big have their size compared with RECORD's.
@@ -132,9 +132,12 @@ FILES = ".hpcenv-files"
 _SKIP_NAMES = frozenset({"__pycache__", FILES, paths.BUILD_MARKER})
 
 
-def _walk(venv: Path) -> Iterator[tuple[os.DirEntry[str], os.stat_result]]:
+def _walk(
+    venv: Path, *, everything: bool = False
+) -> Iterator[tuple[os.DirEntry[str], os.stat_result]]:
     """Every entry under ``venv`` with its ``lstat`` (bytecode and hpcenv's own files
-    left out); directories are entered, never followed through a link."""
+    left out unless ``everything``); directories are entered, never followed through a
+    link."""
     todo = [str(venv)]
     while todo:
         folder = todo.pop()
@@ -143,7 +146,8 @@ def _walk(venv: Path) -> Iterator[tuple[os.DirEntry[str], os.stat_result]]:
         except OSError:
             continue
         for entry in entries:
-            if entry.name in _SKIP_NAMES or entry.name.endswith(".pyc"):
+            skip = entry.name in _SKIP_NAMES or entry.name.endswith(".pyc")
+            if skip and not everything:
                 continue
             try:
                 st = entry.stat(follow_symlinks=False)
@@ -261,8 +265,8 @@ def _load_proofs(path: Path) -> dict[_Identity, str]:
         return {}
     with os.fdopen(fd, "rb") as fh:
         st = os.fstat(fh.fileno())
-        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid():
-            return {}
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o022:
+            return {}  # a record the group could add entries to proves nothing
         lines = fh.read().decode("ascii", errors="replace").splitlines()
     known: dict[_Identity, str] = {}
     for line in lines:
@@ -377,7 +381,11 @@ def carry_bytecode(old: Path, new: Path) -> int:
     measured here). Python still checks each ``.pyc`` against its source's mtime and size,
     and replaces one by a new file, never in place; a shared one is made read-only, as
     :func:`protect` does with files shared with uv's cache. Nothing is followed through a
-    symlink. Returns how many files were carried."""
+    symlink. Nothing is carried from a build someone else could have written into
+    (``fsio.untrusted``: a ``.pyc`` planted in a group-writable ``__pycache__``). Returns
+    how many files were carried."""
+    if fsio.untrusted(old):
+        return 0
     carried = 0
     for old_site in paths.site_packages(old):
         new_site = new / old_site.relative_to(old)
@@ -427,10 +435,16 @@ def protect(venv: Path) -> int:
     anyway is seen by the no-op's file list, and the next build's RECORD check cleans the
     damaged cache entry (:func:`prove`). Copying instead was measured at 6-18 s for
     ``local``'s 1.0 GB, and a CUDA torch's gigabytes of disk quota per build. Returns how
-    many files were made read-only."""
+    many files were made read-only. What uv made writable by others (its ``.lock``,
+    0666 whatever the umask) loses that too: nobody else writes in a build
+    (``fsio.untrusted``)."""
     protected = 0
-    for entry, st in _walk(venv):
+    for entry, st in _walk(venv, everything=True):
+        if stat.S_ISLNK(st.st_mode):
+            continue
         if stat.S_ISREG(st.st_mode) and st.st_nlink > 1 and st.st_mode & 0o222:
             os.chmod(entry.path, stat.S_IMODE(st.st_mode) & ~0o222)
             protected += 1
+        elif st.st_mode & modes.NOT_SHARED:
+            os.chmod(entry.path, stat.S_IMODE(st.st_mode) & ~modes.NOT_SHARED)
     return protected

@@ -123,7 +123,8 @@ def configure(parser: argparse.ArgumentParser, *, with_command: bool = False) ->
         type=int,
         default=1,
         metavar="N",
-        help="resubmit the job until CMD exits 0, at most N links (HPCENV_CHAIN_LINK)",
+        help="resubmit the job until CMD exits 0, at most N links, 1000 at most "
+        "(HPCENV_CHAIN_LINK)",
     )
     own.add_argument(
         "--chain-dependency",
@@ -150,12 +151,18 @@ def configure(parser: argparse.ArgumentParser, *, with_command: bool = False) ->
         "--hang-timeout",
         default=None,
         metavar="DURATION",
-        help="when CMD prints nothing for DURATION (90s, 10m, 1h; or does not touch "
+        help="when CMD prints nothing for DURATION (90s, 10m, 1h; 5 s to 366 days; or does "
+        "not touch "
         "$HPCENV_HEARTBEAT once it has), dump its Python stacks on every node into the log "
         "(py-spy), send SIGUSR1, end the link (exit 10); --chain goes on",
     )
     own.add_argument("--cpus-per-task", type=int, default=None, metavar="N")
-    own.add_argument("--job-name", default=None, metavar="NAME")
+    own.add_argument(
+        "--job-name",
+        default=None,
+        metavar="NAME",
+        help="one file name (no '/', '%%', '\\'): it names the job's script and logs",
+    )
     ask = parser.add_argument_group("what the job asks SLURM for")
     ask.add_argument(
         "--gpus",

@@ -54,6 +54,10 @@ LAUNCHES = ("node", "task", "ray")
 #: The --gate word for the bad-node finder (``hpcenv probe nccl --pairs``) before CMD.
 PAIRS_GATE = survive.PAIRS_GATE
 DEPENDENCIES = ("afterany", "singleton")
+#: The most links a chain (and requeues) may have: the job script counts them in bash's
+#: integers, and a thousand walltimes is years of a cluster's time.
+MAX_CHAIN = 1000
+
 #: Seconds before the walltime at which a chained job's CMD gets SIGUSR1 (checkpoint).
 DEFAULT_LEAD_S = 300
 
@@ -87,6 +91,8 @@ def _check(spec: CommandJob, profile: Profile) -> None:
         raise BadInput("hpcenv sbatch: give the command after '--' (or a TARGET)")
     if spec.nodes < 1:
         raise BadInput(f"--nodes {spec.nodes}: must be at least 1")
+    if spec.job_name is not None:
+        sbatch.check_job_name(spec.job_name)
     if spec.launch not in LAUNCHES:
         raise BadInput(f"launch {spec.launch!r}: use one of {', '.join(LAUNCHES)}")
     bad = [p for p in spec.gate if p not in registry.NAMES and p != PAIRS_GATE]
@@ -98,8 +104,8 @@ def _check(spec: CommandJob, profile: Profile) -> None:
     _check_survival(spec)
     if spec.gate and not spec.preflight:
         raise BadInput("--gate and --no-gate: give one of them")
-    if spec.chain < 1:
-        raise BadInput(f"--chain {spec.chain}: must be at least 1")
+    if not 1 <= spec.chain <= MAX_CHAIN:
+        raise BadInput(f"--chain {spec.chain}: give 1 to {MAX_CHAIN} links")
     if spec.dependency not in DEPENDENCIES:
         raise BadInput(f"--chain-dependency {spec.dependency!r}: use afterany or singleton")
     if spec.time is not None and (problem := walltime.problem(spec.time)):
@@ -129,8 +135,8 @@ def _check_survival(spec: CommandJob) -> None:
             f"--gate {PAIRS_GATE} runs allreduces between pairs of nodes: give --nodes 2 or "
             "more (with 2 the pair's check alone, from 3 the finder can name a node)"
         )
-    if spec.requeue_bad < 0:
-        raise BadInput(f"--requeue-bad {spec.requeue_bad}: must be 0 or more")
+    if not 0 <= spec.requeue_bad <= MAX_CHAIN:
+        raise BadInput(f"--requeue-bad {spec.requeue_bad}: give 0 to {MAX_CHAIN}")
     if spec.requeue_bad and PAIRS_GATE not in spec.gate:
         raise BadInput(
             f"--requeue-bad needs --gate {PAIRS_GATE} (the bad-node finder names the nodes "

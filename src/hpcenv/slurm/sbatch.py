@@ -53,6 +53,34 @@ from hpcenv.utils.output import shell_join, shell_quote
 
 TARGETS = ("probe", "build", *KNOWN_PROBES)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+#: The longest job name: the log files ``<name>-<job id>.outcome.json`` stay within a
+#: file name's 255 bytes.
+MAX_JOB_NAME = 200
+
+
+def check_job_name(name: str) -> str:
+    """``name`` when it is one file name component SLURM keeps as it is: it names the job's
+    script and logs (``<log_dir>/<name>-%j.out``), so no ``/``, ``.``/``..`` or control
+    character (``../../victim`` wrote outside the log directory) and no ``%`` or ``\\``
+    (SLURM's filename patterns: ``run%u`` made SLURM write another log than the watchdog
+    watched). Refused, not escaped: the name is also the job's name in ``squeue``."""
+    bad = (
+        not name
+        or name in (".", "..")
+        or len(name.encode()) > MAX_JOB_NAME
+        or any(c in name for c in "/%\\")
+        or _CONTROL.search(name)
+        or name != name.strip()
+    )
+    if bad:
+        raise BadInput(
+            f"--job-name {name!r}: give one file name of at most {MAX_JOB_NAME} bytes without "
+            "'/', '%', '\\', control characters or edge spaces, not '.' or '..' (it names the "
+            "job's script and logs in [job] log_dir), e.g. --job-name train-7b"
+        )
+    return name
+
+
 #: The most of a job's report.json read back (its tail when larger).
 MAX_REPORT_BYTES = 64 << 20
 #: Seconds between queue polls while waiting for a job.
@@ -202,8 +230,29 @@ _OPTIONS = ("--job-name", "--nodes", "--ntasks-per-node", "--time", "--cpus-per-
 _WRITTEN = ("--output", "--error", "--chdir")
 
 
-def _taken(profile: Profile, option: str) -> str:
-    """Why ``option`` cannot come through ``--sbatch-arg`` ("" when it can)."""
+#: sbatch's own options that are the start of another one (sbatch(1)): given whole, they
+#: are themselves, not an abbreviation (``--mem`` of ``--mem-per-cpu``).
+_WHOLE_PREFIXES = ("--mem", "--gpus", "--gres", "--ntasks", "--time", "--wait", "--export", "--bb")
+
+
+def _owned(profile: Profile, option: str) -> str:
+    """The option hpcenv writes that ``option`` is or abbreviates (sbatch, like getopt,
+    takes any unique prefix: ``--ntasks-per-nod`` is ``--ntasks-per-node``); else itself."""
+    owned = [f"--{n}" for n, _ in PASSTHROUGH] + [*_OPTIONS, *_WRITTEN]
+    owned.append(f"--{profile.slurm.gpu_request}")
+    if option in owned or option in _WHOLE_PREFIXES:
+        return option
+    return next((o for o in owned if len(option) > 3 and o.startswith(option)), option)
+
+
+def _taken(profile: Profile, given: str) -> str:
+    """Why ``given`` cannot come through ``--sbatch-arg`` ("" when it can)."""
+    option = _owned(profile, given)
+    if option != given:
+        return (
+            f"{given} abbreviates {option}, which hpcenv writes itself (sbatch takes unique "
+            f"prefixes); " + (_taken(profile, option) or f"give {option} in full")
+        )
     if option.removeprefix("--") in dict(PASSTHROUGH) or option in _OPTIONS:
         return f"hpcenv sbatch has {option} itself; give {option} VALUE directly"
     if option in _WRITTEN:

@@ -50,7 +50,12 @@ EXIT_HUNG = JobHung.exit_code
 DEFAULT_GRACE_S = 60.0
 #: Seconds the stack dump over all nodes may take.
 DUMP_TIMEOUT_S = 180.0
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h)?\s*$")
+_DURATION = re.compile(r"^\s*(\d{1,9}(?:\.\d{1,9})?)\s*(s|m|h)?\s*$")
+#: The shortest and longest ``--hang-timeout``: under 5 s the watchdog (looking every
+#: 0.2 s at best, py-spy taking a second a node) fires on a healthy command's pauses (0.0001
+#: fired at once); over a year is no watchdog at all (00:00:00, SLURM's "no limit", was inf).
+MIN_HANG_S = 5.0
+MAX_HANG_S = 366 * 86400.0
 
 
 def parse_duration(text: str) -> float:
@@ -67,8 +72,11 @@ def parse_duration(text: str) -> float:
         raise ValueError(
             "is not a duration: give seconds (90, 90s), minutes (10m), hours (2h) or HH:MM:SS"
         )
-    if seconds <= 0:
-        raise ValueError("must be more than 0 seconds")
+    if not MIN_HANG_S <= seconds <= MAX_HANG_S:  # 00:00:00 is SLURM's "no limit": inf
+        raise ValueError(
+            f"must be between {MIN_HANG_S:g} s and {MAX_HANG_S / 86400:g} days "
+            "(e.g. 90s, 10m, 2h, 01:30:00)"
+        )
     return seconds
 
 

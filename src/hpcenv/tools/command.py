@@ -324,7 +324,12 @@ def become(executable: str, argv: Sequence[str], env: Mapping[str, str]) -> NoRe
     """Replace this process by ``argv`` (``os.execve``; ``hpcenv run``): its exit code
     and every signal sent to this PID are then the program's own. Raises ``OSError``
     when it cannot be started. Nothing buffered is lost: hpcenv's output goes through
-    the exits (``commands.print_text``...), which flush what they write."""
+    the exits (``commands.print_text``...), which flush what they write. The program
+    runs with the user's own umask (``modes.restore_umask``): what it writes is its own
+    business, not hpcenv's."""
+    from hpcenv.utils import modes
+
+    modes.restore_umask()
     os.execve(executable, list(argv), dict(env))
 
 

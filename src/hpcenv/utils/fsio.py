@@ -9,8 +9,15 @@ hold names someone else planted. So a write:
   a rank's output) are opened with ``O_NOFOLLOW`` and refused when they are a symlink;
 - never goes through someone else's symlink on the way: a directory reached through a
   symlink owned by another user (not you, not root) is refused, naming it and its owner;
-- gets its mode from the umask (``0666``/``0777`` and ``~umask``): with ``umask 002``
-  the group can write what hpcenv made, so two users of a group share one home;
+- is never writable by the group or others, whatever the umask (``modes.private_umask``,
+  set once by ``cli``, so uv, Python's bytecode and everything hpcenv starts make the same):
+  what runs as you or is trusted (builds and their ``__pycache__``, the kit copy, the proof
+  record, locks, reports) can be changed by you alone; only the *containers* of a shared
+  home (``HPCENV_HOME``, ``venvs/``, ``cache/``, ``logs/``, ``kit/``: ``ensure_dir``)
+  keep the umask's group write, so a group's members each add their own entries;
+- is trusted only when nobody else could have changed it (``untrusted``): an entry owned
+  by another user than its tree's owner, or writable by the group or others (a build made
+  by an older hpcenv under ``umask 002``), is named and rebuilt or refused;
 - is masked (``redact``) on the way out: no secret reaches a log, report, lock or script;
 - that is denied names the owner and mode of what refused it, and the fix, in one line.
 
@@ -38,8 +45,9 @@ from pathlib import Path
 from typing import Any
 
 from hpcenv.kit import threads
-from hpcenv.utils import redact
+from hpcenv.utils import modes, redact
 from hpcenv.utils.errors import BadInput, DiskFull, HpcenvError
+from hpcenv.utils.modes import NOT_SHARED
 
 #: Deepest nesting of lists/tables/objects a JSON or TOML input may have (profiles and
 #: facts need 4; uv.lock files 5).
@@ -141,11 +149,54 @@ def write_failure(exc: OSError, path: Path | str | None = None) -> HpcenvError |
     return None
 
 
+def untrusted(root: Path) -> str:
+    """Why the tree at ``root`` cannot be trusted to run as you ("" when it can): its first
+    entry (``root`` too) that another user than ``root``'s owner owns, or that the group or
+    others may write (a link's own mode does not count: only its directory can change it).
+    Someone who could write there could have planted code or bytecode in it."""
+    try:
+        top = os.lstat(root)
+    except OSError:
+        return ""
+    if why := _bad_entry(Path(root), top, top.st_uid):
+        return why
+    owner, todo = top.st_uid, [str(root)]
+    while todo:
+        try:
+            entries = list(os.scandir(todo.pop()))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if why := _bad_entry(Path(entry.path), st, owner):
+                return why
+            if stat.S_ISDIR(st.st_mode):
+                todo.append(entry.path)
+    return ""
+
+
+def _bad_entry(path: Path, st: os.stat_result, owner: int) -> str:
+    if st.st_uid != owner:
+        return f"{path} is owned by {_owner(st.st_uid)}, not by {_owner(owner)} who made it"
+    if not stat.S_ISLNK(st.st_mode) and st.st_mode & NOT_SHARED:
+        return f"{path} is writable by others ({stat.filemode(st.st_mode)})"
+    return ""
+
+
 def ensure_dir(path: Path) -> Path:
-    """Create ``path`` (and its parents) with umask modes; refuse foreign symlinks on it."""
+    """Create ``path`` (and its parents) as containers (the user's umask: under 002 the
+    group adds its own entries to ``venvs/``, ``logs/``, ``cache/``; the files in them are
+    never writable by others); refuse foreign symlinks on it."""
     check_dir(path)
     try:
+        missing = [p for p in (Path(path), *Path(path).parents) if not os.path.lexists(p)]
         Path(path).mkdir(parents=True, exist_ok=True)
+        for made in missing:
+            with contextlib.suppress(OSError):  # made by a concurrent run of another user
+                os.chmod(made, modes.shared_mode())
     except FileExistsError as exc:
         raise BadInput(f"{path}: exists and is not a directory; move it away") from exc
     except PermissionError as exc:
@@ -241,8 +292,9 @@ def work_dir(prefix: str) -> Iterator[Path]:
 
 
 def new_dir(parent: Path, prefix: str) -> Path:
-    """A new, uniquely named directory in ``parent`` with the umask's mode (unlike
-    ``mkdtemp``'s 0700: renamed into a shared place, the group must read it)."""
+    """A new, uniquely named directory in the container ``parent``, readable by the group
+    (unlike ``mkdtemp``'s 0700: renamed into a shared place, the group must read it), never
+    writable by it (the process's umask, ``modes``)."""
     ensure_dir(parent)
     while True:
         path = Path(parent) / f"{prefix}{os.getpid()}-{secrets.token_hex(4)}"
@@ -260,19 +312,51 @@ def temp_name(path: Path) -> Path:
     return path.parent / f".{path.name}{TMP_MARK}{os.getpid()}-{secrets.token_hex(4)}"
 
 
+def _kind(mode: int) -> str:
+    for test, kind in (
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return kind
+    return "not a regular file"
+
+
+def _not_regular(path: Path, mode: int) -> BadInput:
+    return BadInput(
+        f"{path} is {_kind(mode)}; hpcenv writes only regular files (it neither replaces nor "
+        "writes into one): give the path of a file"
+    )
+
+
+def check_writable_kind(path: Path) -> Path:
+    """``path`` unless a device node, FIFO or socket stands there (BadInput naming it): an
+    output is a regular file, so ``--output /dev/null`` as root is not replaced by one, and
+    ``--summary FIFO`` never blocks. A symlink or a missing name is fine (replaced/made)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return path
+    if stat.S_ISLNK(mode) or stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return path
+    raise _not_regular(path, mode)
+
+
 def write_bytes(
     path: Path, data: bytes, *, executable: bool = False, mode: int | None = None
 ) -> Path:
-    """Write ``data`` to ``path`` atomically (temp file + rename, never through a symlink);
-    with ``mode`` the file gets exactly that mode whatever the umask (a cache hpcenv
-    trusts only when nobody else can write it)."""
-    path = Path(path)
+    """Write ``data`` to ``path`` atomically (temp file + rename, never through a symlink,
+    never over a device, FIFO or socket); with ``mode`` the file gets exactly that mode
+    whatever the umask (a cache hpcenv trusts only when nobody else can write it)."""
+    path = check_writable_kind(Path(path))
     ensure_dir(path.parent)
     remove_stale_temps(path.parent)
     tmp = temp_name(path)
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
-        fd = os.open(tmp, flags, 0o777 if executable else 0o666)
+        fd = os.open(tmp, flags, (0o777 if executable else 0o666) & ~NOT_SHARED)
     except PermissionError as exc:
         raise denied(path.parent, exc) from exc
     try:
@@ -312,10 +396,14 @@ def append_text(path: Path, text: str) -> Path:
     return path
 
 
-def _open_nofollow(path: Path, flags: int, mode: int = 0o666) -> int:
+def _open_nofollow(path: Path, flags: int, mode: int = 0o666 & ~NOT_SHARED) -> int:
+    """``path`` opened without following a symlink and without blocking (a FIFO), and only
+    when it is a regular file (a device, FIFO or socket is refused before any write)."""
     try:
-        return os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, mode)
     except OSError as exc:
+        if exc.errno == errno.ENXIO:  # a FIFO nobody reads
+            raise _not_regular(path, stat.S_IFIFO) from exc
         if exc.errno == errno.ELOOP or (exc.errno == errno.EEXIST and os.path.islink(path)):
             raise BadInput(
                 f"{path} is a symlink; hpcenv never writes through one (someone may have "
@@ -326,6 +414,12 @@ def _open_nofollow(path: Path, flags: int, mode: int = 0o666) -> int:
         if isinstance(exc, FileExistsError):
             raise BadInput(f"{path}: already exists; hpcenv makes this file new") from exc
         raise
+    st_mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(st_mode):
+        os.close(fd)
+        raise _not_regular(path, st_mode)
+    os.set_blocking(fd, True)
+    return fd
 
 
 def open_new(path: Path) -> int:

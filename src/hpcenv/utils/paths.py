@@ -151,6 +151,7 @@ def kit_path() -> Path:
     import shutil
 
     from hpcenv.utils import fsio
+    from hpcenv.utils.errors import BadInput
 
     pkg = Path(__file__).resolve().parents[1]
     files = {"hpcenv/__init__.py": pkg / "__init__.py"}
@@ -161,14 +162,26 @@ def kit_path() -> Path:
     for rel, src in files.items():
         digest.update(rel.encode() + b"\0" + src.read_bytes() + b"\0")
     base = home() / "kit"
-    root = base / digest.hexdigest()[:16]
+    # one copy per user: it runs as you in every probe, so nobody else may have made it
+    root = base / f"{digest.hexdigest()[:16]}-{os.getuid()}"
     # another user's symlink planted there would have the probes import its code
     if fsio.check_dir(root).is_dir():
-        return root
-    fsio.ensure_dir(base)  # umask modes (a group can share it), no foreign symlinks
+        if not (why := fsio.untrusted(root)) and os.lstat(root).st_uid == os.getuid():
+            return root
+        try:  # appended to by someone else (a copy under umask 002): made again
+            shutil.rmtree(root)
+        except OSError as exc:
+            raise BadInput(
+                f"the probes' kit {root} cannot run as you ({why or 'not yours'}) and "
+                f"cannot be removed ({exc.strerror}); remove it, or set HPCENV_HOME to a "
+                "directory of yours"
+            ) from exc
+    fsio.ensure_dir(base)  # a container: the group adds its own copies; no foreign links
     tmp = base / f"{fsio.TMP_MARK}{os.getpid()}-{secrets.token_hex(4)}"
     try:
-        tmp.mkdir()
+        tmp.mkdir(mode=0o755)
+        (tmp / "hpcenv").mkdir(mode=0o755)
+        (tmp / "hpcenv" / "kit").mkdir(mode=0o755)
         for rel, src in files.items():
             fsio.write_bytes(tmp / rel, src.read_bytes())
         tmp.rename(root)

@@ -139,7 +139,7 @@ def test_every_profile_and_option_renders_a_script_bash_accepts(
         (["brtx", "--copy-back", "../x", "--", "true"], "relative directory under $TMPDIR"),
         (["brtx", "--copy-back", "/abs", "--", "true"], "relative directory under $TMPDIR"),
         (["local", "--gate", "nope", "--", "true"], "--gate nope: unknown probe"),
-        (["local", "--chain", "0", "--", "true"], "--chain 0: must be at least 1"),
+        (["local", "--chain", "0", "--", "true"], "--chain 0: give 1 to 1000 links"),
         (["local", "--time", "2h", "--", "true"], "--time '2h' is not a SLURM time"),
         (["local", "--time", "2h", "imports"], "--time '2h' is not a SLURM time"),
         (["local", "--chain", "2", "--time", "3", "--", "true"], "not shorter than the walltime"),

@@ -208,16 +208,21 @@ def test_without_py_spy_or_a_process_the_dump_says_why(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("text", "seconds"),
-    [("90", 90.0), ("90s", 90.0), ("10m", 600.0), ("2h", 7200.0), ("0.5s", 0.5),
+    [("90", 90.0), ("90s", 90.0), ("10m", 600.0), ("2h", 7200.0), ("5s", 5.0),
      ("00:10:00", 600.0), ("1-00:00:00", 86400.0)],
 )  # fmt: skip
 def test_durations(text: str, seconds: float) -> None:
     assert watchdog.parse_duration(text) == seconds
 
 
-@pytest.mark.parametrize("text", ["", "10x", "m", "0", "-5s", "1:2:3:4"])
+@pytest.mark.parametrize(
+    "text",
+    ["", "10x", "m", "0", "-5s", "1:2:3:4", "00:00:00", "0.0001", "4.9s", "400d", "nan", "inf",
+     "1e999", "9" * 5000, "367-00:00:00"],
+)  # fmt: skip
 def test_bad_durations(text: str) -> None:
-    with pytest.raises(ValueError, match=r"duration|more than 0"):
+    """00:00:00 (SLURM's "no limit") became inf and 0.0001 fired at once: both refused."""
+    with pytest.raises(ValueError, match=r"duration|between 5 s and 366 days"):
         watchdog.parse_duration(text)
 
 

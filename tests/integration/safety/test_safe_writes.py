@@ -1,4 +1,4 @@
-"""No file is written through a symlink hpcenv did not make, and modes follow the umask.
+"""No file is written through a symlink hpcenv did not make, nor writable by others.
 
 A group member who can write a shared ``HPCENV_HOME`` (or a log directory) plants a
 symlink where hpcenv is about to write, pointing at a victim's file. Every write of
@@ -142,9 +142,12 @@ def test_a_directory_reached_through_another_users_symlink_is_refused(
     assert sorted(p.name for p in victim.parent.iterdir()) == [".bashrc"]
 
 
-def test_modes_follow_the_umask_for_group_use(tmp_path: Path) -> None:
+def test_only_a_shared_homes_containers_are_group_writable(tmp_path: Path) -> None:
     """The env lock was created 0644 whatever the umask: the rest of a group got
-    'Permission denied'. With umask 002 everything hpcenv makes is group-writable."""
+    'Permission denied'; then everything hpcenv made followed the umask, and under umask
+    002 a member could change what runs as you. Now what hpcenv writes is never writable
+    by the group or others; only the containers (``venvs/``) keep the umask's group write,
+    and the lock is taken read-only by the others (``flock`` needs no write access)."""
     old = os.umask(0o002)
     try:
         with envlock.hold(tmp_path / "venvs" / "p.lock", timeout=0):
@@ -154,10 +157,10 @@ def test_modes_follow_the_umask_for_group_use(tmp_path: Path) -> None:
     finally:
         os.umask(old)
     mode = lambda p: stat.S_IMODE(p.stat().st_mode)  # noqa: E731
-    assert mode(tmp_path / "venvs" / "p.lock") == 0o664
+    assert mode(tmp_path / "venvs" / "p.lock") == 0o644
     assert mode(tmp_path / "venvs") == 0o775
-    assert mode(tmp_path / "logs" / "a.txt") == 0o664
-    assert mode(tmp_path / "logs" / "job.sbatch") == 0o775
+    assert mode(tmp_path / "logs" / "a.txt") == 0o644
+    assert mode(tmp_path / "logs" / "job.sbatch") == 0o755
 
 
 def test_a_stale_temp_file_of_a_killed_writer_is_removed(tmp_path: Path) -> None:
@@ -224,7 +227,7 @@ def test_a_kit_copy_planted_as_another_users_symlink_is_refused(
     link.symlink_to(planted, target_is_directory=True)
     os.lchown(link, 4242, 4242)
     monkeypatch.setenv("HPCENV_HOME", str(home))
-    with pytest.raises(BadInput, match=r"kit/[0-9a-f]+ is a symlink owned by uid 4242"):
+    with pytest.raises(BadInput, match=r"kit/[0-9a-f]+-\d+ is a symlink owned by uid 4242"):
         paths.kit_path()
 
 

@@ -12,6 +12,7 @@ the CPU torch wheel from the wheelhouse; the profile is ``local``'s torch alone.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import stat
@@ -129,7 +130,7 @@ def test_two_users_of_a_group_both_build_in_one_home(site: dict[str, object]) ->
     first = _as(site, a, "build", "shared")
     assert first.returncode == 0, first.stderr
     lock = Path(str(site["shared"])) / "home" / "venvs" / "shared.lock"
-    assert stat.S_IMODE(lock.stat().st_mode) == 0o664  # was 0644 whatever the umask
+    assert stat.S_IMODE(lock.stat().st_mode) == 0o644  # read by the group, written by a alone
     second = _as(site, b, "build", "shared")  # unchanged: a no-op, after checking the env
     assert second.returncode == 0, second.stderr
     assert "up to date" in second.stdout
@@ -165,3 +166,121 @@ def test_a_private_build_of_another_user_is_named_with_its_owner_and_fix(
     # and a's next build with the group's umask serves both again
     assert _as(site, a, "build", "shared", "--force").returncode == 0
     assert _as(site, b, "run", "shared", "--", "python", "-c", "pass").returncode == 0
+
+
+# --- the trust model: a group member may use your builds, never change what runs as you --
+
+
+def _writable_by_others(root: Path) -> list[str]:
+    bad = []
+    for folder, dirs, files in os.walk(root):
+        for name in (*dirs, *files):
+            st = os.lstat(os.path.join(folder, name))
+            if not stat.S_ISLNK(st.st_mode) and st.st_mode & 0o022:
+                bad.append(os.path.join(folder, name))
+    return bad
+
+
+def _as_shell(site: dict[str, object], user: str, script: str) -> subprocess.CompletedProcess[str]:
+    argv = ["setpriv", f"--reuid={user}", f"--regid={site['group']}", "--init-groups"]
+    return _run([*argv, "/bin/sh", "-c", script])
+
+
+def _python_of(site: dict[str, object], user: str, code: str) -> subprocess.CompletedProcess[str]:
+    python = str(Path(str(site["venv"])) / "bin" / "python")
+    shared = Path(str(site["shared"]))
+    argv = ["setpriv", f"--reuid={user}", f"--regid={site['group']}", "--init-groups"]
+    env = {"HPCENV_HOME": str(shared / "home"), "PATH": "/usr/bin:/bin"}
+    return _run([*argv, python, "-c", code], env=env)
+
+
+def test_nothing_a_build_writes_is_writable_by_the_group_under_umask_002(
+    site: dict[str, object],
+) -> None:
+    """Builds (every directory, __pycache__ too), the kit copy, the proof record and the
+    lock were group-writable under umask 002: a member could plant code that runs as you."""
+    a, b = site["users"]  # type: ignore[misc]
+    assert _as(site, a, "build", "shared", "--force").returncode == 0
+    probe = _as(site, a, "probe", "imports", "--env", "shared")
+    assert probe.returncode == 0, probe.stderr + probe.stdout
+    home = Path(str(site["shared"])) / "home"
+    build = (home / "venvs" / "shared").resolve()
+    assert list(build.rglob("__pycache__"))  # the import check compiled bytecode
+    kits = list((home / "kit").iterdir())
+    record = next((home / "cache").glob("record-proofs-*.txt"))
+    for root in (build, *kits):
+        assert _writable_by_others(root) == [], root
+        assert not os.lstat(root).st_mode & 0o022, root
+    assert not record.stat().st_mode & 0o022
+    assert stat.S_IMODE((home / "venvs").stat().st_mode) == 0o775  # containers: shared
+    pycache = next(build.rglob("torch/__pycache__"))
+    planted = _as_shell(site, b, f"echo x > '{pycache}/planted.pyc'")
+    assert planted.returncode != 0 and not (pycache / "planted.pyc").exists()
+    moved = _as_shell(site, b, f"echo x > /tmp/m-{b} && mv /tmp/m-{b} '{pycache.parent}/x.py'")
+    assert moved.returncode != 0  # the rename race into a build: no way in
+
+
+def test_a_proof_record_the_group_could_write_proves_nothing(site: dict[str, object]) -> None:
+    """A member added an entry to your group-writable record tying their file to the hash
+    RECORD promises; the build then took their file as proven. Now such a record is read
+    as empty (every file is hashed again)."""
+    a, b = site["users"]  # type: ignore[misc]
+    assert _as(site, a, "build", "shared", "--force").returncode == 0
+    home = Path(str(site["shared"])) / "home"
+    uid = _run(["id", "-u", a]).stdout.strip()
+    record = home / "cache" / f"record-proofs-{uid}.txt"
+    code = (
+        "from hpcenv.build import venv_check as v; "
+        "print(len(v._load_proofs(v.proofs_path())))"
+    )
+    assert int(_python_of(site, a, code).stdout) > 0
+    record.chmod(0o664)  # as an older hpcenv left it under umask 002
+    fake = os.lstat(record)
+    line = f"{fake.st_dev} 4242 10 {fake.st_mtime_ns} 47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU\n"
+    assert _as_shell(site, b, f"echo '{line.strip()}' >> '{record}'").returncode == 0
+    assert _python_of(site, a, code).stdout.strip() == "0"
+
+
+def test_a_build_others_could_write_is_rebuilt_and_its_bytecode_not_carried(
+    site: dict[str, object],
+) -> None:
+    """A .pyc planted in a group-writable __pycache__ ran on import, the no-op check said
+    "up to date", and the bytecode take-over carried it into the next build."""
+    a, b = site["users"]  # type: ignore[misc]
+    assert _as(site, a, "build", "shared", "--force").returncode == 0
+    home = Path(str(site["shared"])) / "home"
+    build = (home / "venvs" / "shared").resolve()
+    _run(["chmod", "-R", "g+w", str(build)])  # a build of an older hpcenv under umask 002
+    pycache = next(build.rglob("torch/__pycache__"))
+    pyc = next(pycache.glob("version.*.pyc"))
+    swap = f"cp '{pyc}' /tmp/p-{b} && rm -f '{pyc}' && mv /tmp/p-{b} '{pyc}'"
+    assert _as_shell(site, b, swap).returncode == 0  # b's file now, as b could plant it
+    again = _as(site, a, "build", "shared")
+    assert again.returncode == 0, again.stderr
+    assert "up to date" not in again.stdout
+    report = json.loads(max((home / "logs").glob("build-*.json"), key=os.path.getmtime).read_text())
+    assert any(
+        "could run someone else's code" in d and "writable by others" in d
+        for d in report["damaged"]
+    ), report["damaged"]
+    new = (home / "venvs" / "shared").resolve()
+    assert new != build
+    owners = {p.stat().st_uid for p in new.rglob("*.pyc")}
+    assert owners == {os.lstat(new).st_uid}  # nothing of b's carried over
+    assert _writable_by_others(new) == []
+
+
+def test_a_kit_copy_someone_appended_to_is_made_again(site: dict[str, object]) -> None:
+    a, b = site["users"]  # type: ignore[misc]
+    assert _as(site, a, "build", "shared").returncode == 0  # a no-op after the others
+    assert _as(site, a, "probe", "imports", "--env", "shared").returncode == 0
+    home = Path(str(site["shared"])) / "home"
+    uid = _run(["id", "-u", a]).stdout.strip()
+    kit = next(p for p in (home / "kit").iterdir() if str(p.stat().st_uid) == uid)
+    _run(["chmod", "-R", "g+w", str(kit)])  # a copy of an older hpcenv under umask 002
+    init = kit / "hpcenv" / "kit" / "__init__.py"
+    append = f"echo 'raise SystemExit(\"planted by {b}\")' >> '{init}'"
+    assert _as_shell(site, b, append).returncode == 0
+    done = _as(site, a, "probe", "imports", "--env", "shared")
+    assert done.returncode == 0, done.stderr + done.stdout
+    assert "planted" not in init.read_text() and _writable_by_others(kit) == []
