@@ -2,9 +2,9 @@
 
 The chain (each step timed into the JSON build report, shown through a ``Progress``):
 
-1. take ``venvs/<profile>.lock`` (``envlock``): two builds of one environment never
+1. take ``venvs/<profile>.lock`` (``build_lock``): two builds of one environment never
    interleave; remove leftovers of killed builds (build dirs without a marker);
-2. the lock: kept when its inputs digest matches (``lock.mismatch``), else compiled;
+2. the lock: kept when its inputs digest matches (``lockfiles.mismatch``), else compiled;
 3. the stamp: hash of plan digest, lock content, the facts that matter, the fixes'
    sources and hpcenv's version. The current build has the same stamp and is still
    whole (``venv_check``: no file, link or directory added, removed or changed since
@@ -50,15 +50,13 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from hpcenv import __version__
-from hpcenv.build import fixes, import_check, torch_first, venv_check
-from hpcenv.build import lockfiles as lock
+from hpcenv.build import build_lock, fixes, import_check, lockfiles, torch_first, venv_check
 from hpcenv.decide.plan import require_torch
 from hpcenv.kit import threads
 from hpcenv.knowledge import build_isolation
 from hpcenv.models.facts import Facts
 from hpcenv.models.plan import Plan
 from hpcenv.tools import command, uv
-from hpcenv.utils import build_lock as envlock
 from hpcenv.utils import fsio, paths
 from hpcenv.utils.errors import BadInput, BuildFailed, CommandFailed
 
@@ -338,7 +336,7 @@ def build(
 
         name = swap.environment_name(plan.profile, project)
     venvs = fsio.ensure_dir(paths.venvs_dir())
-    with envlock.hold(venvs / f"{name}.lock", timeout=lock_timeout):
+    with build_lock.hold(venvs / f"{name}.lock", timeout=lock_timeout):
         return _build_locked(
             plan, facts, name=name, project=project, force=force, progress=progress, start=start
         )
@@ -396,7 +394,7 @@ def _noop(
 @dataclass(frozen=True, kw_only=True)
 class _Decision:
     """What the build must do, decided before anything is written: the lock to keep or
-    compile, the Python, and the stamp when it is known without compiling the lock."""
+    compile, the Python, and the stamp when it is known without compiling the lockfiles."""
 
     current: Path | None
     leftovers: tuple[str, ...]
@@ -411,10 +409,10 @@ def _decide(plan: Plan, facts: Facts, *, name: str, project: ProjectRequest | No
     current = current_target(name)
     leftovers = clean_leftovers(name, {current} if current else set())
     fsio.remove_dead_work_dirs()  # what SIGKILLed runs left in $TMPDIR, no-op or not
-    lock_path, lock_why = lock.lock_path(plan, facts), None
+    lock_path, lock_why = lockfiles.lock_path(plan, facts), None
     if project is None:
-        lock.check_not_edited(lock_path)
-        lock_path, lock_why = lock.build_lock_path(plan, facts)
+        lockfiles.check_not_edited(lock_path)
+        lock_path, lock_why = lockfiles.build_lock_path(plan, facts)
     project_digest, python = "", plan.python
     if project is not None:
         from hpcenv.build import swap
@@ -472,7 +470,7 @@ def _build_locked(
         locked_at=locked_at,
         hpcenv_version=__version__,
         plan_digest=plan.digest(),
-        facts=lock.facts_summary(facts),
+        facts=lockfiles.facts_summary(facts),
         python=d.python,
         torch={
             "version": plan.torch.version,
@@ -567,7 +565,7 @@ def _lock_step(
     steps(
         "lock",
         f"locking {report.environment} ({path.name})",
-        lambda: lock.compile_lock(plan, facts, path=path, log=log),
+        lambda: lockfiles.compile_lock(plan, facts, path=path, log=log),
     )
     info = {"path": str(path), "action": f"compiled: {d.lock_why}"}
     return replace(report, lock=info), stamp(plan, facts, fsio.read_text(path, "lockfile"))
@@ -772,9 +770,9 @@ def _flash_attn(venv: Path, plan: Plan, *, log: IO[str]) -> dict[str, Any]:
         uv.install(venv, [fa.wheel_url], plan=plan, log=log)
         out["from"] = fa.wheel_url
     elif fa.action == "build":
-        from hpcenv.build import flashattn as flashattn_build
+        from hpcenv.build import flashattn
 
-        out.update(flashattn_build.install_flash_attn(venv, plan, log=log))
+        out.update(flashattn.install_flash_attn(venv, plan, log=log))
     return out
 
 

@@ -26,9 +26,9 @@ from typing import IO, Any
 
 from packaging.utils import canonicalize_name
 
+from hpcenv.build import build_lock
 from hpcenv.models.plan import Plan
 from hpcenv.tools import command, uv
-from hpcenv.utils import build_lock as envlock
 from hpcenv.utils import fsio, paths
 from hpcenv.utils.errors import BuildFailed
 
@@ -94,7 +94,7 @@ def build_cached_wheel(
     if found:
         return CachedWheel(path=found, hit=True, key=key, seconds=time.monotonic() - start)
     fsio.ensure_dir(entry.parent)
-    with envlock.hold(entry.with_suffix(".lock"), what=f"building {name} {version}"):
+    with build_lock.hold(entry.with_suffix(".lock"), what=f"building {name} {version}"):
         found = _cached(entry)  # another process may have built it while we waited
         if found:
             return CachedWheel(path=found, hit=True, key=key, seconds=time.monotonic() - start)

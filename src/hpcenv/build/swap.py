@@ -10,7 +10,7 @@ venv:
 
 1. what ``uv sync`` would install on this node with the user's selection: ``uv export
    --frozen`` (uv decides forks, groups, extras), its markers evaluated for the node and
-   the project's Python (``uvlock.python_for``: ``.python-version``, else the profile's if
+   the project's Python (``uv_lock.python_for``: ``.python-version``, else the profile's if
    ``requires-python`` admits it, else the oldest it admits);
 2. the set rewritten: torch, torchvision and torchaudio become the *same versions* from
    the node's variant (``torch==2.9.1+cu126``: packages compiled against torch are built
@@ -36,7 +36,7 @@ venv:
    files; the project's files stay byte-identical: no ``*.egg-info``, no ``__pycache__``);
 
 A project without a ``uv.lock`` (requirements files, ``pyproject.toml``, ``setup.py``,
-``environment.yml``) gets its set from ``handwritten_set`` (``project_handwritten``): its
+``environment.yml``) gets its set from ``handwritten_set`` (``project/handwritten.py``): its
 lines with the node's torch, its local projects resolved with their dependencies from the
 copy. The profile's ``[packages] install`` joins either kind only when asked
 (``ProjectRequest.with_profile_packages``). ``project_plan`` resolves a set without
@@ -73,9 +73,7 @@ from hpcenv.decide.torch_variant import assess, resolve_torch, runs_on
 from hpcenv.models.facts import Facts
 from hpcenv.models.plan import Plan
 from hpcenv.project import compile as project_resolve
-from hpcenv.project import copy_tree as project_copy
-from hpcenv.project import readers as project_files
-from hpcenv.project import uv_lock as uvlock
+from hpcenv.project import copy_tree, readers, uv_lock
 from hpcenv.project.audit import marker_environment
 from hpcenv.tools import uv
 from hpcenv.utils import fsio
@@ -93,7 +91,7 @@ class ProjectRequest:
     """``build --project DIR [--extra/--group/--no-default-groups] [--name NAME]``."""
 
     directory: Path
-    selection: uvlock.Selection = uvlock.DEFAULT_SELECTION
+    selection: uv_lock.Selection = uv_lock.DEFAULT_SELECTION
     name: str | None = None  # the environment's name; default <profile>-<project>
     with_profile_packages: bool = False  # the profile's [packages] install joins the project
     file: Path | None = None  # the dependency file named by --project FILE (no uv.lock)
@@ -101,7 +99,7 @@ class ProjectRequest:
 
     @property
     def locked(self) -> bool:
-        """A uv project (``uv.lock``); otherwise hand-written files (``project_handwritten``)."""
+        """A uv project (``uv.lock``); otherwise hand-written files (``project/handwritten.py``)."""
         return self.file is None and (self.directory / "uv.lock").is_file()
 
 
@@ -121,7 +119,7 @@ class ProjectSet:
     overrides: tuple[str, ...]  # the project's override-dependencies still needed
     indexes: tuple[str, ...]  # the project's own (non-PyTorch) indexes of kept packages
     local: tuple[str, ...]  # the project and workspace members, relative paths
-    python: uvlock.PythonChoice
+    python: uv_lock.PythonChoice
     selection: str  # ``Resolved.describe``
     torch_before: str
     torch_after: str
@@ -146,7 +144,7 @@ class ProjectSet:
 
 def project_name(directory: Path) -> str:
     try:
-        name = uvlock.read_project(directory).name
+        name = uv_lock.read_project(directory).name
     except BadInput:
         name = None
     return name or canonicalize_name(directory.name)
@@ -164,11 +162,9 @@ def project_digest(request: ProjectRequest) -> str:
     """Hash of the project's dependency files and the selection (part of the build stamp)."""
     h = hashlib.sha256()
     if not request.locked:
-        from hpcenv.project import handwritten as project_handwritten
+        from hpcenv.project import handwritten
 
-        h.update(
-            project_handwritten.request_of(request.directory, file=request.file).digest().encode()
-        )
+        h.update(handwritten.request_of(request.directory, file=request.file).digest().encode())
     for name in PROJECT_FILES:
         path = request.directory / name
         if path.is_file():
@@ -178,34 +174,34 @@ def project_digest(request: ProjectRequest) -> str:
     return h.hexdigest()[:16]
 
 
-def python_for(request: ProjectRequest, plan: Plan) -> uvlock.PythonChoice:
+def python_for(request: ProjectRequest, plan: Plan) -> uv_lock.PythonChoice:
     """The Python of the project's environment: ``--python`` when given (it must be one
     the project's ``requires-python`` admits), else the one rule of its kind
-    (``uvlock.python_for`` for a lock, ``handwritten.python_of`` for the rest)."""
+    (``uv_lock.python_for`` for a lock, ``handwritten.python_of`` for the rest)."""
     if not request.locked:
-        from hpcenv.project import handwritten as project_handwritten
+        from hpcenv.project import handwritten
 
-        hand = project_handwritten.request_of(
+        hand = handwritten.request_of(
             request.directory, request.selection.extras, file=request.file
         )
         if request.python:
             return _forced_python(request.python, hand.requires_python, hand.source)
-        return project_handwritten.python_of(hand, plan.python, f"profile {plan.profile}")
-    project = uvlock.read_project(request.directory)
-    lock = uvlock.read_lock(_lock_path(request.directory))
+        return handwritten.python_of(hand, plan.python, f"profile {plan.profile}")
+    project = uv_lock.read_project(request.directory)
+    lock = uv_lock.read_lock(_lock_path(request.directory))
     if request.python:
         requires = project.requires_python or lock.requires_python
         return _forced_python(request.python, requires, str(request.directory))
-    return uvlock.python_for(project, lock.requires_python, plan.python, f"profile {plan.profile}")
+    return uv_lock.python_for(project, lock.requires_python, plan.python, f"profile {plan.profile}")
 
 
-def _forced_python(python: str, requires: str | None, where: str) -> uvlock.PythonChoice:
-    if not uvlock.admits(requires, python):
+def _forced_python(python: str, requires: str | None, where: str) -> uv_lock.PythonChoice:
+    if not uv_lock.admits(requires, python):
         raise BadInput(
             f"--python {python}: {where}'s requires-python {requires} excludes it; "
             "give a Python it admits"
         )
-    return uvlock.PythonChoice(version=python, why="--python")
+    return uv_lock.PythonChoice(version=python, why="--python")
 
 
 def _lock_path(directory: Path) -> Path:
@@ -221,7 +217,7 @@ def _lock_path(directory: Path) -> Path:
 # --- the variant for the project's torch --------------------------------------------------
 
 
-def check_torch_fit(version: str, python: uvlock.PythonChoice, plan: Plan, facts: Facts) -> None:
+def check_torch_fit(version: str, python: uv_lock.PythonChoice, plan: Plan, facts: Facts) -> None:
     """``NoCompatibleBuild`` (exit 3) before anything is resolved or installed when the
     project's torch ``version`` has no wheel for the project's Python on the node's CPU
     arch, or for the node's glibc: the one check of ``plan``/``resolve``/``audit``
@@ -240,16 +236,18 @@ def check_torch_fit(version: str, python: uvlock.PythonChoice, plan: Plan, facts
 
 def project_torch(
     request: ProjectRequest, plan: Plan, facts: Facts
-) -> tuple[str, uvlock.PythonChoice]:
+) -> tuple[str, uv_lock.PythonChoice]:
     """(the torch version the project gets on the node, the project's Python), read from
     its files without calling uv (``build`` checks them before it makes a venv)."""
     if request.locked:
         locked = _read_locked(request, plan, facts)
         return locked.base, locked.python
-    from hpcenv.project import handwritten as hw
+    from hpcenv.project import handwritten
 
-    hand = hw.request_of(request.directory, request.selection.extras, file=request.file)
-    version, _ = hw.torch_version_for(hw.torch_line(hand), plan, facts, hand.project_file)
+    hand = handwritten.request_of(request.directory, request.selection.extras, file=request.file)
+    version, _ = handwritten.torch_version_for(
+        handwritten.torch_line(hand), plan, facts, hand.project_file
+    )
     return version, python_for(request, plan)
 
 
@@ -427,23 +425,23 @@ def project_set(
 class _Locked:
     """What a project's uv.lock installs on the node, and its torch."""
 
-    project: uvlock.Project
-    python: uvlock.PythonChoice
+    project: uv_lock.Project
+    python: uv_lock.PythonChoice
     env: dict[str, str]
     arch: str
-    resolved: uvlock.Resolved
+    resolved: uv_lock.Resolved
     torch_version: str  # as locked, with its label
     base: str  # its public version
 
 
 def _read_locked(request: ProjectRequest, plan: Plan, facts: Facts) -> _Locked:
     directory = request.directory
-    lock = uvlock.read_lock(_lock_path(directory))
-    project = uvlock.read_project(directory)
+    lock = uv_lock.read_lock(_lock_path(directory))
+    project = uv_lock.read_project(directory)
     py = python_for(request, plan)
     arch = plan.arch or facts.arch or platform.machine()
     env = marker_environment(arch, py.version)
-    resolved = uvlock.resolve(lock, project, env, request.selection)
+    resolved = uv_lock.resolve(lock, project, env, request.selection)
     torch = resolved.packages.get("torch")
     if torch is None or torch.version is None:
         raise BadInput(
@@ -540,8 +538,8 @@ def _plain_build_major(name: str, version: str, torch: str, arch: str) -> tuple[
 
 
 def handwritten_set(request: ProjectRequest, plan: Plan, facts: Facts) -> ProjectSet:
-    """The set of a project without a ``uv.lock`` (``project_handwritten``)."""
-    from hpcenv.project import handwritten as hw
+    """The set of a project without a ``uv.lock`` (``project/handwritten.py``)."""
+    from hpcenv.project import handwritten
 
     sel = request.selection
     if sel.groups or sel.no_default_groups or sel.all_extras:
@@ -549,19 +547,19 @@ def handwritten_set(request: ProjectRequest, plan: Plan, facts: Facts) -> Projec
             f"--project {request.directory}: --group/--no-default-groups/--all-extras select "
             "from a uv.lock; this project has none (name its extras with --extra NAME)"
         )
-    hand = hw.request_of(request.directory, request.selection.extras, file=request.file)
+    hand = handwritten.request_of(request.directory, request.selection.extras, file=request.file)
     py = python_for(request, plan)
-    spec = hw.torch_line(hand)
-    if held := hw.variant_release(hand, plan.arch or facts.arch or platform.machine()):
+    spec = handwritten.torch_line(hand)
+    if held := handwritten.variant_release(hand, plan.arch or facts.arch or platform.machine()):
         version, why = held, f"the project asks for torch{spec.specifier if spec else ''}"
     else:
-        version, why = hw.torch_version_for(spec, plan, facts, hand.project_file)
+        version, why = handwritten.torch_version_for(spec, plan, facts, hand.project_file)
     check_torch_fit(version, py, plan, facts)
     pin, why = _file_variant(hand, version, facts, why)
     plan = plan_for_version(plan, version, facts, pin=pin)
     torch_req = target_requirement(plan, version)
-    lines, local, notes = hw.project_lines(hand, request.directory)
-    indexes, dropped = hw.project_indexes(hand)
+    lines, local, notes = handwritten.project_lines(hand, request.directory)
+    indexes, dropped = handwritten.project_indexes(hand)
     changes = [Change(name="torch", before=str(spec) if spec else None, after=torch_req, why=why)]
     reqs = [torch_req, *lines]
     names = {canonicalize_name(n) for n in hand.names()} | {"torch"}
@@ -597,7 +595,7 @@ def handwritten_set(request: ProjectRequest, plan: Plan, facts: Facts) -> Projec
 
 
 def _file_variant(
-    hand: project_files.Request, version: str, facts: Facts, why: str
+    hand: readers.Request, version: str, facts: Facts, why: str
 ) -> tuple[str | None, str]:
     """The variant a file names (conda's ``cudatoolkit=11.3``) when it runs on the node,
     as audit judges it (``assess``); else the node's build, the way a lock's ``+cu128``
@@ -612,7 +610,7 @@ def _file_variant(
     return hand.variant, f"{why}; {hand.variant_why}: its {hand.variant} build"
 
 
-def _own_index(pkg: uvlock.LockPackage | None) -> str | None:
+def _own_index(pkg: uv_lock.LockPackage | None) -> str | None:
     """The project's own index a kept package comes from: not PyPI (the default index, or
     the user's mirror of it), not a PyTorch variant index (the plan's replaces those)."""
     if pkg is None or not pkg.source.startswith("registry="):
@@ -708,7 +706,7 @@ def write_input(request: ProjectRequest, wanted: ProjectSet, work: Path) -> tupl
     skipped: tuple[str, ...] = ()
     if wanted.local_deps and wanted.local:  # resolved with their dependencies, from a copy
         copy = work / "project"
-        skipped = project_copy.copy_project(request.directory, copy).skipped
+        skipped = copy_tree.copy_project(request.directory, copy).skipped
         lines += [str((copy / rel).resolve()) for rel in wanted.local]
     fsio.write_bytes(work / "requirements.in", "".join(f"{r}\n" for r in lines).encode())
     return skipped
@@ -881,7 +879,7 @@ def sync_and_swap(
             elif wanted.local:
                 doing = f"installing project {name} itself (non-editable, from a copy)"
                 result["copy_skipped"] = list(
-                    project_copy.copy_project(request.directory, copy).skipped
+                    copy_tree.copy_project(request.directory, copy).skipped
                 )
                 paths = [
                     rel.removeprefix("file://")

@@ -56,9 +56,7 @@ from hpcenv.decide.torch_variant import (
 )
 from hpcenv.models.facts import Facts
 from hpcenv.project import compile as project_resolve
-from hpcenv.project import containment, handwritten
-from hpcenv.project import readers as project_files
-from hpcenv.project import uv_lock as uvlock
+from hpcenv.project import containment, handwritten, readers, uv_lock
 from hpcenv.utils import fsio
 from hpcenv.utils.errors import BadInput, CommandFailed, NoCompatibleBuild
 
@@ -90,10 +88,10 @@ class Packages:
     #: requirements only: the ``; marker`` of a pinned line, for pins that have one
     markers: dict[Node, str] = field(default_factory=dict)
     #: uv.lock only: the lock and the project beside it
-    lock: uvlock.Lock | None = None
-    project: uvlock.Project | None = None
+    lock: uv_lock.Lock | None = None
+    project: uv_lock.Project | None = None
     #: a hand-written file, not yet resolved (``resolve_for`` turns it into pins)
-    request: project_files.Request | None = None
+    request: readers.Request | None = None
     #: what a hand-written file was resolved to, in words (None: read as written)
     resolved: str | None = None
     #: a hand-written file: the Python it was resolved for, and why (``handwritten.python_of``)
@@ -159,7 +157,7 @@ def _add(found: dict[str, list[str]], name: str, version: str) -> None:
 
 
 def read_uv_lock(path: Path) -> Packages:
-    lock = uvlock.read_lock(path)
+    lock = uv_lock.read_lock(path)
     found: dict[str, list[str]] = {}
     for pkg in lock.packages:
         if pkg.version is not None:
@@ -169,7 +167,7 @@ def read_uv_lock(path: Path) -> Packages:
         kind="uv.lock",
         versions=_freeze(found),
         lock=lock,
-        project=uvlock.read_project(path.parent),
+        project=uv_lock.read_project(path.parent),
     )
 
 
@@ -236,9 +234,9 @@ def read(path: str | Path) -> Packages:
     if p.is_dir():
         if not _is_venv(p) and (p / "uv.lock").is_file():
             p = p / "uv.lock"  # as build and plan read it: the lock, not its pyproject
-        elif not _is_venv(p) and (found := project_files.find_in(p)) is not None:
+        elif not _is_venv(p) and (found := readers.find_in(p)) is not None:
             pkgs = read(found)
-            note = project_files.precedence_note(p, found)
+            note = readers.precedence_note(p, found)
             return replace(pkgs, notes=(note, *pkgs.notes)) if note else pkgs
         else:
             return read_venv(p)
@@ -251,14 +249,14 @@ def read(path: str | Path) -> Packages:
         )
     if p.name.endswith(".lock") or p.read_text(errors="replace").lstrip().startswith("version ="):
         return read_uv_lock(p)
-    kind = project_files.kind_of(p)
+    kind = readers.kind_of(p)
     if kind not in (None, "requirements"):
-        request = project_files.read(p, root=root)
+        request = readers.read(p, root=root)
         return Packages(source=str(p), kind=kind or "requirements", versions={}, request=request)
     text = fsio.read_text(p, "requirements file")
-    if project_files.is_compiled(text):
+    if readers.is_compiled(text):
         return parse_requirements(text, str(p))
-    request = project_files.read_requirements(p, root=root)
+    request = readers.read_requirements(p, root=root)
     return Packages(source=str(p), kind="requirements", versions={}, request=request)
 
 
@@ -275,7 +273,7 @@ def _pinned_torch(lines: tuple[str, ...]) -> str | None:
         except InvalidRequirement:
             continue
         if canonicalize_name(req.name) == "torch" and not req.marker:
-            return project_files.exact_release(req.specifier)
+            return readers.exact_release(req.specifier)
     return None
 
 
@@ -284,7 +282,7 @@ def resolve_for(
     facts: Facts,
     *,
     python: str | None = None,
-    selection: uvlock.Selection = uvlock.DEFAULT_SELECTION,
+    selection: uv_lock.Selection = uv_lock.DEFAULT_SELECTION,
     allow_build: bool = False,
 ) -> Packages:
     """The pins a hand-written file (``pkgs.request``) installs on the node in ``facts``:
@@ -303,12 +301,10 @@ def resolve_for(
         if request.kind not in ("pyproject", "setup.py"):
             raise BadInput(f"{pkgs.source}: --extra selects optional dependencies of a "
                            f"pyproject.toml or setup.py; this is a {pkgs.kind}")  # fmt: skip
-        request = project_files.read(
-            Path(pkgs.source), extras=selection.extras, root=Path(request.root)
-        )
+        request = readers.read(Path(pkgs.source), extras=selection.extras, root=Path(request.root))
     arch = facts.arch or platform.machine()
     if python:
-        chosen = uvlock.PythonChoice(version=python, why="--python")
+        chosen = uv_lock.PythonChoice(version=python, why="--python")
     else:
         offered = facts.python or f"{sys.version_info.major}.{sys.version_info.minor}"
         chosen = handwritten.python_of(request, offered, "the node")
@@ -358,7 +354,7 @@ def resolve_for(
     )
 
 
-def _held_to_variant(request: project_files.Request, arch: str) -> project_files.Request:
+def _held_to_variant(request: readers.Request, arch: str) -> readers.Request:
     """A file that names its torch build resolves to the release ``handwritten``'s rule
     picks for it (conda's ``pytorch>=1.13`` + ``pytorch-cuda=11.7`` is 2.0.1)."""
     version = handwritten.variant_release(request, arch)
@@ -382,9 +378,7 @@ def _pypi_build(found: Packages, arch: str) -> Packages:
     return replace(found, versions=versions, notes=(*found.notes, note))
 
 
-def _named_unpinned(
-    found: Packages, request: project_files.Request
-) -> tuple[Packages, tuple[str, ...]]:
+def _named_unpinned(found: Packages, request: readers.Request) -> tuple[Packages, tuple[str, ...]]:
     """An unresolved file's unpinned lines: its CUDA packages (flash-attn, vLLM) judged by
     name (``cuda_packages.BY_NAME``), the rest named as not judged."""
     versions = dict(found.versions)
@@ -408,11 +402,11 @@ def _release_pin(line: str) -> str:
         return line
     if req.marker or not str(req.specifier).endswith(".*"):
         return line
-    release = project_files.exact_release(req.specifier)
+    release = readers.exact_release(req.specifier)
     return f"{req.name}=={release}" if release else line
 
 
-def _with_variant(found: Packages, request: project_files.Request) -> Packages:
+def _with_variant(found: Packages, request: readers.Request) -> Packages:
     """The torch build a file names beside its pins (conda's ``cudatoolkit=11.3``) as the
     torch's local label, the way conda installs it: judged as that build, not PyPI's."""
     if not request.variant:
@@ -561,7 +555,7 @@ def identify(
     arch: str | None = None,
     *,
     python: str | None = None,
-    selection: uvlock.Selection = uvlock.DEFAULT_SELECTION,
+    selection: uv_lock.Selection = uv_lock.DEFAULT_SELECTION,
 ) -> tuple[str, str, str | None, str]:
     """(torch version, build, cuda, evidence) of the torch in ``pkgs`` on a Linux node with
     CPU ``arch`` and Python ``python`` (see :func:`examine`)."""
@@ -574,7 +568,7 @@ def examine(
     *,
     python: str | None = None,
     python_from: str = "the node",
-    selection: uvlock.Selection = uvlock.DEFAULT_SELECTION,
+    selection: uv_lock.Selection = uv_lock.DEFAULT_SELECTION,
     glibc: str | None = None,
 ) -> Found:
     """The torch build in ``pkgs`` on a Linux node with CPU ``arch`` and Python ``python``.
@@ -585,7 +579,7 @@ def examine(
     """
     if pkgs.lock is not None:
         return _examine_lock(pkgs, arch, python, python_from, selection, glibc=glibc)
-    if selection != uvlock.DEFAULT_SELECTION:
+    if selection != uv_lock.DEFAULT_SELECTION:
         raise BadInput(
             f"{pkgs.source}: --extra/--group/--no-default-groups select from a uv.lock; "
             f"this is a {pkgs.kind}"
@@ -675,7 +669,7 @@ def _examine_lock(
     arch: str | None,
     python: str | None,
     python_from: str,
-    selection: uvlock.Selection,
+    selection: uv_lock.Selection,
     *,
     glibc: str | None = None,
 ) -> Found:
@@ -685,9 +679,9 @@ def _examine_lock(
     if not arch:
         arch = platform.machine()
         warnings.append(f"the node's arch is unknown: audited for this machine's {arch}")
-    py = uvlock.python_for(project, lock.requires_python, python, python_from)
+    py = uv_lock.python_for(project, lock.requires_python, python, python_from)
     env = marker_environment(arch, py.version)
-    resolved = uvlock.resolve(lock, project, env, selection)
+    resolved = uv_lock.resolve(lock, project, env, selection)
     where = f"{resolved.describe()}, Python {py.version} on {arch}"
     torch = resolved.packages.get("torch")
     if torch is None or torch.version is None:
@@ -695,7 +689,7 @@ def _examine_lock(
             f"{pkgs.source}: the lock installs no torch on {arch} with {where}"
             f"{_torch_hint(lock, project, env, selection)}; nothing to audit"
         )
-    fits = [w for w in torch.wheels if uvlock.wheel_fits(w, arch, py.version)]
+    fits = [w for w in torch.wheels if uv_lock.wheel_fits(w, arch, py.version)]
     if torch.wheels and not fits and not torch.sdist:
         arches = sorted({w.removesuffix(".whl").rsplit("_", 1)[-1] for w in torch.wheels})
         raise NoCompatibleBuild(
@@ -708,7 +702,7 @@ def _examine_lock(
         fits
         and glibc
         and not torch.sdist
-        and not [w for w in fits if uvlock.wheel_fits(w, arch, py.version, glibc)]
+        and not [w for w in fits if uv_lock.wheel_fits(w, arch, py.version, glibc)]
     ):
         plats = sorted({w.removesuffix(".whl").rsplit("-", 1)[-1] for w in fits})
         raise NoCompatibleBuild(
@@ -759,10 +753,10 @@ def _examine_lock(
 
 
 def _torch_hint(
-    lock: uvlock.Lock,
-    project: uvlock.Project,
+    lock: uv_lock.Lock,
+    project: uv_lock.Project,
     env: dict[str, str],
-    selection: uvlock.Selection,
+    selection: uv_lock.Selection,
 ) -> str:
     """``" (torch comes with --extra gpu)"`` when another single selection installs torch."""
     root = lock.root()
@@ -777,7 +771,7 @@ def _torch_hint(
     hits = []
     for flag, sel in tries[:20]:
         try:
-            if "torch" in uvlock.resolve(lock, project, env, sel).packages:
+            if "torch" in uv_lock.resolve(lock, project, env, sel).packages:
                 hits.append(flag)
         except (BadInput, NoCompatibleBuild):
             continue
@@ -788,7 +782,7 @@ def audit(
     path: str | Path,
     facts: Facts,
     *,
-    selection: uvlock.Selection = uvlock.DEFAULT_SELECTION,
+    selection: uv_lock.Selection = uv_lock.DEFAULT_SELECTION,
     python: str | None = None,
     node: str = "the node",
     allow_build: bool = False,
@@ -802,7 +796,7 @@ def audit(
     pkgs = read(path)
     if pkgs.request is not None:
         pkgs = resolve_for(pkgs, facts, python=python, selection=selection, allow_build=allow_build)
-        selection = uvlock.DEFAULT_SELECTION
+        selection = uv_lock.DEFAULT_SELECTION
     found = examine(
         pkgs,
         facts.arch,

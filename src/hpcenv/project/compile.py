@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from hpcenv.project import copy_tree as project_copy
+from hpcenv.project import copy_tree
 from hpcenv.project.readers import Request
 from hpcenv.tools import uv
 from hpcenv.utils import fsio, paths
@@ -83,7 +83,7 @@ def _compile(request: Request, target: Target, work: Path) -> str:
     if request.dynamic and request.project_file:  # allowed: its backend runs in a copy
         project = Path(request.project_file)
         copy = work / "project"
-        project_copy.copy_project(project.parent, copy)
+        copy_tree.copy_project(project.parent, copy)
         input_file = copy / project.name
     else:
         input_file = work / "requirements.in"
@@ -130,7 +130,7 @@ def _compile(request: Request, target: Target, work: Path) -> str:
 def _copied_locals(request: Request, copy: Path) -> list[str]:
     """The local projects as paths in a copy of the project (all inside it, ``readers``)."""
     root = Path(request.root).resolve()
-    project_copy.copy_project(root, copy)
+    copy_tree.copy_project(root, copy)
     return [str(copy / Path(p).relative_to(root)) for p in request.local]
 
 

@@ -1,6 +1,6 @@
 """The install set of a project without a ``uv.lock``, for ``build``/``plan``/``lock``
 ``--project``: a requirements file, a ``pyproject.toml`` without a lock, a ``setup.py``
-project or a conda ``environment.yml`` (``project_files`` reads each).
+project or a conda ``environment.yml`` (``readers`` reads each).
 
 The set is the project's own requirement lines with torch taken from the plan: the
 node's variant of the version the project pins (``torch==2.6.0`` -> ``2.6.0+cu124``
@@ -30,8 +30,7 @@ from hpcenv import knowledge
 from hpcenv.decide.torch_variant import resolve_torch
 from hpcenv.models.facts import Facts
 from hpcenv.models.plan import Plan
-from hpcenv.project import readers as project_files
-from hpcenv.project import uv_lock as uvlock
+from hpcenv.project import readers, uv_lock
 from hpcenv.utils.errors import BadInput, BuildFailed, NoCompatibleBuild
 
 _VARIANT_URL = re.compile(r"download\.pytorch\.org|/(cu\d+|cpu|rocm[\d.]+|xpu)/?$")
@@ -39,7 +38,7 @@ _FAMILY = ("torch", "torchvision", "torchaudio")
 
 
 def dependency_file(directory: Path) -> Path:
-    found = project_files.find_in(directory)
+    found = readers.find_in(directory)
     if found is None:
         raise BadInput(
             f"--project {directory}: no uv.lock, pyproject.toml with [project], setup.py, "
@@ -50,44 +49,44 @@ def dependency_file(directory: Path) -> Path:
 
 def request_of(
     directory: Path, extras: tuple[str, ...] = (), *, file: Path | None = None
-) -> project_files.Request:
+) -> readers.Request:
     """The request of ``--project DIRECTORY`` (or one of its files): nothing outside
     ``directory`` is read, and every local project is inside it; the report names the file
     read and the ones passed over (``readers.precedence_note``)."""
     root = directory.absolute()
     if file is not None:
-        return project_files.read(file, extras=extras, root=root)
+        return readers.read(file, extras=extras, root=root)
     chosen = dependency_file(directory)
-    request = project_files.read(chosen, extras=extras, root=root)
-    note = project_files.precedence_note(directory, chosen)
+    request = readers.read(chosen, extras=extras, root=root)
+    note = readers.precedence_note(directory, chosen)
     return dataclasses.replace(request, notes=(note, *request.notes)) if note else request
 
 
 def python_of(
-    request: project_files.Request, offered: str | None, offered_by: str
-) -> uvlock.PythonChoice:
+    request: readers.Request, offered: str | None, offered_by: str
+) -> uv_lock.PythonChoice:
     """The one rule for a hand-written project's Python, whichever command asks: conda's
     ``python=X.Y``, else ``offered`` (the profile's or the node's Python, named by
     ``offered_by``) when ``requires-python`` admits it, else the oldest it admits."""
     if request.python:
-        return uvlock.PythonChoice(
+        return uv_lock.PythonChoice(
             version=request.python, why=f"{Path(request.source).name} says python={request.python}"
         )
     req = request.requires_python
-    if offered and uvlock.admits(req, offered):
+    if offered and uv_lock.admits(req, offered):
         said = f"requires-python {req}" if req else "no requires-python"
-        return uvlock.PythonChoice(
+        return uv_lock.PythonChoice(
             version=offered, why=f"{offered_by} says {offered}, which the project's {said} admits"
         )
-    low = uvlock.lowest_admitted(req)
+    low = uv_lock.lowest_admitted(req)
     if low is None:
         raise BadInput(f"{request.source}: requires-python {req} admits no Python 3.8 to 3.20")
-    return uvlock.PythonChoice(
+    return uv_lock.PythonChoice(
         version=low, why=f"the oldest Python the project's requires-python {req} admits"
     )
 
 
-def torch_line(request: project_files.Request) -> Requirement | None:
+def torch_line(request: readers.Request) -> Requirement | None:
     for line in request.requirements:
         try:
             req = Requirement(line)
@@ -98,7 +97,7 @@ def torch_line(request: project_files.Request) -> Requirement | None:
     return None
 
 
-def variant_release(request: project_files.Request, arch: str) -> str | None:
+def variant_release(request: readers.Request, arch: str) -> str | None:
     """The torch release a file that names its build installs (conda's ``pytorch>=1.13``
     beside ``pytorch-cuda=11.7``): the newest of its range that published that build for
     ``arch`` (the knowledge data), as conda resolves it; None when the file names no build.
@@ -106,7 +105,7 @@ def variant_release(request: project_files.Request, arch: str) -> str | None:
     torch = torch_line(request)
     if not request.variant or torch is None:
         return None
-    exact = project_files.exact_release(torch.specifier)
+    exact = readers.exact_release(torch.specifier)
     wanted = SpecifierSet(f"=={exact}") if exact else torch.specifier
     version = knowledge.load().newest_with_variant(wanted, request.variant, arch)
     if version is None:
@@ -136,7 +135,7 @@ def torch_version_for(
             )
         return planned, f"the project installs no torch: profile {plan.profile}'s torch"
     text = str(spec.specifier)
-    version = project_files.exact_release(spec.specifier)
+    version = readers.exact_release(spec.specifier)
     if version is not None:
         return version, f"the project pins torch{text}: the node's build of {version}"
     try:
@@ -160,7 +159,7 @@ def torch_version_for(
 
 
 def project_lines(
-    request: project_files.Request, directory: Path
+    request: readers.Request, directory: Path
 ) -> tuple[list[str], list[str], list[str]]:
     """(requirement lines without torch, local paths relative to ``directory``, notes)."""
     lines: list[str] = []
@@ -191,7 +190,7 @@ def project_lines(
     return lines, local, notes
 
 
-def project_indexes(request: project_files.Request) -> tuple[list[str], list[str]]:
+def project_indexes(request: readers.Request) -> tuple[list[str], list[str]]:
     """(the project's own indexes to keep, words on the PyTorch ones dropped)."""
     keep: list[str] = []
     dropped: list[str] = []

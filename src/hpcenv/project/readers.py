@@ -223,6 +223,14 @@ def find_in(directory: Path) -> Path | None:
     return None
 
 
+def _metadata_file(directory: Path) -> Path | None:
+    """A local project's own package metadata, by :func:`find_in`'s order."""
+    pyproject = directory / "pyproject.toml"
+    if pyproject.is_file() and _has_project_table(pyproject):
+        return pyproject
+    return next((directory / n for n in PROJECT_FILES[1:] if (directory / n).is_file()), None)
+
+
 def passed_over(directory: Path, chosen: Path) -> tuple[str, ...]:
     """The other dependency files of ``directory`` that :func:`find_in` did not read."""
     names = (*PROJECT_FILES, "requirements.txt", *CONDA_FILES)
@@ -245,7 +253,7 @@ def _installs_itself(path: Path, directory: Path) -> bool:
     if not path.is_file():
         return False
     try:
-        request = read_conda(path)
+        request = read_conda(path, root=directory.resolve())
     except BadInput:
         return False
     return str(directory.resolve()) in request.local
@@ -476,9 +484,11 @@ def _requirement(text: str, path: Path, where: str, acc: _Acc, *, constraint: bo
 
 
 def _local_requirements(target: Path, acc: _Acc) -> None:
-    """The requirements of a local project (``-e .``), read as data, never built."""
-    found = find_in(target)
-    if found is None or kind_of(found) not in ("pyproject", "setup.py"):
+    """The requirements of a local project (``-e .``), read as data, never built: its
+    package metadata (pyproject.toml, setup.py, setup.cfg), never an environment file
+    (the one that says ``-e .`` may be what is being read)."""
+    found = _metadata_file(target)
+    if found is None:
         return
     own = read(found, root=acc.root)
     acc.local_requirements += [*own.requirements, *own.local_requirements]

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from hpcenv.utils import build_lock as envlock
+from hpcenv.build import build_lock
 from support import REPO
 from support.buildkit import hpcenv, require_local_build
 
@@ -132,7 +132,7 @@ def test_sigkill_mid_build_leaves_previous_env_and_next_build_succeeds(
 
 def test_second_build_gets_busy_with_the_holder(home: dict[str, str]) -> None:
     before = target(home)
-    with envlock.hold(venvs(home) / "local.lock", timeout=5, what="test holder"):
+    with build_lock.hold(venvs(home) / "local.lock", timeout=5, what="test holder"):
         busy = hpcenv("build", "local", "--force", "--wait", "1", env=home)
     assert busy.returncode == 6, busy.stderr
     assert f"pid {os.getpid()}" in busy.stderr and "test holder" in busy.stderr

@@ -20,13 +20,12 @@ from pathlib import Path
 
 import pytest
 
-from hpcenv.build import builder
+from hpcenv.build import build_lock, builder
 from hpcenv.models.results import RankResult, Status, gather
 from hpcenv.profile import schema as profile
 from hpcenv.slurm import sbatch
 from hpcenv.tools import command
 from hpcenv.ui import junit
-from hpcenv.utils import build_lock as envlock
 from hpcenv.utils import fsio
 from hpcenv.utils.errors import BadInput
 from support import REPO
@@ -73,7 +72,7 @@ def test_env_lock_is_not_truncated_through_a_symlink(
 def test_env_lock_directly(tmp_path: Path, victim: Path) -> None:
     link = tmp_path / "venvs" / "x.lock"
     _plant(link, victim)
-    with pytest.raises(BadInput, match="is a symlink"), envlock.hold(link, timeout=0):
+    with pytest.raises(BadInput, match="is a symlink"), build_lock.hold(link, timeout=0):
         pass
 
 
@@ -150,7 +149,7 @@ def test_only_a_shared_homes_containers_are_group_writable(tmp_path: Path) -> No
     and the lock is taken read-only by the others (``flock`` needs no write access)."""
     old = os.umask(0o002)
     try:
-        with envlock.hold(tmp_path / "venvs" / "p.lock", timeout=0):
+        with build_lock.hold(tmp_path / "venvs" / "p.lock", timeout=0):
             pass
         fsio.write_text(tmp_path / "logs" / "a.txt", "x")
         fsio.write_text(tmp_path / "logs" / "job.sbatch", "x", executable=True)
@@ -192,9 +191,9 @@ def test_env_lock_another_user_made_read_only_is_still_usable(
     # root ignores modes; drop to an unprivileged uid in a child to see the real check
     code = (  # everything imported before dropping root (the interpreter lives in /root)
         "import os, fcntl, json, socket, time; from pathlib import Path;"
-        "from hpcenv.utils import build_lock as envlock, fsio;"
+        "from hpcenv.build import build_lock; from hpcenv.utils import fsio;"
         "os.setgid(4243); os.setuid(4243);"
-        f"cm = envlock.hold(Path({str(lock)!r}), timeout=0); cm.__enter__(); print('locked')"
+        f"cm = build_lock.hold(Path({str(lock)!r}), timeout=0); cm.__enter__(); print('locked')"
     )
     lock.parent.chmod(0o777)
     done = subprocess.run(
