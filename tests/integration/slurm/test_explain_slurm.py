@@ -94,7 +94,7 @@ def test_a_hang_ended_by_the_watchdog_is_a_hang(
 ) -> None:
     (tmp_path / "hangs.py").write_text(HANGS)
     done = submit_job(cluster, tmp_path, torch_python.parent.parent, "--no-gate",
-                   "--hang-timeout", "3s", "--", "python", "hangs.py")  # fmt: skip
+                   "--hang-timeout", "5s", "--", "python", "hangs.py")  # fmt: skip
     assert done.returncode == 10, done.stdout + done.stderr
     assert "cause: the job hung" in done.stderr, done.stderr
     code, found = _explain(cluster, tmp_path, submitted_id(done))
