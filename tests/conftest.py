@@ -10,6 +10,8 @@ never imports them.
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -49,3 +51,15 @@ def hpcenv_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     home = tmp_path / "hpcenv-home"
     monkeypatch.setenv("HPCENV_HOME", str(home))
     return home
+
+
+@pytest.fixture
+def no_slurm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A login node without SLURM or modules: PATH holds only this Python's directory."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{Path(sys.executable).parent}")
+    monkeypatch.delenv("MODULEPATH", raising=False)
+    monkeypatch.delenv("LMOD_CMD", raising=False)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path

@@ -22,6 +22,7 @@ import base64
 import hashlib
 import html
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -52,6 +53,16 @@ def local_torch_wheel() -> Path | None:
 
 def require_uv() -> None:
     require("uv", uv.available(), "uv is not on PATH (pip install uv)")
+
+
+def require_pypi() -> None:
+    """uv, and PyPI reachable (the tests that resolve real projects' files against it)."""
+    require_uv()
+    try:
+        with socket.create_connection(("pypi.org", 443), timeout=5):
+            pass
+    except OSError:
+        require("pypi", False, "pypi.org:443 unreachable")
 
 
 def require_local_build() -> Path:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,18 +18,6 @@ from support import FACTS, require
 from support.fakenodes import modulefile_tree
 
 GH200 = FACTS / "gh200-isambard.json"
-
-
-@pytest.fixture
-def no_slurm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A login node without SLURM or modules: PATH holds only this Python's directory."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{Path(sys.executable).parent}")
-    monkeypatch.delenv("MODULEPATH", raising=False)
-    monkeypatch.delenv("LMOD_CMD", raising=False)
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
 
 
 def test_real_lmod_lists_a_modulefile_tree(tmp_path: Path) -> None:

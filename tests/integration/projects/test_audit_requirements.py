@@ -25,20 +25,12 @@ from hpcenv.project.audit import audit, read
 from hpcenv.tools import uv
 from hpcenv.utils.errors import BadInput
 from support import DATA, FACTS, require
+from support.buildkit import require_pypi
 
 PROJECTS = DATA / "projects"
 V100 = collect.load(FACTS / "v100-supercloud.json")
 V100_FILE = str(FACTS / "v100-supercloud.json")
 GH200_FILE = str(FACTS / "gh200-isambard.json")
-
-
-def _pypi() -> None:
-    require("uv", uv.available(), "uv not found")
-    try:
-        with socket.create_connection(("pypi.org", 443), timeout=5):
-            pass
-    except OSError:
-        require("pypi", False, "pypi.org:443 unreachable")
 
 
 @pytest.fixture
@@ -144,7 +136,7 @@ def test_a_bare_torch_line_is_what_pip_installs_and_the_fix_is_resolves(
 ) -> None:
     """whisper's ``torch`` line: pip gets PyPI's newest torch, whose CUDA 13 build cannot
     run on the V100s; the fix is resolve's (an older release whose cu126 runs)."""
-    _pypi()
+    require_pypi()
     rc = main(["audit", str(PROJECTS / "whisper" / "requirements.txt"), "--facts", V100_FILE,
                "--json"])  # fmt: skip
     out = json.loads(capsys.readouterr().out)
@@ -156,7 +148,7 @@ def test_a_bare_torch_line_is_what_pip_installs_and_the_fix_is_resolves(
 
 
 def test_pinned_torch_2_6_0_on_x86_is_pypis_cu124_build(cache: Path, tmp_path: Path) -> None:
-    _pypi()
+    require_pypi()
     req = tmp_path / "requirements.txt"
     req.write_text("torch==2.6.0\n")
     result = audit(req, V100)
@@ -182,7 +174,7 @@ def test_pinned_torch_2_6_0_on_x86_is_pypis_cu124_build(cache: Path, tmp_path: P
 
 
 def test_setup_py_is_resolved_through_its_build_backend_from_a_copy(cache: Path) -> None:
-    _pypi()
+    require_pypi()
     tree = PROJECTS / "mingpt"
     before = sorted(p.name for p in tree.iterdir())
     result = audit(tree / "setup.py", V100)
@@ -193,7 +185,7 @@ def test_setup_py_is_resolved_through_its_build_backend_from_a_copy(cache: Path)
 
 
 def test_pyproject_without_a_lock_and_its_optional_dependencies(cache: Path) -> None:
-    _pypi()
+    require_pypi()
     from hpcenv.project import uv_lock as uvlock
 
     result = audit(PROJECTS / "olmo" / "pyproject.toml", V100)
@@ -205,7 +197,7 @@ def test_pyproject_without_a_lock_and_its_optional_dependencies(cache: Path) -> 
 
 def test_conda_environment_on_the_gh200(cache: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """DiT asks for pytorch-cuda=11.7: conda never built it for aarch64 (exit 3, named)."""
-    _pypi()
+    require_pypi()
     target = str(PROJECTS / "dit" / "environment.yml")
     assert main(["audit", target, "--facts", GH200_FILE, "--json"]) == 3
     out = json.loads(capsys.readouterr().out)
@@ -214,7 +206,7 @@ def test_conda_environment_on_the_gh200(cache: Path, capsys: pytest.CaptureFixtu
 
 def test_conda_environment_on_the_v100(cache: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """pytorch>=1.13 beside pytorch-cuda=11.7 is 2.0.1+cu117, the last release with it."""
-    _pypi()
+    require_pypi()
     main(["audit", str(PROJECTS / "dit" / "environment.yml"), "--facts", V100_FILE, "--json"])
     out = json.loads(capsys.readouterr().out)
     assert out["kind"] == "environment.yml"
@@ -303,7 +295,7 @@ def test_a_file_meant_for_a_separate_torch_install_says_how(
 ) -> None:
     """A requirements file meant to be installed after a separate ``pip install torch``:
     resolved for the node it installs no torch, and the error says what to do instead."""
-    _pypi()
+    require_pypi()
     project = tmp_path / "kohya"
     project.mkdir()
     (project / "requirements.txt").write_text("einops==0.7.0\nsafetensors==0.4.5\n")

@@ -12,7 +12,6 @@ PyPI; the plan side needs no network (the resolution before install is not calle
 from __future__ import annotations
 
 import json
-import socket
 from pathlib import Path
 
 import pytest
@@ -25,8 +24,8 @@ from hpcenv.facts import collect
 from hpcenv.profile import schema as profile
 from hpcenv.project import readers
 from hpcenv.project import uv_lock as uvlock
-from hpcenv.tools import uv
-from support import FACTS, require
+from support import FACTS
+from support.buildkit import require_pypi
 
 A100_FILE = str(FACTS / "a100-standin.json")
 A100 = collect.load(FACTS / "a100-standin.json")
@@ -41,15 +40,6 @@ dependencies:
   - cudatoolkit=11.3
   - numpy
 """
-
-
-def _pypi() -> None:
-    require("uv", uv.available(), "uv not found")
-    try:
-        with socket.create_connection(("pypi.org", 443), timeout=5):
-            pass
-    except OSError:
-        require("pypi", False, "pypi.org:443 unreachable")
 
 
 @pytest.fixture
@@ -110,7 +100,7 @@ def test_audit_judges_the_conda_build_with_the_files_python(
 ) -> None:
     """Before: "torch version '1.11.0.*' is not a version" (exit 2), or PyPI's cu102 build
     and a false "no sm_80; fix: use cu113" on the A100, for the node's Python 3.11."""
-    _pypi()
+    require_pypi()
     target = conda_project(tmp_path) / "environment.yaml"
     main(["audit", str(target), "--facts", A100_FILE, "--json"])
     out = json.loads(capsys.readouterr().out)

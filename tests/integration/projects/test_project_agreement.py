@@ -16,26 +16,16 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 from pathlib import Path
 
 import pytest
 
 from hpcenv.cli import main
-from hpcenv.tools import uv
-from support import DATA, FACTS, require
+from support import DATA, FACTS
+from support.buildkit import require_pypi
 
 PROJECTS = sorted(p.name for p in (DATA / "projects").iterdir() if p.is_dir())
 NODES = sorted(p.stem for p in FACTS.glob("*.json"))
-
-
-def _pypi() -> None:
-    require("uv", uv.available(), "uv not found")
-    try:
-        with socket.create_connection(("pypi.org", 443), timeout=5):
-            pass
-    except OSError:
-        require("pypi", False, "pypi.org:443 unreachable")
 
 
 def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, dict[str, object]]:
@@ -59,7 +49,7 @@ def test_audit_and_plan_agree(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    _pypi()
+    require_pypi()
     monkeypatch.setenv("HPCENV_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("UV_HTTP_RETRIES", "0")
     monkeypatch.delenv("UV_FIND_LINKS", raising=False)

@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import re
-import sys
 from pathlib import Path
 
 import pytest
@@ -26,18 +24,6 @@ from hpcenv.slurm import survey
 from support import FACTS
 
 GH200 = FACTS / "gh200-isambard.json"
-
-
-@pytest.fixture
-def no_slurm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A login node without SLURM or modules: PATH holds only this Python's directory."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{Path(sys.executable).parent}")
-    monkeypatch.delenv("MODULEPATH", raising=False)
-    monkeypatch.delenv("LMOD_CMD", raising=False)
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
 
 
 def _values_have_sources(text: str) -> None:
