@@ -46,8 +46,8 @@ def _dev(session: nox.Session) -> None:
 @nox.session
 def tests(session: nox.Session) -> None:
     """The test suite (unit + integration on real uv, torch, Ray, SLURM), one worker per
-    core: the SLURM tests share their clusters in one worker, a file's tests stay together
-    (tests/conftest.py groups them)."""
+    core: the SLURM tests grouped by the cluster they use (each starts once), a file's tests
+    together (tests/conftest.py groups them)."""
     _dev(session)
     session.run("pytest", "-n", "auto", "--dist", "loadgroup", *session.posargs)
 
