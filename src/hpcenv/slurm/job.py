@@ -46,7 +46,7 @@ from hpcenv.kit.masking import MIN_VALUE_LEN, is_secret
 from hpcenv.models import walltime
 from hpcenv.profile.schema import Profile
 from hpcenv.slurm import sbatch, survive
-from hpcenv.utils import redact
+from hpcenv.utils import modes, redact
 from hpcenv.utils.errors import BadInput
 from hpcenv.utils.output import shell_join, shell_quote
 
@@ -309,6 +309,9 @@ def render(
         ),
         "",
         "set -euo pipefail",
+        # sbatch gives the job hpcenv's private umask; CMD writes with the user's own
+        # (hpcenv's steps in the job set theirs again: utils/modes.py)
+        f"umask {modes.user_umask():04o}",
         "export HPCENV_JOB_START=${EPOCHREALTIME:-$(date +%s.%N)}  # for 'the command starts'",
         f"# --- the environment: what 'hpcenv env {profile.name} --nodes {spec.nodes}' prints",
         *sbatch.environment_lines(env),

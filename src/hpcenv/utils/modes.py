@@ -33,6 +33,15 @@ def restore_umask() -> None:
         os.umask(_user_umask.pop())
 
 
+def user_umask() -> int:
+    """The umask the user started hpcenv with (the one their own command should get)."""
+    if _user_umask:
+        return _user_umask[0]
+    current = os.umask(0o077)
+    os.umask(current)
+    return current
+
+
 def shared_mode() -> int:
     """The mode of a container directory: the user's umask (group write under 002)."""
     if _user_umask:

@@ -9,6 +9,7 @@ run on the real multi-node test SLURM in ``test_own_job_slurm.py``.
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 import shutil
 import subprocess
@@ -81,10 +82,14 @@ def test_docs_show_the_script_hpcenv_renders(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setenv("HPCENV_HOME", "/home/user/.hpcenv")
     monkeypatch.setattr(sys, "executable", "/home/user/.local/bin/python3")
     spec = own.CommandJob(argv=("python", "train.py", "--name", "my run"), nodes=2, chain=3)
-    script = own.render(profile.load("isambard"), spec, workdir=Path("/home/user/project")).script
+    old = os.umask(0o022)  # the user's umask the script gives CMD back (there: 022)
+    try:
+        script = own.render(profile.load("isambard"), spec, workdir=Path("/home/user/project"))
+    finally:
+        os.umask(old)
     m = re.search(r"```bash\n(#!/bin/bash\n.*?)```", DOC.read_text(), re.S)
     assert m, f"{DOC} has no rendered script"
-    assert m.group(1) == script, "docs/own-job.md is stale: render it again (see the doc)"
+    assert m.group(1) == script.script, "docs/own-job.md is stale: render it again (see the doc)"
 
 
 _TEXT = st.characters(blacklist_categories=("Cs",), blacklist_characters="\0")
@@ -184,3 +189,17 @@ def test_the_launch_lines_and_the_ray_cpu_request(capsys: pytest.CaptureFixture[
     assert "-m hpcenv.slurm.ray_cluster" in ray and "--inherit-output" in ray
     assert main(["sbatch", "brtx", "--no-gate", "--", "true"]) == 0
     assert "gate " not in capsys.readouterr().out.replace("# --- no gate", "")
+
+
+def test_cmd_gets_the_users_umask_back(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """hpcenv writes under a private umask (nothing it makes is group-writable) and sbatch
+    hands the job the submitter's umask: the script gives CMD the user's own back, so a
+    shared project directory under umask 002 stays group-writable for what CMD writes."""
+    old = os.umask(0o002)
+    try:
+        assert main(["sbatch", "local", "--", "python", "train.py"]) == 0
+    finally:
+        os.umask(old)
+    lines = capsys.readouterr().out.splitlines()
+    assert "umask 0002" in lines
+    assert lines.index("umask 0002") < next(i for i, x in enumerate(lines) if x.startswith("cmd="))
