@@ -283,12 +283,17 @@ def work_dir(prefix: str) -> Iterator[Path]:
     process left is removed by the next one that makes a work directory."""
     root = Path(tempfile.gettempdir())
     _remove_dead_work_dirs(root, prefix)
-    path = Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", dir=root))
+    path: Path | None = None
     try:
+        # made with the stop signals held: one that arrives meanwhile is taken when they
+        # are released, inside this try, so the directory it interrupts is removed below
+        with threads.stop_signals_blocked():
+            path = Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", dir=root))
         yield path
     finally:  # a stop signal arriving now waits for the removal, not cut it short
-        with threads.stop_signals_blocked():
-            shutil.rmtree(path, ignore_errors=True)
+        if path is not None:
+            with threads.stop_signals_blocked():
+                shutil.rmtree(path, ignore_errors=True)
 
 
 def new_dir(parent: Path, prefix: str) -> Path:
