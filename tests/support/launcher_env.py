@@ -30,7 +30,9 @@ VENV = (
 )
 
 
-def _build(venv: Path) -> None:
+def _build(venv: Path, *steps: list[str]) -> None:
+    """``venv`` (Python 3.11) with each step's ``uv pip install`` in turn, from the
+    wheelhouse and PyPI; ``.complete`` only when every step installed."""
     uv = shutil.which("uv")
     assert uv is not None
     python = venv / "bin" / "python"
@@ -39,44 +41,7 @@ def _build(venv: Path) -> None:
             shutil.rmtree(venv)
         subprocess.run([uv, "venv", str(venv), "--python", "3.11", "-q"], check=True)
     links = [a for d in wheel_dirs() if Path(d).is_dir() for a in ("--find-links", d)]
-    done = subprocess.run(
-        [uv, "pip", "install", "-q", "--python", str(python), *links, TORCH, "numpy",
-         "setuptools", "wheel", ACCELERATE, DEEPSPEED,
-         "--no-build-isolation-package", "deepspeed"],
-        capture_output=True, text=True, env={**os.environ, "DS_BUILD_OPS": "0"},
-    )  # fmt: skip
-    require("launchers", done.returncode == 0, f"uv pip install failed: {done.stderr[-800:]}")
-    (venv / ".complete").write_text("ok\n")
-
-
-@pytest.fixture(scope="session", name="launcher_venv")
-def launcher_venv_fixture() -> Path:
-    """The venv (its directory) with CPU torch, accelerate and DeepSpeed."""
-    require("uv", shutil.which("uv") is not None, "uv is not on PATH")
-    require("torch-wheel", torch_wheel_available(), "no torch 2.13.0 cp311 wheel in /opt/wheels")
-    with open(VENV.with_suffix(".lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (VENV / ".complete").exists():
-            _build(VENV)
-    return VENV
-
-
-#: An old DeepSpeed (no --no_ssh/--node_rank: hpcenv starts its per-node launch module).
-OLD_DEEPSPEED = "deepspeed==0.14.4"
-OLD_VENV = Path(tempfile.gettempdir()) / "hpcenv-test-launchers-py311-torch2.13.0-cpu-ds0.14.4"
-
-
-def _build_old(venv: Path) -> None:
-    uv = shutil.which("uv")
-    assert uv is not None
-    python = venv / "bin" / "python"
-    if not python.exists():
-        if venv.exists():
-            shutil.rmtree(venv)
-        subprocess.run([uv, "venv", str(venv), "--python", "3.11", "-q"], check=True)
-    links = [a for d in wheel_dirs() if Path(d).is_dir() for a in ("--find-links", d)]
-    for words in ([TORCH, "numpy", "setuptools", "wheel"],  # deepspeed's setup imports them
-                  [TORCH, OLD_DEEPSPEED, "--no-build-isolation-package", "deepspeed"]):  # fmt: skip
+    for words in steps:
         done = subprocess.run(
             [uv, "pip", "install", "-q", "--python", str(python), *links, *words],
             capture_output=True, text=True, env={**os.environ, "DS_BUILD_OPS": "0"},
@@ -85,13 +50,37 @@ def _build_old(venv: Path) -> None:
     (venv / ".complete").write_text("ok\n")
 
 
+def _built_once(venv: Path, *steps: list[str]) -> Path:
+    """``venv`` built by the first session that asks (a file lock), then reused."""
+    require("uv", shutil.which("uv") is not None, "uv is not on PATH")
+    require("torch-wheel", torch_wheel_available(), "no torch 2.13.0 cp311 wheel in /opt/wheels")
+    with open(venv.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (venv / ".complete").exists():
+            _build(venv, *steps)
+    return venv
+
+
+@pytest.fixture(scope="session", name="launcher_venv")
+def launcher_venv_fixture() -> Path:
+    """The venv (its directory) with CPU torch, accelerate and DeepSpeed."""
+    return _built_once(
+        VENV,
+        [TORCH, "numpy", "setuptools", "wheel", ACCELERATE, DEEPSPEED,
+         "--no-build-isolation-package", "deepspeed"],
+    )  # fmt: skip
+
+
+#: An old DeepSpeed (no --no_ssh/--node_rank: hpcenv starts its per-node launch module).
+OLD_DEEPSPEED = "deepspeed==0.14.4"
+OLD_VENV = Path(tempfile.gettempdir()) / "hpcenv-test-launchers-py311-torch2.13.0-cpu-ds0.14.4"
+
+
 @pytest.fixture(scope="session", name="old_deepspeed_venv")
 def old_deepspeed_venv_fixture() -> Path:
     """A venv with CPU torch and DeepSpeed 0.14.4 (built once, like ``launcher_venv``)."""
-    require("uv", shutil.which("uv") is not None, "uv is not on PATH")
-    require("torch-wheel", torch_wheel_available(), "no torch 2.13.0 cp311 wheel in /opt/wheels")
-    with open(OLD_VENV.with_suffix(".lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (OLD_VENV / ".complete").exists():
-            _build_old(OLD_VENV)
-    return OLD_VENV
+    return _built_once(
+        OLD_VENV,
+        [TORCH, "numpy", "setuptools", "wheel"],  # deepspeed's setup imports them
+        [TORCH, OLD_DEEPSPEED, "--no-build-isolation-package", "deepspeed"],
+    )
