@@ -59,7 +59,7 @@ import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
@@ -68,6 +68,7 @@ from packaging.version import InvalidVersion, Version
 from hpcenv import knowledge
 from hpcenv.binaries import cudalibs
 from hpcenv.build import fixes, torch_first
+from hpcenv.build.results import InstalledDist, ProjectInstall
 from hpcenv.decide import cuda_packages, torch_fit
 from hpcenv.decide.torch_variant import assess, resolve_torch, runs_on
 from hpcenv.models.facts import Facts
@@ -631,8 +632,8 @@ def _req_name(text: str) -> str | None:
 # --- steps 3 to 5: install and prove ------------------------------------------------------
 
 
-def installed(venv: Path) -> dict[str, dict[str, Any]]:
-    """``{name: {"version", "requires"}}`` of what is installed in ``venv``.
+def installed(venv: Path) -> dict[str, InstalledDist]:
+    """``{name: InstalledDist}`` of what is installed in ``venv``.
 
     Read from the venv's ``*.dist-info`` metadata in this process (the venv need not
     have ``packaging``); markers are evaluated for the venv's Python version.
@@ -640,7 +641,7 @@ def installed(venv: Path) -> dict[str, dict[str, Any]]:
     site = fixes.site_packages(venv)
     py = site.parent.name.removeprefix("python")  # lib/python3.11/site-packages
     env = {"extra": "", "python_version": py, "python_full_version": f"{py}.0"}
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, InstalledDist] = {}
     for dist in importlib.metadata.distributions(path=[str(site)]):
         reqs = set()
         for line in dist.requires or ():
@@ -650,11 +651,9 @@ def installed(venv: Path) -> dict[str, dict[str, Any]]:
                 continue
             if req.marker is None or req.marker.evaluate(env):
                 reqs.add(canonicalize_name(req.name))
-        out[canonicalize_name(dist.metadata["Name"])] = {
-            "version": dist.version,
-            "requires": sorted(reqs),
-            "local": _from_a_path(dist),
-        }
+        out[canonicalize_name(dist.metadata["Name"])] = InstalledDist(
+            version=dist.version, requires=tuple(sorted(reqs)), local=_from_a_path(dist)
+        )
     return out
 
 
@@ -834,7 +833,7 @@ def sync_and_swap(
     *,
     log: IO[str] | None,
     facts: Facts | None = None,
-) -> dict[str, Any]:
+) -> ProjectInstall:
     """Install the project into the fresh ``venv`` with the node's torch (module docstring).
 
     ``facts`` describe the node the build is for (default: this host's).
@@ -846,41 +845,75 @@ def sync_and_swap(
     wanted = project_set(request, plan, facts, log=log)
     assert wanted.plan is not None
     plan = wanted.plan
+    done = _install_project(request, wanted, venv, plan, facts, log=log)
+    after = installed(venv)
+    torch_after = after["torch"].version if "torch" in after else None
+    cuda = knowledge.variant_cuda(plan.torch.backend) if plan.torch.backend else None
+    check = cudalibs.check(fixes.site_packages(venv), int(cuda.split(".")[0])) if cuda else None
+    if check is not None and not check.ok:
+        more = f" (and {len(check.problems) - 1} more)" if len(check.problems) > 1 else ""
+        raise BuildFailed(
+            f"the environment is not one CUDA {check.major} stack: {check.problems[0]}{more}"
+        )
+    dependents = {n for n, info in after.items() if "torch" in info.requires}
+    profile_names = {n for n in (_req_name(r) for r in plan.packages) if n and n in after}
+    own = {n for n, info in after.items() if info.local}  # the project itself must import
+    return dataclasses.replace(
+        done,
+        torch_after=torch_after,
+        swapped=torch_after != wanted.torch_before,
+        libraries=check,
+        # imported by the build's import check (after the fixes are in)
+        checked=tuple(sorted(dependents | profile_names | own)),
+        flash_attn_from_project="flash-attn" in after,
+    )
+
+
+def _install_project(
+    request: ProjectRequest,
+    wanted: ProjectSet,
+    venv: Path,
+    plan: Plan,
+    facts: Facts,
+    *,
+    log: IO[str] | None,
+) -> ProjectInstall:
+    """Steps 3 and 4 of :func:`sync_and_swap`: the set resolved and installed (packages
+    built against torch without isolation), then the project itself from a copy."""
     extra = extra_args(wanted, plan)
-    result: dict[str, Any] = {
-        "project": str(request.directory),
-        "selection": wanted.selection,
-        "python": wanted.python.version,
-        "python_why": wanted.python.why,
-        "torch_before": wanted.torch_before,
-        "variant": wanted.variant,
-        "warnings": list(wanted.warnings),
-        "changes": [dataclasses.asdict(c) for c in wanted.changes],
-    }
+    done = ProjectInstall(
+        project=str(request.directory),
+        selection=wanted.selection,
+        python=wanted.python.version,
+        python_why=wanted.python.why,
+        torch_before=wanted.torch_before,
+        variant=wanted.variant,
+        warnings=wanted.warnings,
+        changes=wanted.changes,
+    )
     with fsio.work_dir("hpcenv-project-") as work:  # a SIGKILLed one's: removed next run
         copy = work / "project"
         name = request.directory.name
         doing = f"installing project {name} (torch {wanted.torch_before} -> {plan.torch.backend})"
         try:
             if wanted.local_deps:  # no lock to keep: resolved and installed in one pass
-                result["copy_skipped"] = list(write_input(request, wanted, work))
+                skipped = write_input(request, wanted, work)
                 reqs = ["-r", str(work / "requirements.in")]
-                result["no_build_isolation"] = torch_first.install(
+                isolation = torch_first.install(
                     venv, reqs, names=wanted.names, torch=wanted.torch_after, plan=plan,
                     extra=[*extra, "--no-sources"], log=log,
                 )  # fmt: skip
             else:
-                result["copy_skipped"] = list(resolve_set(request, wanted, facts, work, log=log))
-                result["no_build_isolation"] = torch_first.sync(
+                skipped = resolve_set(request, wanted, facts, work, log=log)
+                isolation = torch_first.sync(
                     venv, work / "resolved.txt", plan=plan, work=work, log=log, extra=extra
                 )
+            done = dataclasses.replace(done, copy_skipped=skipped, no_build_isolation=isolation)
             if wanted.local_deps and wanted.local:
-                result["installed_from_copy"] = list(wanted.local)
+                done = dataclasses.replace(done, installed_from_copy=wanted.local)
             elif wanted.local:
                 doing = f"installing project {name} itself (non-editable, from a copy)"
-                result["copy_skipped"] = list(
-                    copy_tree.copy_project(request.directory, copy).skipped
-                )
+                skipped = copy_tree.copy_project(request.directory, copy).skipped
                 paths = [
                     rel.removeprefix("file://")
                     if rel.startswith(("file:", "/"))
@@ -890,29 +923,13 @@ def sync_and_swap(
                 env = {"PYTHONDONTWRITEBYTECODE": "1"}
                 extra_local = ["--no-deps", *extra]
                 uv.install(venv, paths, plan=plan, extra=extra_local, log=log, env=env)
-                result["installed_from_copy"] = list(wanted.local)
+                done = dataclasses.replace(
+                    done, copy_skipped=tuple(skipped), installed_from_copy=wanted.local
+                )
         except CommandFailed as exc:
             detail = uv.error_summary(exc.output) or str(exc)
             raise BuildFailed(f"{doing} failed: {detail}; {_hint(plan)}") from exc
-    after = installed(venv)
-    result["torch_after"] = after.get("torch", {}).get("version")
-    result["swapped"] = result["torch_after"] != wanted.torch_before
-    cuda = knowledge.variant_cuda(plan.torch.backend) if plan.torch.backend else None
-    if cuda:
-        check = cudalibs.check(fixes.site_packages(venv), int(cuda.split(".")[0]))
-        result["libraries"] = check.to_json()
-        if not check.ok:
-            more = f" (and {len(check.problems) - 1} more)" if len(check.problems) > 1 else ""
-            raise BuildFailed(
-                f"the environment is not one CUDA {check.major} stack: {check.problems[0]}{more}"
-            )
-    dependents = sorted(n for n, info in after.items() if "torch" in info["requires"])
-    profile_names = [n for n in (_req_name(r) for r in plan.packages) if n and n in after]
-    own = [n for n, info in after.items() if info["local"]]  # the project itself must import
-    # imported by the build's import check (after the fixes are in)
-    result["checked"] = sorted(set(dependents) | set(profile_names) | set(own))
-    result["flash_attn_from_project"] = "flash-attn" in after
-    return result
+    return done
 
 
 __all__ = [

@@ -210,10 +210,10 @@ def test_swap_with_another_plan_version_uses_the_variant_for_the_project(
     uv.venv(venv, "3.11")
     request = ProjectRequest(directory=project)
     result = swap.sync_and_swap(request, venv, plan, log=None, facts=h100_565)
-    assert result["torch_before"] == "2.9.1+cu130"
-    assert (result["variant"], result["torch_after"]) == ("cu126", "2.9.1+cu126")
-    changes = {c["name"]: c["after"] for c in result["changes"]}
+    assert result.torch_before == "2.9.1+cu130"
+    assert (result.variant, result.torch_after) == ("cu126", "2.9.1+cu126")
+    changes = {c.name: c.after for c in result.changes}
     assert changes["torch"] == "torch==2.9.1+cu126"
     assert changes[CU13_RUNTIME[0]] is None
-    assert "resolved for 2.9.1" in result["warnings"][0]
+    assert "resolved for 2.9.1" in result.warnings[0]
     assert run_in(venv, "import torchext; print(torchext.TORCH)") == "2.9.1+cu126"
