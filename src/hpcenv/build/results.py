@@ -146,9 +146,9 @@ class FlashAttnOutcome:
         return cls(action="skip", reason=BY_PROJECT, by_project=True)
 
     def serialize(self) -> dict[str, Any]:
-        if self.by_project:
-            return {"action": self.action, "reason": self.reason}
         out: dict[str, Any] = {"action": self.action, "reason": self.reason}
+        if self.by_project:
+            return out
         out["version"] = self.version
         if self.wheel is not None:
             out["from"] = self.wheel
