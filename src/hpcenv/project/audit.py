@@ -46,7 +46,7 @@ from packaging.version import InvalidVersion, Version
 
 from hpcenv import knowledge
 from hpcenv.binaries import archs
-from hpcenv.decide import cuda_packages, torch_fit
+from hpcenv.decide import companions, cuda_packages, torch_fit
 from hpcenv.decide.torch_variant import (
     assess,
     describe_gpus,
@@ -817,19 +817,25 @@ def audit(
             runs=runs_on(facts),
         )
     verdicts = _cuda_verdicts(found, facts)
+    unpaired = _unpaired(found, facts)
     kernels = None
     if pkgs.kind == "venv" and facts.nvidia is not None and facts.gpus and found.cuda:
         kernels = archs.check_venv(Path(pkgs.source), facts, torch_cuda=found.cuda)
     # decide, then word
     verdict = _judge(found, facts, kernels)
-    bad = [v.line() for v in verdicts if not v.ok]
+    bad = [v.line() for v in verdicts if not v.ok] + [m.why for m in unpaired]
     message, ok = verdict.message, verdict.ok
     if bad:
         message, ok = f"{message}; {'but ' if ok else ''}{'; '.join(bad)}", False
     advice: list[str] = []  # resolve's warnings about the fix it offers
     fix = _better(facts, pkgs, found, advice) if verdict.wants_fix else None
+    if unpaired:  # the pair of the torch found
+        fix = "; ".join([*([fix] if fix else []), *(m.fix for m in unpaired)])
     return Audit(
-        packages=tuple(v.line() for v in verdicts),
+        packages=(
+            *(v.line() for v in verdicts),
+            *(f"{m.name} {m.version}: {m.why} ({m.source})" for m in unpaired),
+        ),
         source=pkgs.source,
         kind=pkgs.kind,
         torch_version=found.version,
@@ -862,6 +868,13 @@ def _cuda_verdicts(found: Found, facts: Facts) -> tuple[cuda_packages.Verdict, .
             arch=facts.arch,
         ),
     )
+
+
+def _unpaired(found: Found, facts: Facts) -> tuple[companions.Mismatch, ...]:
+    """torchvision/torchaudio of the install set that are not of its torch's release pair
+    (another release, or another variant: ``decide/companions.mismatches``)."""
+    pinned = {n: found.installed[n][0] for n in companions.NAMES if found.installed.get(n)}
+    return companions.mismatches({**pinned, "torch": found.version}, arch=facts.arch)
 
 
 @dataclass(frozen=True, kw_only=True)
