@@ -407,18 +407,23 @@ def _release_pin(line: str) -> str:
 
 
 def _with_variant(found: Packages, request: readers.Request) -> Packages:
-    """The torch build a file names beside its pins (conda's ``cudatoolkit=11.3``) as the
-    torch's local label, the way conda installs it: judged as that build, not PyPI's."""
+    """The torch build a file names beside its pins (conda's ``cudatoolkit=11.3``, an index
+    URL's ``/whl/cu124``) as the local label of torch and of its torchvision/torchaudio (the
+    same channel or index serves them), the way they install: judged as that build, not
+    PyPI's."""
     if not request.variant:
         return found
     versions = dict(found.versions)
     torch = versions.get("torch", ())
     if not torch:
         return found
-    labelled = tuple(
-        v if Version(v).local else f"{v}+{request.variant}" for v in torch if _is_version(v)
-    )
-    versions["torch"] = labelled or torch
+    for name in ("torch", *companions.NAMES):
+        pins = versions.get(name, ())
+        labelled = tuple(
+            v if Version(v).local else f"{v}+{request.variant}" for v in pins if _is_version(v)
+        )
+        if pins:
+            versions[name] = labelled or pins
     note = f"{request.variant_why}: torch judged as its {request.variant} build"
     return replace(found, versions=versions, notes=(*found.notes, note))
 

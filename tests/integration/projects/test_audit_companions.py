@@ -6,6 +6,7 @@ get none."""
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,8 @@ import pytest
 from hpcenv.cli import main
 from hpcenv.facts import collect
 from hpcenv.project.audit import audit
-from support import DATA, FACTS
+from hpcenv.tools import uv
+from support import DATA, FACTS, require
 from support.fakenodes import node
 
 V100_FILE = FACTS / "v100-supercloud.json"
@@ -78,3 +80,41 @@ def test_real_locks_hold_one_pair(project: str) -> None:
     lines = [p for p in result.packages if p.startswith(("torchvision", "torchaudio"))]
     assert lines and all(line.endswith("runs here (CUDA 12)") for line in lines), lines
     assert "pair" not in (result.fix or "") and "METADATA" not in result.message
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def offline_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A hand-written file naming a CPU index that cannot be reached (a port on 127.0.0.1
+    that refuses connections stands in for download.pytorch.org seen from a node)."""
+    require("uv", uv.available(), "uv not found")
+    monkeypatch.setenv("HPCENV_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("UV_HTTP_RETRIES", "0")
+    monkeypatch.delenv("UV_FIND_LINKS", raising=False)
+    return f"--index-url http://127.0.0.1:{_closed_port()}/whl/cpu\n"
+
+
+def test_offline_the_companions_take_the_index_variant(offline_cpu: str, tmp_path: Path) -> None:
+    # pip installs torchvision 0.21.0+cpu from that index: not PyPI's CUDA build
+    req = tmp_path / "requirements.txt"
+    req.write_text(f"{offline_cpu}torch==2.6.0\ntorchvision==0.21.0\n")
+    result = audit(req, node("x86_64", None))
+    assert result.resolved and "not resolved" in result.resolved
+    assert result.ok, result.message
+    assert not [p for p in result.packages if p.startswith("torchvision")]
+
+
+def test_offline_a_companion_of_another_release_is_still_named(
+    offline_cpu: str, tmp_path: Path
+) -> None:
+    req = tmp_path / "requirements.txt"
+    req.write_text(f"{offline_cpu}torch==2.6.0\ntorchvision==0.20.1\n")
+    result = audit(req, node("x86_64", None))
+    assert not result.ok
+    assert "torchvision 0.20.1+cpu requires torch==2.5.1" in result.message
+    assert result.fix == "use torchvision==0.21.0+cpu (torch 2.6.0+cpu's pair)"
