@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from hpcenv.cli import main
 from hpcenv.knowledge import companions as read_model
 from hpcenv.knowledge.refresh import companions, update
 from support.torch_standin import StandIn, torch_wheel
@@ -45,9 +46,13 @@ def _companion_wheel(folder: Path, package: str, version: str, requires: str | N
     return path
 
 
-def _serve_companions(s: StandIn, monkeypatch: pytest.MonkeyPatch) -> None:
+def _serve_companions(
+    s: StandIn,
+    monkeypatch: pytest.MonkeyPatch,
+    more: tuple[tuple[str, str, str | None, str | None], ...] = (),
+) -> None:
     pages: dict[str, dict[str, list[dict[str, object]]]] = {}
-    for package, version, requires, yanked in RELEASES:
+    for package, version, requires, yanked in (*RELEASES, *more):
         w = _companion_wheel(s.files, package, version, requires)
         pages.setdefault(package, {})[version] = [
             {
@@ -129,3 +134,17 @@ def test_a_mirror_without_the_companions_leaves_the_file(standin: StandIn, tmp_p
     assert not (tmp_path / companions.COMPANIONS_FILE).exists()
     done = update.update_all(pypi=standin.url, out=tmp_path, vllm=False)
     assert [w.path.name for w in done] == ["torch_pypi.toml"]
+
+
+def test_check_names_a_companion_release_the_data_lacks(
+    standin: StandIn, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # every release the stand-in serves is in hpcenv's own data: current
+    _serve_companions(standin, monkeypatch)
+    assert main(["knowledge", "check", "--pypi", standin.url]) == 0
+    assert "torchvision/torchaudio paired" in capsys.readouterr().out
+    # a torchaudio for torch 2.12 appears: the pairing data is stale, exit 7 in one line
+    _serve_companions(standin, monkeypatch, (("torchaudio", "2.12.0", "torch==2.12.0", None),))
+    assert main(["knowledge", "check", "--pypi", standin.url]) == 7
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "torchaudio 2.12.0" in err and "knowledge update" in err
