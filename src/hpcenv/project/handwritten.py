@@ -4,7 +4,7 @@ project or a conda ``environment.yml`` (``readers`` reads each).
 
 The set is the project's own requirement lines with torch taken from the plan: the
 node's variant of the version the project pins (``torch==2.6.0`` -> ``2.6.0+cu124``
-resolved for this node, ``swap.plan_for_version``), of the plan's version when the
+resolved for this node, ``torch_wish.plan_for_version``), of the plan's version when the
 project's range admits it, else of the newest release in the range that runs here; and
 when the project installs no torch at all (a ``pip install torch`` done separately, or a
 ``setup.py`` whose metadata only its build backend knows) the profile's torch, said in
@@ -23,18 +23,15 @@ import re
 from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
 from hpcenv import knowledge
-from hpcenv.decide.torch_variant import resolve_torch
-from hpcenv.models.facts import Facts
-from hpcenv.models.plan import Plan
-from hpcenv.project import readers, uv_lock
-from hpcenv.utils.errors import BadInput, BuildFailed, NoCompatibleBuild
+from hpcenv.project import readers
+from hpcenv.project.torch_wish import TORCH_FAMILY
+from hpcenv.utils.errors import BadInput, NoCompatibleBuild
 
 _VARIANT_URL = re.compile(r"download\.pytorch\.org|/(cu\d+|cpu|rocm[\d.]+|xpu)/?$")
-_FAMILY = ("torch", "torchvision", "torchaudio")
 
 
 def dependency_file(directory: Path) -> Path:
@@ -60,30 +57,6 @@ def request_of(
     request = readers.read(chosen, extras=extras, root=root)
     note = readers.precedence_note(directory, chosen)
     return dataclasses.replace(request, notes=(note, *request.notes)) if note else request
-
-
-def python_of(
-    request: readers.Request, offered: str | None, offered_by: str
-) -> uv_lock.PythonChoice:
-    """The one rule for a hand-written project's Python, whichever command asks: conda's
-    ``python=X.Y``, else ``offered`` (the profile's or the node's Python, named by
-    ``offered_by``) when ``requires-python`` admits it, else the oldest it admits."""
-    if request.python:
-        return uv_lock.PythonChoice(
-            version=request.python, why=f"{Path(request.source).name} says python={request.python}"
-        )
-    req = request.requires_python
-    if offered and uv_lock.admits(req, offered):
-        said = f"requires-python {req}" if req else "no requires-python"
-        return uv_lock.PythonChoice(
-            version=offered, why=f"{offered_by} says {offered}, which the project's {said} admits"
-        )
-    low = uv_lock.lowest_admitted(req)
-    if low is None:
-        raise BadInput(f"{request.source}: requires-python {req} admits no Python 3.8 to 3.20")
-    return uv_lock.PythonChoice(
-        version=low, why=f"the oldest Python the project's requires-python {req} admits"
-    )
 
 
 def torch_line(request: readers.Request) -> Requirement | None:
@@ -120,44 +93,6 @@ def variant_release(request: readers.Request, arch: str) -> str | None:
     return version
 
 
-def torch_version_for(
-    spec: Requirement | None, plan: Plan, facts: Facts, request_file: str | None = None
-) -> tuple[str, str]:
-    """(torch version, why) the project gets on this node."""
-    planned = plan.torch.version
-    if spec is None:
-        if not planned:
-            raise BuildFailed(f"profile {plan.profile}: no torch version planned")
-        if request_file:
-            return planned, (
-                f"profile {plan.profile}'s torch (the project's own requirements come from "
-                f"{Path(request_file).name}'s build backend and must admit it)"
-            )
-        return planned, f"the project installs no torch: profile {plan.profile}'s torch"
-    text = str(spec.specifier)
-    version = readers.exact_release(spec.specifier)
-    if version is not None:
-        return version, f"the project pins torch{text}: the node's build of {version}"
-    try:
-        wanted = SpecifierSet(text) if text else SpecifierSet()
-    except InvalidSpecifier as exc:
-        raise BadInput(f"torch{text}: not a version range ({exc})") from exc
-    if planned and wanted.contains(planned, prereleases=True):
-        why = f"the project asks for torch{text or ' (any)'}: profile {plan.profile}'s {planned}"
-        return planned, why
-    if facts.arch is None and plan.arch:
-        import dataclasses
-
-        facts = dataclasses.replace(facts, arch=plan.arch)
-    try:
-        choice = resolve_torch(facts, text or ">=0", pin=plan.torch.pin)
-    except (BadInput, NoCompatibleBuild) as exc:
-        if isinstance(exc, NoCompatibleBuild):
-            raise NoCompatibleBuild(f"the project asks for torch{text}: {exc}") from exc
-        raise BadInput(f"the project asks for torch{text}: {exc}") from exc
-    return str(choice.version), f"the newest torch{text} with a build that runs here"
-
-
 def project_lines(
     request: readers.Request, directory: Path
 ) -> tuple[list[str], list[str], list[str]]:
@@ -173,7 +108,7 @@ def project_lines(
         name = canonicalize_name(req.name)
         if name == "torch":
             continue
-        if name in _FAMILY and any("+" in s.version for s in req.specifier):
+        if name in TORCH_FAMILY and any("+" in s.version for s in req.specifier):
             plain = ",".join(f"{s.operator}{s.version.split('+', 1)[0]}" for s in req.specifier)
             notes.append(f"{line}: the variant label dropped (the plan's index brings its build)")
             lines.append(f"{req.name}{plain}" + (f" ; {req.marker}" if req.marker else ""))
@@ -213,9 +148,7 @@ __all__ = [
     "dependency_file",
     "project_indexes",
     "project_lines",
-    "python_of",
     "request_of",
     "torch_line",
-    "torch_version_for",
     "variant_release",
 ]
