@@ -50,7 +50,7 @@ from hpcenv.decide import cuda_packages, torch_fit
 from hpcenv.decide.torch_variant import assess, describe_gpus, driver_reason
 from hpcenv.models.facts import Facts
 from hpcenv.project import compile as project_resolve
-from hpcenv.project import containment, handwritten, readers, torch_wish, uv_lock
+from hpcenv.project import containment, readers, torch_wish, uv_lock
 from hpcenv.project.request import python_for
 from hpcenv.utils import fsio
 from hpcenv.utils.errors import BadInput, CommandFailed, NoCompatibleBuild
@@ -352,7 +352,7 @@ def resolve_for(
 def _held_to_variant(request: readers.Request, arch: str) -> readers.Request:
     """A file that names its torch build resolves to the release ``handwritten``'s rule
     picks for it (conda's ``pytorch>=1.13`` + ``pytorch-cuda=11.7`` is 2.0.1)."""
-    version = handwritten.variant_release(request, arch)
+    version = torch_wish.variant_release(request, arch)
     if version is None:
         return request
     return replace(request, constraints=(*request.constraints, f"torch=={version}"))

@@ -2,13 +2,13 @@
 ``--project``: a requirements file, a ``pyproject.toml`` without a lock, a ``setup.py``
 project or a conda ``environment.yml`` (``readers`` reads each).
 
-The set is the project's own requirement lines with torch taken from the plan: the
-node's variant of the version the project pins (``torch==2.6.0`` -> ``2.6.0+cu124``
-resolved for this node, ``torch_wish.plan_for_version``), of the plan's version when the
-project's range admits it, else of the newest release in the range that runs here; and
-when the project installs no torch at all (a ``pip install torch`` done separately, or a
-``setup.py`` whose metadata only its build backend knows) the profile's torch, said in
-the changes. ``torchvision``/``torchaudio`` lose any variant label (the plan's index
+The set (``install_set.handwritten_set``) is the project's own requirement lines with
+torch taken from the plan; which torch is ``project/torch_wish.py``'s: the node's variant
+of the version the project pins (``torch==2.6.0`` -> ``2.6.0+cu124`` resolved for this
+node), of the plan's version when the project's range admits it, else of the newest
+release in the range that runs here; and when the project installs no torch at all (a
+``pip install torch`` done separately, or a ``setup.py`` whose metadata only its build
+backend knows) the profile's torch, said in the changes. ``torchvision``/``torchaudio`` lose any variant label (the plan's index
 brings the variant's). The project's PyTorch index URLs are dropped (torch comes from
 the profile's index or wheelhouse); its other indexes are kept. Local projects (``-e .``,
 the ``setup.py`` project itself) are resolved with their dependencies from a copy of the
@@ -23,13 +23,11 @@ import re
 from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
-from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
-from hpcenv import knowledge
 from hpcenv.project import readers
 from hpcenv.project.torch_wish import TORCH_FAMILY
-from hpcenv.utils.errors import BadInput, NoCompatibleBuild
+from hpcenv.utils.errors import BadInput
 
 _VARIANT_URL = re.compile(r"download\.pytorch\.org|/(cu\d+|cpu|rocm[\d.]+|xpu)/?$")
 
@@ -57,40 +55,6 @@ def request_of(
     request = readers.read(chosen, extras=extras, root=root)
     note = readers.precedence_note(directory, chosen)
     return dataclasses.replace(request, notes=(note, *request.notes)) if note else request
-
-
-def torch_line(request: readers.Request) -> Requirement | None:
-    for line in request.requirements:
-        try:
-            req = Requirement(line)
-        except InvalidRequirement:
-            continue
-        if canonicalize_name(req.name) == "torch":
-            return req
-    return None
-
-
-def variant_release(request: readers.Request, arch: str) -> str | None:
-    """The torch release a file that names its build installs (conda's ``pytorch>=1.13``
-    beside ``pytorch-cuda=11.7``): the newest of its range that published that build for
-    ``arch`` (the knowledge data), as conda resolves it; None when the file names no build.
-    No such release is ``NoCompatibleBuild`` (exit 3) naming the file's choice."""
-    torch = torch_line(request)
-    if not request.variant or torch is None:
-        return None
-    exact = readers.exact_release(torch.specifier)
-    wanted = SpecifierSet(f"=={exact}") if exact else torch.specifier
-    version = knowledge.load().newest_with_variant(wanted, request.variant, arch)
-    if version is None:
-        release = knowledge.load().release_of(exact) if exact else None
-        plat = release.platforms.get(arch) if release else None
-        has = f" (it has {', '.join(plat.variants)})" if plat else ""
-        raise NoCompatibleBuild(
-            f"{request.source}: no torch{torch.specifier or ' release'} published a "
-            f"{request.variant} build for {arch}{has} ({request.variant_why}; hpcenv's torch "
-            "data); fix: name a variant that release published for this CPU arch"
-        )
-    return version
 
 
 def project_lines(
@@ -149,6 +113,4 @@ __all__ = [
     "project_indexes",
     "project_lines",
     "request_of",
-    "torch_line",
-    "variant_release",
 ]

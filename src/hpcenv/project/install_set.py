@@ -138,9 +138,7 @@ def project_torch(
         locked = _read_locked(request, plan, facts)
         return locked.base, locked.python
     hand = handwritten.request_of(request.directory, request.selection.extras, file=request.file)
-    version, _ = torch_wish.version_for(
-        handwritten.torch_line(hand), plan, facts, hand.project_file
-    )
+    version, _ = torch_wish.version_for(torch_wish.torch_line(hand), plan, facts, hand.project_file)
     return version, _python(request, plan)
 
 
@@ -404,8 +402,8 @@ def handwritten_set(request: ProjectRequest, plan: Plan, facts: Facts) -> Projec
         )
     hand = handwritten.request_of(request.directory, request.selection.extras, file=request.file)
     py = _python(request, plan)
-    spec = handwritten.torch_line(hand)
-    if held := handwritten.variant_release(hand, plan.arch or facts.arch or platform.machine()):
+    spec = torch_wish.torch_line(hand)
+    if held := torch_wish.variant_release(hand, plan.arch or facts.arch or platform.machine()):
         version, why = held, f"the project asks for torch{spec.specifier if spec else ''}"
     else:
         version, why = torch_wish.version_for(spec, plan, facts, hand.project_file)

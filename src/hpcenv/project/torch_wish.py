@@ -2,7 +2,8 @@
 
 This module is the one place outside ``decide/`` that asks for a torch build: ``audit``
 (a fix it offers), ``plan``/``lock``/``build --project`` (the project's torch on the node:
-``version_for``, ``plan_for_version``, ``file_variant``) and ``resolve`` (``choice_for``).
+``version_for``, ``plan_for_version``, ``file_variant``; the release a file that names its
+build installs, ``variant_release``) and ``resolve`` (``choice_for``).
 Each turns the project's or the user's wish (a pin, a range, the variant its file names:
 conda's ``cudatoolkit=11.3``, the index base) into a ``TorchWish`` and the answer into
 what the caller needs: a plan made for the project's torch, the requirement line
@@ -14,10 +15,12 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from packaging.requirements import Requirement
+from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.utils import canonicalize_name
 from packaging.version import Version
 
+from hpcenv import knowledge
 from hpcenv.decide.torch_choice import TorchWish, choose_torch, runs_on
 from hpcenv.decide.torch_variant import assess
 from hpcenv.knowledge.lookup import Lookup
@@ -29,6 +32,18 @@ from hpcenv.utils.errors import BadInput, BuildFailed, NoCompatibleBuild
 
 #: Packages published per torch variant with the variant as local label.
 TORCH_FAMILY = ("torch", "torchvision", "torchaudio")
+
+
+def torch_line(request: readers.Request) -> Requirement | None:
+    """The project's torch requirement (its first ``torch`` line), if it has one."""
+    for line in request.requirements:
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
+            continue
+        if canonicalize_name(req.name) == "torch":
+            return req
+    return None
 
 
 def choice_for(
@@ -80,6 +95,29 @@ def version_for(
             raise NoCompatibleBuild(f"the project asks for torch{text}: {exc}") from exc
         raise BadInput(f"the project asks for torch{text}: {exc}") from exc
     return str(choice.version), f"the newest torch{text} with a build that runs here"
+
+
+def variant_release(request: readers.Request, arch: str) -> str | None:
+    """The torch release a file that names its build installs (conda's ``pytorch>=1.13``
+    beside ``pytorch-cuda=11.7``): the newest of its range that published that build for
+    ``arch`` (the knowledge data), as conda resolves it; None when the file names no build.
+    No such release is ``NoCompatibleBuild`` (exit 3) naming the file's choice."""
+    torch = torch_line(request)
+    if not request.variant or torch is None:
+        return None
+    exact = readers.exact_release(torch.specifier)
+    wanted = SpecifierSet(f"=={exact}") if exact else torch.specifier
+    version = knowledge.load().newest_with_variant(wanted, request.variant, arch)
+    if version is None:
+        release = knowledge.load().release_of(exact) if exact else None
+        plat = release.platforms.get(arch) if release else None
+        has = f" (it has {', '.join(plat.variants)})" if plat else ""
+        raise NoCompatibleBuild(
+            f"{request.source}: no torch{torch.specifier or ' release'} published a "
+            f"{request.variant} build for {arch}{has} ({request.variant_why}; hpcenv's torch "
+            "data); fix: name a variant that release published for this CPU arch"
+        )
+    return version
 
 
 def plan_for_version(plan: Plan, version: str, facts: Facts, pin: str | None = None) -> Plan:
@@ -144,5 +182,7 @@ __all__ = [
     "plan_for_version",
     "runs_on",
     "target_requirement",
+    "torch_line",
+    "variant_release",
     "version_for",
 ]
