@@ -8,12 +8,13 @@ of the version the project pins (``torch==2.6.0`` -> ``2.6.0+cu124`` resolved fo
 node), of the plan's version when the project's range admits it, else of the newest
 release in the range that runs here; and when the project installs no torch at all (a
 ``pip install torch`` done separately, or a ``setup.py`` whose metadata only its build
-backend knows) the profile's torch, said in the changes. ``torchvision``/``torchaudio`` lose any variant label (the plan's index
-brings the variant's). The project's PyTorch index URLs are dropped (torch comes from
-the profile's index or wheelhouse); its other indexes are kept. Local projects (``-e .``,
-the ``setup.py`` project itself) are resolved with their dependencies from a copy of the
-tree (``project_copy``) and installed non-editable from it. The profile's ``[packages]
-install`` joins only when asked (``--with-profile-packages``).
+backend knows) the profile's torch, said in the changes. ``torchvision``/``torchaudio``
+lose any variant label (the plan's index brings the variant's). The project's PyTorch
+index URLs are dropped (torch comes from the profile's index or wheelhouse); its other
+indexes are kept. Local projects (``-e .``, the ``setup.py`` project itself) are resolved
+with their dependencies from a copy of the tree (``project_copy``) and installed
+non-editable from it. The profile's ``[packages] install`` joins only when asked
+(``--with-profile-packages``).
 """
 
 from __future__ import annotations

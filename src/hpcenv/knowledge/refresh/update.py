@@ -237,10 +237,15 @@ def update_all(
     vllm: bool = True,
     log: Log = _quiet,
 ) -> list[Written]:
-    """``hpcenv knowledge update``: torch from PyPI, vLLM from its sdists, and an index."""
+    """``hpcenv knowledge update``: torch from PyPI, torchvision/torchaudio's pairs from their
+    wheels, vLLM from its sdists, and an index."""
+    from hpcenv.knowledge.refresh import companions
     from hpcenv.knowledge.refresh import vllm as vllm_data
 
     done = [update_pypi(pypi, out=out, log=log)]
+    paired = companions.update_companions(pypi, out=out, log=log)
+    if paired is not None:
+        done.append(paired)
     if vllm:
         done.append(vllm_data.update_vllm(pypi, out=out, log=log))
     if index:
