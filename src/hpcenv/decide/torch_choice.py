@@ -7,7 +7,9 @@ the profile's, the project's or the user's: a version spec or range (``==2.9.1``
 ``>=2.4``), a variant pin (``auto``, ``cu126``, ``cpu``: conda's ``cudatoolkit=11.3``
 becomes ``cu113``) and the index base. The answer is the resolver's choice
 (``torch_variant.try_resolve_torch``: release, variant, index, reasons, warnings, or the
-error when nothing runs) and the wish it answers; ``require`` is the one
+error when nothing runs), the wish it answers, and torchvision/torchaudio of the same
+release pair and variant (``pair_of``: ``decide/companions``, read from their wheels'
+METADATA, or why none is published); ``require`` is the one
 "no compatible build" (exit 3, ``torch_variant.raise_if_none``). The requirement line and
 index arguments a choice becomes are written once, in ``tools/uv.torch_requirement``.
 """
@@ -18,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from hpcenv.decide import torch_variant
+from hpcenv.decide.companions import Companions, companions_for
 from hpcenv.knowledge.lookup import Lookup
 from hpcenv.models.facts import Facts
 from hpcenv.models.plan import DEFAULT_INDEX_URL, TorchChoice
@@ -47,6 +50,14 @@ class TorchAnswer:
     def reasons(self) -> tuple[str, ...]:
         return self.choice.reasons
 
+    @property
+    def companions(self) -> Companions | None:
+        """torchvision/torchaudio of the chosen torch's release pair, of its variant (None
+        when nothing runs)."""
+        if not self.choice.version or not self.choice.backend:
+            return None
+        return pair_of(self.choice.version, self.choice.backend)
+
     def require(self, where: str = "this node") -> TorchChoice:
         """The choice, or ``NoCompatibleBuild`` (exit 3) naming why nothing runs."""
         return torch_variant.raise_if_none(self.choice, where)
@@ -62,6 +73,14 @@ def choose_torch(facts: Facts, wish: TorchWish, *, lookup: Lookup | None = None)
     return TorchAnswer(wish=wish, choice=choice)
 
 
+def pair_of(version: str, variant: str | None) -> Companions:
+    """torchvision/torchaudio of torch ``version``'s release pair (``decide/companions``:
+    read from the companions' own wheels), for the same ``variant`` (their local label on
+    a PyTorch index; None: unlabelled, PyPI's)."""
+    label = f"+{variant}" if variant and "+" not in version else ""
+    return companions_for(f"{version}{label}")
+
+
 def runs_on(facts: Facts) -> Callable[[str], bool]:
     """Whether hpcenv's own choice finds a build of a torch release that runs on the
     node in ``facts`` (a CUDA build where it has NVIDIA GPUs): the check every suggested
@@ -74,4 +93,4 @@ def runs_on(facts: Facts) -> Callable[[str], bool]:
     return runs
 
 
-__all__ = ["TorchAnswer", "TorchWish", "choose_torch", "runs_on"]
+__all__ = ["TorchAnswer", "TorchWish", "choose_torch", "pair_of", "runs_on"]

@@ -24,9 +24,11 @@ import re
 from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
-from hpcenv.project import readers
+from hpcenv.decide.companions import Companions
+from hpcenv.project import readers, torch_wish
 from hpcenv.project.torch_wish import TORCH_FAMILY
 from hpcenv.utils.errors import BadInput
 
@@ -59,9 +61,11 @@ def request_of(
 
 
 def project_lines(
-    request: readers.Request, directory: Path
+    request: readers.Request, directory: Path, pair: Companions | None = None
 ) -> tuple[list[str], list[str], list[str]]:
-    """(requirement lines without torch, local paths relative to ``directory``, notes)."""
+    """(requirement lines without torch, local paths relative to ``directory``, notes).
+    torchvision/torchaudio become ``pair``'s (torch's release pair, its variant) where the
+    project's range admits it (``_companion``)."""
     lines: list[str] = []
     notes: list[str] = []
     for line in request.requirements:
@@ -73,10 +77,10 @@ def project_lines(
         name = canonicalize_name(req.name)
         if name == "torch":
             continue
-        if name in TORCH_FAMILY and any("+" in s.version for s in req.specifier):
-            plain = ",".join(f"{s.operator}{s.version.split('+', 1)[0]}" for s in req.specifier)
-            notes.append(f"{line}: the variant label dropped (the plan's index brings its build)")
-            lines.append(f"{req.name}{plain}" + (f" ; {req.marker}" if req.marker else ""))
+        if name in TORCH_FAMILY:
+            kept, note = _companion(line, req, name, pair)
+            lines.append(kept)
+            notes += [note] if note else []
             continue
         lines.append(line)
     local: list[str] = []
@@ -88,6 +92,33 @@ def project_lines(
     if request.project_file:
         local.append(".")
     return lines, local, notes
+
+
+def _companion(
+    line: str, req: Requirement, name: str, pair: Companions | None
+) -> tuple[str, str | None]:
+    """(the line, a note) for a torchvision/torchaudio requirement: torch's pair of the
+    set's variant when the project's range admits it; else the project's range without a
+    variant label (the plan's index brings its build), said when the pair is not it."""
+    marker = f" ; {req.marker}" if req.marker else ""
+    plain = ",".join(f"{s.operator}{s.version.split('+', 1)[0]}" for s in req.specifier)
+    paired = pair.version_of(name) if pair else None
+    if pair is not None and paired is not None and SpecifierSet(plain).contains(paired, True):
+        new = torch_wish.companion_line(pair, name)
+        why = f"torch {pair.torch}'s pair, read from its wheel's METADATA"
+        return f"{new}{marker}", f"{line}: {new} ({why})"
+    labelled = plain != str(req.specifier)
+    kept = f"{req.name}{plain}{marker}" if labelled else line
+    if pair is not None and paired is None:
+        return kept, f"{line}: kept as the project has it; {pair.reason_of(name)}"
+    if pair is not None:
+        return kept, (
+            f"{line}: kept as the project has it, but torch {pair.torch}'s pair is "
+            f"{name} {paired} (read from its wheel's METADATA): uv may refuse the set"
+        )
+    if labelled:
+        return kept, f"{line}: the variant label dropped (the plan's index brings its build)"
+    return line, None
 
 
 def project_indexes(request: readers.Request) -> tuple[list[str], list[str]]:

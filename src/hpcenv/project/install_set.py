@@ -338,12 +338,7 @@ def _decide_pin(
     version = pkg.version if pkg else None
     major = cuda_packages.cuda_major(name, version) if version else None
     if swapped and name in TORCH_FAMILY:
-        public = str(Version(version).public) if version else locked.base
-        new = f"{name}=={public}+{variant}"
-        after: str | None = (
-            torch_wish.target_requirement(plan, locked.base) if name == "torch" else new
-        )
-        out.note(name, line, after, f"the {variant} build")
+        out.note(name, line, *_family_pin(name, version, locked, plan))
     elif swapped and name in _torch_closure(locked) and name.startswith(("nvidia-", "cuda-")):
         why = f"CUDA wheel of torch {locked.torch_version}: re-resolved for {variant}"
         out.note(name, line, None, why)
@@ -368,6 +363,21 @@ def _decide_pin(
         out.reqs.append(line)
         if (url := _own_index(pkg)) and url not in out.indexes:
             out.indexes.append(url)
+
+
+def _family_pin(name: str, version: str | None, locked: _Locked, plan: Plan) -> tuple[str, str]:
+    """(requirement, why) of torch or a companion swapped to the node's variant: torch of
+    the locked release, torchvision/torchaudio of its release pair (``torch_wish.pair_for``,
+    read from their wheels' METADATA), else of the version the lock has."""
+    variant = plan.torch.backend
+    if name == "torch":
+        return torch_wish.target_requirement(plan, locked.base), f"the {variant} build"
+    pair = torch_wish.pair_for(plan, locked.base)
+    paired = torch_wish.companion_line(pair, name)
+    if paired is not None:
+        return paired, f"the {variant} build of torch {locked.base}'s pair"
+    public = str(Version(version).public) if version else locked.base
+    return f"{name}=={public}+{variant}", f"the {variant} build"
 
 
 def _torch_closure(locked: _Locked) -> set[str]:
@@ -411,7 +421,8 @@ def handwritten_set(request: ProjectRequest, plan: Plan, facts: Facts) -> Projec
     pin, why = torch_wish.file_variant(hand, version, facts, why)
     plan = torch_wish.plan_for_version(plan, version, facts, pin=pin)
     torch_req = torch_wish.target_requirement(plan, version)
-    lines, local, notes = handwritten.project_lines(hand, request.directory)
+    pair = torch_wish.pair_for(plan, version)
+    lines, local, notes = handwritten.project_lines(hand, request.directory, pair)
     indexes, dropped = handwritten.project_indexes(hand)
     changes = [Change(name="torch", before=str(spec) if spec else None, after=torch_req, why=why)]
     reqs = [torch_req, *lines]

@@ -18,10 +18,11 @@ from pathlib import Path
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
-from packaging.version import Version
+from packaging.version import InvalidVersion, Version
 
 from hpcenv import knowledge
-from hpcenv.decide.torch_choice import TorchWish, choose_torch, runs_on
+from hpcenv.decide.companions import Companions
+from hpcenv.decide.torch_choice import TorchWish, choose_torch, pair_of, runs_on
 from hpcenv.decide.torch_variant import assess
 from hpcenv.knowledge.lookup import Lookup
 from hpcenv.models.facts import Facts
@@ -159,6 +160,27 @@ def target_requirement(plan: Plan, version: str) -> str:
     return line  # the one spelling of the torch line: tools/uv.torch_requirement
 
 
+def pair_for(plan: Plan, version: str) -> Companions:
+    """torchvision/torchaudio of torch ``version``'s release pair, for the variant of the
+    torch line the set installs (``target_requirement``: ``plan`` made for ``version``)."""
+    line = target_requirement(plan, version)
+    pinned = uv.wheel_version(line) if line.endswith(".whl") else line.split("==", 1)[-1]
+    try:
+        label = Version(pinned).local
+    except InvalidVersion:
+        label = None
+    return pair_of(version, label)
+
+
+def companion_line(pair: Companions, name: str) -> str | None:
+    """``torchvision==0.24.1+cu126``: ``name`` of ``pair``, with torch's label (None: none
+    is published for that torch, ``pair.reason_of(name)``)."""
+    version = pair.version_of(name)
+    if version is None:
+        return None
+    return f"{name}=={version}+{pair.label}" if pair.label else f"{name}=={version}"
+
+
 def file_variant(
     hand: readers.Request, version: str, facts: Facts, why: str
 ) -> tuple[str | None, str]:
@@ -178,7 +200,9 @@ def file_variant(
 __all__ = [
     "TORCH_FAMILY",
     "choice_for",
+    "companion_line",
     "file_variant",
+    "pair_for",
     "plan_for_version",
     "runs_on",
     "target_requirement",
