@@ -163,11 +163,13 @@ def test_lerobot_on_both(tmp_path: Path) -> None:
 
 def test_requirements_with_includes_and_a_pytorch_index(tmp_path: Path) -> None:
     """kohya_ss pins torch 2.7.0+cu128 from the PyTorch cu128 index: the node's build of
-    2.7.0 instead, torchvision without its label, the PyTorch index not used."""
+    2.7.0 instead, torchvision 0.22.0 (2.7.0's pair) of that build, the PyTorch index not
+    used."""
     ps = project_set("kohya_ss", "supercloud", V100, tmp_path, file="requirements_linux.txt")
     assert ps.torch_before == "torch==2.7.0+cu128"
     assert ps.torch_after.startswith("torch==2.7.0+cu12") and ps.torch_after != "torch==2.7.0+cu128"
-    assert "torchvision==0.22.0" in ps.requirements
+    variant = ps.torch_after.rsplit("+", 1)[1]
+    assert f"torchvision==0.22.0+{variant}" in ps.requirements
     assert "transformers==4.54.1" in ps.requirements  # from -r requirements.txt
     assert ps.indexes == () and ps.local_deps
     assert any("PyTorch index https://download.pytorch.org/whl/cu128 not used" in w
