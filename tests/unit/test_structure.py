@@ -51,6 +51,9 @@ def test_one_module_outside_decide_asks_for_a_torch() -> None:
     outside = {rel for rel, tree in modules() if not rel.startswith("decide/")
                and names_used(tree) & TORCH_ENTRIES}  # fmt: skip
     assert outside == {"project/torch_wish.py"}
+    releases = {rel for rel, tree in modules() if not rel.startswith(("decide/", "knowledge/"))
+                and "newest_with_variant" in names_used(tree)}  # fmt: skip
+    assert releases <= {"project/torch_wish.py"}, releases
     resolver = {"try_resolve_torch", "resolve_torch"}
     inside = {rel for rel, tree in modules() if rel.startswith("decide/")
               and names_used(tree) & resolver}  # fmt: skip

@@ -19,6 +19,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from packaging.specifiers import SpecifierSet
+
+from hpcenv import knowledge
 from hpcenv.decide import torch_variant
 from hpcenv.decide.companions import Companions, companions_for
 from hpcenv.knowledge.lookup import Lookup
@@ -73,6 +76,13 @@ def choose_torch(facts: Facts, wish: TorchWish, *, lookup: Lookup | None = None)
     return TorchAnswer(wish=wish, choice=choice)
 
 
+def newest_with_variant(wanted: SpecifierSet, variant: str, arch: str) -> str | None:
+    """The newest release in ``wanted`` that published a ``variant`` build for ``arch``
+    (hpcenv's torch data): what a file that names its build installs (conda's
+    ``pytorch>=1.13`` beside ``pytorch-cuda=11.7``), as conda resolves it."""
+    return knowledge.load().newest_with_variant(wanted, variant, arch)
+
+
 def pair_of(version: str, variant: str | None) -> Companions:
     """torchvision/torchaudio of torch ``version``'s release pair (``decide/companions``:
     read from the companions' own wheels), for the same ``variant`` (their local label on
@@ -93,4 +103,11 @@ def runs_on(facts: Facts) -> Callable[[str], bool]:
     return runs
 
 
-__all__ = ["TorchAnswer", "TorchWish", "choose_torch", "pair_of", "runs_on"]
+__all__ = [
+    "TorchAnswer",
+    "TorchWish",
+    "choose_torch",
+    "newest_with_variant",
+    "pair_of",
+    "runs_on",
+]

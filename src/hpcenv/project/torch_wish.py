@@ -22,7 +22,13 @@ from packaging.version import InvalidVersion, Version
 
 from hpcenv import knowledge
 from hpcenv.decide.companions import Companions
-from hpcenv.decide.torch_choice import TorchWish, choose_torch, pair_of, runs_on
+from hpcenv.decide.torch_choice import (
+    TorchWish,
+    choose_torch,
+    newest_with_variant,
+    pair_of,
+    runs_on,
+)
 from hpcenv.decide.torch_variant import assess
 from hpcenv.knowledge.lookup import Lookup
 from hpcenv.models.facts import Facts
@@ -108,7 +114,7 @@ def variant_release(request: readers.Request, arch: str) -> str | None:
         return None
     exact = readers.exact_release(torch.specifier)
     wanted = SpecifierSet(f"=={exact}") if exact else torch.specifier
-    version = knowledge.load().newest_with_variant(wanted, request.variant, arch)
+    version = newest_with_variant(wanted, request.variant, arch)
     if version is None:
         release = knowledge.load().release_of(exact) if exact else None
         plat = release.platforms.get(arch) if release else None
