@@ -112,6 +112,7 @@ class Mismatch:
     torch: str  # as in the set: "2.9.1+cu126"
     why: str  # words: what the companion requires, or the variant it names
     fix: str  # words: the paired version(s), or that none is published
+    source: str = FILE  # where the companion's torch requirement was read (its wheel)
 
 
 def _admits(requires: str | None, torch: Version) -> bool:
@@ -181,9 +182,16 @@ def _judge(
     read = data.release(name, have.public)
     if read is None or _admits(read.requires, t):
         return None  # not in the data (not judged), or its own METADATA admits this torch
+    if read.requires is None and pair.version_of(name) is None:
+        return None  # it names no torch, and this torch has no pair to hold it to
     said = f"requires torch{read.requires}" if read.requires else "names no torch in its METADATA"
-    why = f"{name} {version} {said} (read from {read.source}), not torch {t.public}"
-    return Mismatch(name=name, version=version, torch=torch, why=why, fix=_fix(name, torch, pair))
+    why = f"{name} {version} {said}; torch {t.public}'s " + (
+        f"pair is {name} {pair.version_of(name)}"
+        if pair.version_of(name)
+        else f"has no {name} ({pair.reason_of(name)})"
+    )
+    fix = _fix(name, torch, pair)
+    return Mismatch(name=name, version=version, torch=torch, why=why, fix=fix, source=read.source)
 
 
 def mismatches(
@@ -194,7 +202,7 @@ def mismatches(
 ) -> tuple[Mismatch, ...]:
     """The companions in ``versions`` (name -> version as pinned, local label kept) that are
     not of its torch's release pair: their own METADATA does not admit that torch (or names
-    none, where the pair is another release or none is published), or they are built for
+    none, and that torch's pair is another release), or they are built for
     another variant than a labelled torch (another CUDA major, or CUDA beside CPU): their
     label, or unlabelled, PyPI's build on ``arch`` (not judged without ``arch``). A
     companion release the data lacks is not judged."""
@@ -214,4 +222,4 @@ def mismatches(
     return tuple(m for m in found if m is not None)
 
 
-__all__ = ["Companions", "Mismatch", "companions_for", "mismatches"]
+__all__ = ["NAMES", "Companions", "Mismatch", "companions_for", "mismatches"]

@@ -46,7 +46,7 @@ from packaging.version import InvalidVersion, Version
 
 from hpcenv import knowledge
 from hpcenv.binaries import archs
-from hpcenv.decide import cuda_packages, torch_fit
+from hpcenv.decide import companions, cuda_packages, torch_fit
 from hpcenv.decide.torch_variant import assess, describe_gpus, driver_reason
 from hpcenv.models.facts import Facts
 from hpcenv.project import compile as project_resolve
@@ -350,7 +350,7 @@ def resolve_for(
 
 
 def _held_to_variant(request: readers.Request, arch: str) -> readers.Request:
-    """A file that names its torch build resolves to the release ``handwritten``'s rule
+    """A file that names its torch build resolves to the release ``torch_wish.variant_release``
     picks for it (conda's ``pytorch>=1.13`` + ``pytorch-cuda=11.7`` is 2.0.1)."""
     version = torch_wish.variant_release(request, arch)
     if version is None:
@@ -402,18 +402,23 @@ def _release_pin(line: str) -> str:
 
 
 def _with_variant(found: Packages, request: readers.Request) -> Packages:
-    """The torch build a file names beside its pins (conda's ``cudatoolkit=11.3``) as the
-    torch's local label, the way conda installs it: judged as that build, not PyPI's."""
+    """The torch build a file names beside its pins (conda's ``cudatoolkit=11.3``, an index
+    URL's ``/whl/cu124``) as the local label of torch and of its torchvision/torchaudio (the
+    same channel or index serves them), the way they install: judged as that build, not
+    PyPI's."""
     if not request.variant:
         return found
     versions = dict(found.versions)
     torch = versions.get("torch", ())
     if not torch:
         return found
-    labelled = tuple(
-        v if Version(v).local else f"{v}+{request.variant}" for v in torch if _is_version(v)
-    )
-    versions["torch"] = labelled or torch
+    for name in ("torch", *companions.NAMES):
+        pins = versions.get(name, ())
+        labelled = tuple(
+            v if Version(v).local else f"{v}+{request.variant}" for v in pins if _is_version(v)
+        )
+        if pins:
+            versions[name] = labelled or pins
     note = f"{request.variant_why}: torch judged as its {request.variant} build"
     return replace(found, versions=versions, notes=(*found.notes, note))
 
@@ -812,19 +817,25 @@ def audit(
             runs=torch_wish.runs_on(facts),
         )
     verdicts = _cuda_verdicts(found, facts)
+    unpaired = _unpaired(found, facts)
     kernels = None
     if pkgs.kind == "venv" and facts.nvidia is not None and facts.gpus and found.cuda:
         kernels = archs.check_venv(Path(pkgs.source), facts, torch_cuda=found.cuda)
     # decide, then word
     verdict = _judge(found, facts, kernels)
-    bad = [v.line() for v in verdicts if not v.ok]
+    bad = [v.line() for v in verdicts if not v.ok] + [m.why for m in unpaired]
     message, ok = verdict.message, verdict.ok
     if bad:
         message, ok = f"{message}; {'but ' if ok else ''}{'; '.join(bad)}", False
     advice: list[str] = []  # resolve's warnings about the fix it offers
     fix = _better(facts, pkgs, found, advice) if verdict.wants_fix else None
+    if unpaired:  # the pair of the torch found
+        fix = "; ".join([*([fix] if fix else []), *(m.fix for m in unpaired)])
     return Audit(
-        packages=tuple(v.line() for v in verdicts),
+        packages=(
+            *(v.line() for v in verdicts),
+            *(f"{m.name} {m.version}: {m.why} ({m.source})" for m in unpaired),
+        ),
         source=pkgs.source,
         kind=pkgs.kind,
         torch_version=found.version,
@@ -857,6 +868,13 @@ def _cuda_verdicts(found: Found, facts: Facts) -> tuple[cuda_packages.Verdict, .
             arch=facts.arch,
         ),
     )
+
+
+def _unpaired(found: Found, facts: Facts) -> tuple[companions.Mismatch, ...]:
+    """torchvision/torchaudio of the install set that are not of its torch's release pair
+    (another release, or another variant: ``decide/companions.mismatches``)."""
+    pinned = {n: found.installed[n][0] for n in companions.NAMES if found.installed.get(n)}
+    return companions.mismatches({**pinned, "torch": found.version}, arch=facts.arch)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -64,15 +64,20 @@ def test_a_torch_that_is_not_a_version_is_bad_input() -> None:
 def test_the_cu126_profiles_torchaudio_of_another_release() -> None:
     found = mismatches({"torch": "2.9.1+cu126", "torchaudio": "2.11.0"}, arch="x86_64")
     assert [(m.name, m.version) for m in found] == [("torchaudio", "2.11.0")]
-    assert "names no torch" in found[0].why
+    assert found[0].why == (
+        "torchaudio 2.11.0 names no torch in its METADATA; torch 2.9.1's pair is torchaudio 2.9.1"
+    )
+    assert "torchaudio-2.11.0-" in found[0].source and "#sha256=" in found[0].source
     assert found[0].fix == "use torchaudio==2.9.1+cu126 (torch 2.9.1+cu126's pair)"
 
 
 def test_a_companion_pinned_to_another_torch() -> None:
     (m,) = mismatches({"torch": "2.6.0", "torchvision": "0.20.1"})
     assert (
-        "requires torch==2.5.1" in m.why and m.fix == "use torchvision==0.21.0 (torch 2.6.0's pair)"
+        m.why
+        == "torchvision 0.20.1 requires torch==2.5.1; torch 2.6.0's pair is torchvision 0.21.0"
     )
+    assert m.fix == "use torchvision==0.21.0 (torch 2.6.0's pair)"
 
 
 def test_pypis_cuda_torchvision_beside_a_cpu_torch() -> None:
@@ -99,6 +104,10 @@ def test_labels_of_another_cuda_major() -> None:
         {"torch": "2.14.0", "torchvision": "0.29.1"},
         {"torch": "2.9.1", "torchvision": "0.24.1", "torchaudio": "2.9.1"},
         {"torch": "2.9.1+cu126", "torchvision": "0.24.1"},  # unlabelled, arch unknown
+        # prime-rl's uv.lock: torchaudio 2.11.0 names no torch, and 2.11.0 has no pair to
+        # hold it to: not judged (nor beside 2.13.0, unlabelled: a variant not judged)
+        {"torch": "2.11.0+cu128", "torchvision": "0.26.0+cu128", "torchaudio": "2.11.0+cu128"},
+        {"torch": "2.13.0", "torchaudio": "2.11.0"},
         {"torch": "2.9.1", "torchvision": "9.9.9"},  # a release the data lacks: not judged
         {"torchvision": "0.20.1"},  # no torch
     ],
