@@ -69,7 +69,7 @@ from hpcenv.utils import fsio, paths
 from hpcenv.utils.errors import BadInput, BuildFailed, CommandFailed
 
 if TYPE_CHECKING:
-    from hpcenv.build.swap import ProjectRequest
+    from hpcenv.project.request import ProjectRequest
 
 #: Written into a build directory when (and only when) the build completed.
 MARKER = paths.BUILD_MARKER
@@ -358,9 +358,9 @@ def build(
         )
     name = plan.profile
     if project is not None:
-        from hpcenv.build import swap
+        from hpcenv.project.request import environment_name
 
-        name = swap.environment_name(plan.profile, project)
+        name = environment_name(plan.profile, project)
     venvs = fsio.ensure_dir(paths.venvs_dir())
     with build_lock.hold(venvs / f"{name}.lock", timeout=lock_timeout):
         return _build_locked(
@@ -442,11 +442,12 @@ def _decide(plan: Plan, facts: Facts, *, name: str, project: ProjectRequest | No
         lock_path, lock_why = lockfiles.build_lock_path(plan, facts)
     project_digest, python = "", plan.python
     if project is not None:
-        from hpcenv.build import swap
+        from hpcenv.project import install_set
+        from hpcenv.project import request as project_files
 
-        project_digest = swap.project_digest(project)
-        version, choice = swap.project_torch(project, plan, facts)
-        swap.check_torch_fit(version, choice, plan, facts)  # exit 3 before any venv or uv
+        project_digest = project_files.project_digest(project)
+        version, choice = install_set.project_torch(project, plan, facts)
+        install_set.check_torch_fit(version, choice, plan, facts)  # exit 3 before any venv or uv
         python = choice.version
     new_stamp = ""
     if lock_why is None:

@@ -30,7 +30,7 @@ from hpcenv.utils.errors import BadInput
 
 if TYPE_CHECKING:
     from hpcenv.build.results import ProjectInstall
-    from hpcenv.build.swap import ProjectRequest
+    from hpcenv.project.request import ProjectRequest
     from hpcenv.project.uv_lock import Selection
 
 
@@ -131,10 +131,10 @@ def project_request(
     with_profile: bool = False,
     python: str | None = None,
 ) -> ProjectRequest:
-    """``--project PATH`` as a ``swap.ProjectRequest`` (a directory with a ``uv.lock`` or a
-    dependency file; a file names its directory)."""
-    from hpcenv.build import swap
+    """``--project PATH`` as a ``ProjectRequest`` (``project/request.py``): a directory with
+    a ``uv.lock`` or a dependency file; a file names its directory."""
     from hpcenv.project import readers
+    from hpcenv.project.request import ProjectRequest
 
     where = Path(path).absolute()
     file = None
@@ -152,7 +152,7 @@ def project_request(
             f"--project {path}: no uv.lock, pyproject.toml, setup.py, setup.cfg, "
             "requirements.txt or environment.yml there"
         )
-    return swap.ProjectRequest(
+    return ProjectRequest(
         directory=where,
         selection=selection,
         name=name,

@@ -47,16 +47,11 @@ from packaging.version import InvalidVersion, Version
 from hpcenv import knowledge
 from hpcenv.binaries import archs
 from hpcenv.decide import companions, cuda_packages, torch_fit
-from hpcenv.decide.torch_variant import (
-    assess,
-    describe_gpus,
-    driver_reason,
-    runs_on,
-    try_resolve_torch,
-)
+from hpcenv.decide.torch_variant import assess, describe_gpus, driver_reason
 from hpcenv.models.facts import Facts
 from hpcenv.project import compile as project_resolve
-from hpcenv.project import containment, handwritten, readers, uv_lock
+from hpcenv.project import containment, readers, torch_wish, uv_lock
+from hpcenv.project.request import python_for
 from hpcenv.utils import fsio
 from hpcenv.utils.errors import BadInput, CommandFailed, NoCompatibleBuild
 
@@ -94,7 +89,7 @@ class Packages:
     request: readers.Request | None = None
     #: what a hand-written file was resolved to, in words (None: read as written)
     resolved: str | None = None
-    #: a hand-written file: the Python it was resolved for, and why (``handwritten.python_of``)
+    #: a hand-written file: the Python it was resolved for, and why (``request.python_for``)
     python: str | None = None
     python_why: str | None = None
     notes: tuple[str, ...] = ()
@@ -307,7 +302,7 @@ def resolve_for(
         chosen = uv_lock.PythonChoice(version=python, why="--python")
     else:
         offered = facts.python or f"{sys.version_info.major}.{sys.version_info.minor}"
-        chosen = handwritten.python_of(request, offered, "the node")
+        chosen = python_for(request, offered, "the node")
     py = _minor(chosen.version) or chosen.version
     request = _held_to_variant(request, arch)
     target = project_resolve.Target(arch=arch, glibc=facts.glibc, python=py)
@@ -316,7 +311,7 @@ def resolve_for(
         torch_fit.check(
             pinned, arch, py, facts.glibc, where="the node",
             python_where="--python" if python else "--python X.Y, or the node's Python",
-            runs=runs_on(facts),
+            runs=torch_wish.runs_on(facts),
         )  # fmt: skip
     notes, warnings = (*pkgs.notes, *request.notes), request.warnings
     try:
@@ -355,9 +350,9 @@ def resolve_for(
 
 
 def _held_to_variant(request: readers.Request, arch: str) -> readers.Request:
-    """A file that names its torch build resolves to the release ``handwritten``'s rule
+    """A file that names its torch build resolves to the release ``torch_wish.variant_release``
     picks for it (conda's ``pytorch>=1.13`` + ``pytorch-cuda=11.7`` is 2.0.1)."""
-    version = handwritten.variant_release(request, arch)
+    version = torch_wish.variant_release(request, arch)
     if version is None:
         return request
     return replace(request, constraints=(*request.constraints, f"torch=={version}"))
@@ -684,7 +679,7 @@ def _examine_lock(
     if not arch:
         arch = platform.machine()
         warnings.append(f"the node's arch is unknown: audited for this machine's {arch}")
-    py = uv_lock.python_for(project, lock.requires_python, python, python_from)
+    py = python_for(project, python, python_from, requires_python=lock.requires_python)
     env = marker_environment(arch, py.version)
     resolved = uv_lock.resolve(lock, project, env, selection)
     where = f"{resolved.describe()}, Python {py.version} on {arch}"
@@ -819,7 +814,7 @@ def audit(
             facts.glibc,
             where=node,
             python_where="--python" if python else f"--python X.Y, or the Python of {node}",
-            runs=runs_on(facts),
+            runs=torch_wish.runs_on(facts),
         )
     verdicts = _cuda_verdicts(found, facts)
     unpaired = _unpaired(found, facts)
@@ -968,7 +963,7 @@ def _better(facts: Facts, pkgs: Packages, found: Found, advice: list[str]) -> st
         how = "'hpcenv plan PROFILE' picks it"
     for spec in (f"=={public}", ">=0"):
         try:
-            choice = try_resolve_torch(facts, spec)
+            choice = torch_wish.choice_for(facts, spec)
         except BadInput:
             continue
         if choice.backend is None or (choice.backend == found.build and choice.version == public):

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import functools
 import json
-import re
 import shutil
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -791,68 +790,11 @@ def wheel_fits(filename: str, arch: str, python: str, glibc: str | None = None) 
 
 # --- Python -----------------------------------------------------------------------------
 
-_PY_VERSION = re.compile(r"(\d+\.\d+(?:\.\d+)?)")
-
 
 @dataclass(frozen=True, kw_only=True)
 class PythonChoice:
     version: str  # "3.12" or "3.12.3"
     why: str  # one sentence: which Python and why
-
-
-def python_for(
-    project: Project, requires_python: str | None, offered: str | None, offered_by: str
-) -> PythonChoice:
-    """The one rule for a project's Python: its ``.python-version`` when it has one (``uv
-    sync`` honours it and the lock was resolved for it), else ``offered`` (the node's or
-    the profile's Python, named by ``offered_by``) when ``requires-python`` admits it, else
-    the oldest version ``requires-python`` admits. A pin outside ``requires-python`` is bad
-    input (uv refuses it too)."""
-    req = project.requires_python or requires_python
-    said = f"requires-python {req}" if req else "no requires-python"
-    if project.python_pin:
-        m = _PY_VERSION.search(project.python_pin)
-        where = project.directory / ".python-version"
-        if not m:
-            raise BadInput(f"{where}: {project.python_pin!r} names no Python version (e.g. 3.12)")
-        pin = m.group(1)
-        if not admits(req, pin):
-            raise BadInput(
-                f"{where} pins Python {pin}, which the project's {said} excludes; "
-                "change one of them"
-            )
-        if offered and _minor(offered) == _minor(pin):
-            return PythonChoice(
-                version=offered, why=f"the project pins {pin} (.python-version), as {offered_by}"
-            )
-        if offered:
-            return PythonChoice(
-                version=pin,
-                why=f"the project pins {pin} in .python-version; {offered_by} says "
-                f"{_minor(offered)}: using {pin} because uv sync honours .python-version "
-                "and the project's lock was resolved for it",
-            )
-        return PythonChoice(version=pin, why=f"the project pins {pin} in .python-version")
-    if offered and admits(req, offered):
-        return PythonChoice(
-            version=offered,
-            why=f"{offered_by} says {offered}, which the project's {said} admits",
-        )
-    low = lowest_admitted(req)
-    if low is None:
-        raise BadInput(f"{project.directory}: the project's {said} admits no Python 3.8 to 3.20")
-    if offered:
-        return PythonChoice(
-            version=low,
-            why=f"{offered_by} says {offered}, outside the project's {said}: "
-            f"using {low}, the oldest it admits",
-        )
-    return PythonChoice(version=low, why=f"the oldest Python the project's {said} admits")
-
-
-def _minor(version: str) -> str:
-    parts = version.split(".")
-    return ".".join(parts[:2])
 
 
 __all__ = [
@@ -868,7 +810,6 @@ __all__ = [
     "admits",
     "export",
     "lowest_admitted",
-    "python_for",
     "read_lock",
     "read_project",
     "resolve",
