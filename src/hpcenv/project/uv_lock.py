@@ -186,6 +186,10 @@ class Resolved:
 # --- reading --------------------------------------------------------------------------
 
 
+#: ``canonicalize_name``, once per name: a lock names each package in every edge to it
+_name = functools.cache(canonicalize_name)
+
+
 def _source_key(source: object) -> str:
     if not isinstance(source, dict) or not source:
         return "unknown="
@@ -212,7 +216,7 @@ def _deps(path: Path, owner: str, entries: object) -> tuple[LockDep, ...]:
         extras = entry.get("extra", ())
         out.append(
             LockDep(
-                name=canonicalize_name(str(entry["name"])),
+                name=_name(str(entry["name"])),
                 version=str(entry["version"]) if "version" in entry else None,
                 source=_source_key(entry["source"]) if "source" in entry else None,
                 marker=str(marker) if marker is not None else None,
@@ -251,7 +255,7 @@ def read_lock(path: Path, data: Mapping[str, object] | None = None) -> Lock:
     for pkg in _list(data.get("package")):
         if not isinstance(pkg, dict) or "name" not in pkg:
             continue
-        name = canonicalize_name(str(pkg["name"]))
+        name = _name(str(pkg["name"]))
         optional = pkg.get("optional-dependencies")
         groups = pkg.get("dev-dependencies")
         packages.append(
@@ -308,8 +312,8 @@ def read_project(directory: Path) -> Project:
     """The install settings of the project in ``directory`` (missing files: defaults)."""
     data: dict[str, object] = {}
     pyproject = directory / "pyproject.toml"
-    if pyproject.is_file():
-        data = fsio.load_toml(pyproject, "pyproject.toml")
+    if pyproject.is_file():  # parsed once per content, like the lock (data_cache)
+        data = data_cache.load_toml(pyproject, "pyproject.toml")
     project = data.get("project") if isinstance(data.get("project"), dict) else {}
     tool = data.get("tool") if isinstance(data.get("tool"), dict) else {}
     uv_cfg = tool.get("uv") if isinstance(tool, dict) and isinstance(tool.get("uv"), dict) else {}
@@ -499,10 +503,11 @@ def resolve(
         exported = export(lock, selection)
     active = ("", *(i.encoded for i in chosen.active))
     index = _Index(lock)
+    markers = _Markers(env, lock.path)
     installed: dict[PackageId, LockPackage] = {r.id: r for r in roots}
     ambiguous: list[tuple[str, list[LockPackage]]] = []
     for line, marker in _export_lines(exported):
-        if marker and not _holds(marker, env, lock.path):
+        if marker and not markers.holds(marker):
             continue
         found = index.match(line)
         if len(found) == 1:
@@ -511,14 +516,14 @@ def resolve(
             ambiguous.append((line, found))
     for line, found in ambiguous:
         pkg = _by_edges(
-            lock, line, found, installed=installed, chosen=chosen, env=env, active=active
+            lock, line, found, installed=installed, chosen=chosen, markers=markers, active=active
         )
         installed[pkg.id] = pkg
-    forks = tuple(m for m in lock.resolution_markers if _holds_with(m, env, active, lock.path))
+    forks = tuple(m for m in lock.resolution_markers if markers.holds_with(m, active))
     return Resolved(
         lock=lock,
         packages=_one_per_name(lock, installed),
-        edges=_edges(installed, env, active, lock.path),
+        edges=_edges(installed, markers, active),
         forks=forks or (("",) if not lock.resolution_markers else ()),
         extras=tuple(e for _, e in chosen.extras),
         groups=tuple(g for _, g in chosen.groups),
@@ -532,9 +537,30 @@ def _holds_with(marker: str, env: Mapping[str, str], active: Iterable[str], wher
     active item in turn as ``extra``: it holds when it holds for one of them. Two items of
     one ``[tool.uv] conflicts`` set are never active together (checked first), so a clause
     ``extra == 'A' and extra != 'B'`` means what uv means by it."""
-    if "extra" not in marker:
-        return _holds(marker, env, where)
-    return any(_holds(marker, {**env, "extra": a}, where) for a in active)
+    return _Markers(env, where).holds_with(marker, active)
+
+
+class _Markers:
+    """Markers evaluated for one node (:func:`_holds`, :func:`_holds_with`), each marker
+    once per ``extra``: a lock repeats the same few dozen over its thousands of edges."""
+
+    def __init__(self, env: Mapping[str, str], where: Path) -> None:
+        self.env = env
+        self.where = where
+        self._seen: dict[tuple[str, str | None], bool] = {}
+
+    def holds(self, marker: str, extra: str | None = None) -> bool:
+        key = (marker, extra)
+        hit = self._seen.get(key)
+        if hit is None:
+            env = self.env if extra is None else {**self.env, "extra": extra}
+            hit = self._seen[key] = _holds(marker, env, self.where)
+        return hit
+
+    def holds_with(self, marker: str, active: Iterable[str]) -> bool:
+        if "extra" not in marker:
+            return self.holds(marker)
+        return any(self.holds(marker, a) for a in active)
 
 
 def _by_edges(
@@ -544,7 +570,7 @@ def _by_edges(
     *,
     installed: Mapping[PackageId, LockPackage],
     chosen: _Chosen,
-    env: Mapping[str, str],
+    markers: _Markers,
     active: tuple[str, ...],
 ) -> LockPackage:
     """One of several lock packages of the same name and version (one per index: nanochat's
@@ -556,7 +582,7 @@ def _by_edges(
         deps = [*pkg.deps, *(d for _, e in chosen.extras for d in pkg.optional.get(e, ()))]
         deps += [d for _, g in chosen.groups for d in pkg.groups.get(g, ())]
         for dep in deps:
-            if dep.marker and not _holds_with(dep.marker, env, active, lock.path):
+            if dep.marker and not markers.holds_with(dep.marker, active):
                 continue
             hits |= {p.id for p in found if p.id in ids and _leads_to(dep, p)}
     chosen_ones = [p for p in found if p.id in hits]
@@ -603,7 +629,7 @@ class _Index:
         if line.startswith((".", "/", "file:")) and " @ " not in line:
             return [self._local(line, line)]
         name, url, pins = _requirement(line, self.lock.path)
-        found = self.by_name.get(canonicalize_name(name), [])
+        found = self.by_name.get(_name(name), [])
         if len(found) > 1 and url:
             url = unquote(url.split("#", 1)[0])
             found = [p for p in found if _source_in(p, url)] or found
@@ -664,10 +690,7 @@ def _norm_path(path: str) -> str:
 
 
 def _edges(
-    installed: Mapping[PackageId, LockPackage],
-    env: Mapping[str, str],
-    active: tuple[str, ...],
-    where: Path,
+    installed: Mapping[PackageId, LockPackage], markers: _Markers, active: tuple[str, ...]
 ) -> dict[PackageId, tuple[PackageId, ...]]:
     """The lock's dependency edges between installed packages (base and optional
     dependencies) whose markers hold for the node (:func:`_holds_with`)."""
@@ -678,7 +701,7 @@ def _edges(
     for pkg in installed.values():
         out: list[PackageId] = []
         for dep in (*pkg.deps, *(d for ds in pkg.optional.values() for d in ds)):
-            if dep.marker and not _holds_with(dep.marker, env, active, where):
+            if dep.marker and not markers.holds_with(dep.marker, active):
                 continue
             out += [t.id for t in by_name.get(dep.name, ()) if _leads_to(dep, t)]
         edges[pkg.id] = tuple(dict.fromkeys(out))
