@@ -75,10 +75,11 @@ def early(target: str | Path, selection: Selection) -> Iterator[None]:
     :func:`run` to take within the block; an export the block did not take is dropped
     as it ends (its thread ends with uv)."""
     lock = lock_of(target)
-    key = _key(lock.parent, selection) if lock is not None else None
-    if lock is not None and key is not None:
-        args = selection.uv_args()
-        _started[key] = threads.Beside(lambda: uv.project_export(lock.parent, selection=args))
+    key = None
+    if lock is not None:
+        directory, args = lock.parent, selection.uv_args()
+        key = _key(directory, selection)
+        _started[key] = threads.Beside(lambda: uv.project_export(directory, selection=args))
     try:
         yield
     finally:

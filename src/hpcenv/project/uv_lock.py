@@ -8,7 +8,9 @@ runs ``uv export --frozen`` with the user's selection (``--extra``/``--all-extra
 ``--group``/``--no-default-groups``; uv resolves groups, extras and conflicts and prints
 PEP 508 markers for the platform only), evaluates each line's marker for the node with
 ``packaging.markers`` (its arch, Python and platform) and matches each line to its package
-in the lock. The lock itself is read thinly (:func:`read_lock`): each package's source,
+in the lock (``hpcenv audit`` starts that export before it imports this module:
+``uv_export.early``). The lock itself is read thinly (:func:`read_lock`, kept between
+runs as what was taken from it): each package's source,
 wheel file names and dependency lists, for what uv export does not print (torch's wheels
 and index, the packages torch pulls). The selection is described for messages as
 ``uv sync`` reads it: the project's ``default-groups`` (``[tool.uv]``, else ``dev``),
