@@ -28,9 +28,8 @@ import platform
 import re
 import sys
 from dataclasses import dataclass, field, replace
-from email.parser import HeaderParser
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from packaging.markers import (
     InvalidMarker,
@@ -45,15 +44,17 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from hpcenv import knowledge
-from hpcenv.binaries import archs
 from hpcenv.decide import companions, cuda_packages, torch_fit
 from hpcenv.decide.torch_variant import assess, describe_gpus, driver_reason
 from hpcenv.models.facts import Facts
-from hpcenv.project import compile as project_resolve
-from hpcenv.project import containment, readers, torch_wish, uv_lock
+from hpcenv.project import containment, torch_wish, uv_lock
 from hpcenv.project.request import python_for
 from hpcenv.utils import fsio
 from hpcenv.utils.errors import BadInput, CommandFailed, NoCompatibleBuild
+
+if TYPE_CHECKING:  # imported where used: a uv.lock's audit needs neither (start-up time)
+    from hpcenv.binaries import archs  # a venv's binaries
+    from hpcenv.project import readers  # hand-written files
 
 #: Wheels whose version is the CUDA runtime version of the build, in order of trust.
 RUNTIME_PACKAGES = (
@@ -196,6 +197,8 @@ def parse_requirements(text: str, source: str, kind: str = "requirements") -> Pa
 
 
 def read_venv(path: Path) -> Packages:
+    from email.parser import HeaderParser
+
     found: dict[str, list[str]] = {}
     metas = sorted(path.glob("lib/python*/site-packages/*.dist-info/METADATA"))
     metas += sorted(path.glob("Lib/site-packages/*.dist-info/METADATA"))
@@ -227,14 +230,9 @@ def read(path: str | Path) -> Packages:
     p = Path(path)
     root = p.absolute() if p.is_dir() else containment.root_of(p)
     if p.is_dir():
-        if not _is_venv(p) and (p / "uv.lock").is_file():
-            p = p / "uv.lock"  # as build and plan read it: the lock, not its pyproject
-        elif not _is_venv(p) and (found := readers.find_in(p)) is not None:
-            pkgs = read(found)
-            note = readers.precedence_note(p, found)
-            return replace(pkgs, notes=(note, *pkgs.notes)) if note else pkgs
-        else:
-            return read_venv(p)
+        if _is_venv(p) or not (p / "uv.lock").is_file():
+            return _read_dir(p)
+        p = p / "uv.lock"  # as build and plan read it: the lock, not its pyproject
     if p.is_symlink():  # before any read: a link out of the project is not read
         containment.require_inside(p, root, "the audited file (a symlink)")
     if not p.is_file():
@@ -244,6 +242,8 @@ def read(path: str | Path) -> Packages:
         )
     if p.name.endswith(".lock") or p.read_text(errors="replace").lstrip().startswith("version ="):
         return read_uv_lock(p)
+    from hpcenv.project import readers  # here: a uv.lock's audit does not import it
+
     kind = readers.kind_of(p)
     if kind not in (None, "requirements"):
         request = readers.read(p, root=root)
@@ -255,6 +255,17 @@ def read(path: str | Path) -> Packages:
     return Packages(source=str(p), kind="requirements", versions={}, request=request)
 
 
+def _read_dir(p: Path) -> Packages:
+    """A directory without a uv.lock: a venv, else the project's dependency file."""
+    from hpcenv.project import readers
+
+    if not _is_venv(p) and (found := readers.find_in(p)) is not None:
+        pkgs = read(found)
+        note = readers.precedence_note(p, found)
+        return replace(pkgs, notes=(note, *pkgs.notes)) if note else pkgs
+    return read_venv(p)
+
+
 def _is_venv(path: Path) -> bool:
     return (path / "pyvenv.cfg").is_file() or any(path.glob("lib/python*/site-packages"))
 
@@ -262,6 +273,8 @@ def _is_venv(path: Path) -> bool:
 def _pinned_torch(lines: tuple[str, ...]) -> str | None:
     """The release an exact ``torch==X`` line (no marker) pins, else None
     (``readers.exact_release``: conda's ``pytorch=1.11.0`` is 1.11.0)."""
+    from hpcenv.project import readers
+
     for line in lines:
         try:
             req = Requirement(line)
@@ -284,6 +297,9 @@ def resolve_for(
     resolved with uv for its arch, glibc and Python (``project_resolve``, cached). When an
     index it names cannot be reached, its exact pins are judged as written, with a
     warning."""
+    from hpcenv.project import compile as project_resolve
+    from hpcenv.project import readers
+
     request = pkgs.request
     if request is None:
         return pkgs
@@ -391,6 +407,8 @@ def _named_unpinned(found: Packages, request: readers.Request) -> tuple[Packages
 def _release_pin(line: str) -> str:
     """``torch==1.11.0.*`` (conda's ``pytorch=1.11.0``) -> ``torch==1.11.0``: the release
     ``readers.exact_release`` reads it as; other lines as they are."""
+    from hpcenv.project import readers
+
     try:
         req = Requirement(line)
     except InvalidRequirement:
@@ -639,8 +657,11 @@ def _torch_build(
             if cuda := _cuda_from_runtime(rt):
                 build = "cu" + cuda.replace(".", "")
                 return Found(version=version, build=build, cuda=cuda, evidence=f"pulls {name} {rt}")
-    if pkgs.kind == "venv" and (binary := archs.torch_build(Path(pkgs.source))):
-        return Found(version=version, build=binary[0], cuda=binary[1], evidence=binary[2])
+    if pkgs.kind == "venv":
+        from hpcenv.binaries import archs
+
+        if binary := archs.torch_build(Path(pkgs.source)):
+            return Found(version=version, build=binary[0], cuda=binary[1], evidence=binary[2])
     if pkgs.kind != "venv" and (bundled := _bundled(version, arch)) is not None:
         return bundled
     return Found(
@@ -820,6 +841,8 @@ def audit(
     unpaired = _unpaired(found, facts)
     kernels = None
     if pkgs.kind == "venv" and facts.nvidia is not None and facts.gpus and found.cuda:
+        from hpcenv.binaries import archs
+
         kernels = archs.check_venv(Path(pkgs.source), facts, torch_cuda=found.cuda)
     # decide, then word
     verdict = _judge(found, facts, kernels)

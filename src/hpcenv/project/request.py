@@ -14,12 +14,16 @@ import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from packaging.utils import canonicalize_name
 
-from hpcenv.project import handwritten, readers, uv_lock
+from hpcenv.project import uv_lock
 from hpcenv.project.uv_lock import PythonChoice
 from hpcenv.utils.errors import BadInput
+
+if TYPE_CHECKING:  # imported where used: an audit of a uv.lock needs neither (start-up)
+    from hpcenv.project import readers
 
 PROJECT_FILES = ("pyproject.toml", "uv.lock", ".python-version")
 _PY_VERSION = re.compile(r"(\d+\.\d+(?:\.\d+)?)")
@@ -62,6 +66,8 @@ def project_digest(request: ProjectRequest) -> str:
     """Hash of the project's dependency files and the selection (part of the build stamp)."""
     h = hashlib.sha256()
     if not request.locked:
+        from hpcenv.project import handwritten
+
         h.update(handwritten.request_of(request.directory, file=request.file).digest().encode())
     for name in PROJECT_FILES:
         path = request.directory / name
@@ -85,15 +91,17 @@ def python_for(
     ``offered_by``."""
     if isinstance(source, ProjectRequest):
         return _of_request(source, offered, offered_by)
-    if isinstance(source, readers.Request):
-        return _of_files(source, offered, offered_by)
-    return _of_lock(source, requires_python, offered, offered_by)
+    if isinstance(source, uv_lock.Project):
+        return _of_lock(source, requires_python, offered, offered_by)
+    return _of_files(source, offered, offered_by)
 
 
 def _of_request(request: ProjectRequest, offered: str | None, offered_by: str) -> PythonChoice:
     """``--project DIR``: ``--python`` when given (it must be one the project's
     ``requires-python`` admits), else the rule of its kind."""
     if not request.locked:
+        from hpcenv.project import handwritten
+
         hand = handwritten.request_of(
             request.directory, request.selection.extras, file=request.file
         )

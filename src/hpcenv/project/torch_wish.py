@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -33,9 +34,11 @@ from hpcenv.decide.torch_variant import assess
 from hpcenv.knowledge.lookup import Lookup
 from hpcenv.models.facts import Facts
 from hpcenv.models.plan import DEFAULT_INDEX_URL, Plan, TorchChoice
-from hpcenv.project import readers
 from hpcenv.tools import uv
 from hpcenv.utils.errors import BadInput, BuildFailed, NoCompatibleBuild
+
+if TYPE_CHECKING:  # imported where used: an audit of a uv.lock needs no file reader
+    from hpcenv.project import readers
 
 #: Packages published per torch variant with the variant as local label.
 TORCH_FAMILY = ("torch", "torchvision", "torchaudio")
@@ -82,6 +85,8 @@ def version_for(
             )
         return planned, f"the project installs no torch: profile {plan.profile}'s torch"
     text = str(spec.specifier)
+    from hpcenv.project import readers
+
     version = readers.exact_release(spec.specifier)
     if version is not None:
         return version, f"the project pins torch{text}: the node's build of {version}"
@@ -112,6 +117,8 @@ def variant_release(request: readers.Request, arch: str) -> str | None:
     torch = torch_line(request)
     if not request.variant or torch is None:
         return None
+    from hpcenv.project import readers
+
     exact = readers.exact_release(torch.specifier)
     wanted = SpecifierSet(f"=={exact}") if exact else torch.specifier
     version = newest_with_variant(wanted, request.variant, arch)
