@@ -124,7 +124,8 @@ def test_an_unknown_command_names_the_commands_and_exits_2(
 #: What ``hpcenv audit uv.lock --json`` of a lock that runs does not use: the builder, rich,
 #: a venv's binaries, the readers of hand-written files and their resolver, resolve's choice
 #: (only a lock that does not run is told a better build) with the plan and index lookups,
-#: the host-fact collectors, email.
+#: the host-fact collectors, email, and tempfile (a work directory; its caches' files are
+#: named by ``fsio.temp_name``).
 AUDIT_UNUSED = (
     *HEAVY[:2],
     "hpcenv.binaries",
@@ -140,6 +141,7 @@ AUDIT_UNUSED = (
     "hpcenv.facts.fabric",
     "hpcenv.facts.nvidia",
     "email",
+    "tempfile",
 )
 
 #: The audit of a lock in a fresh interpreter: the modules it loaded, and whether packaging
