@@ -495,9 +495,34 @@ def hint(plan: Plan) -> str:
     )
 
 
+def _pair_index(wanted: ProjectSet, plan: Plan) -> list[str]:
+    """The plan's torch index when torch comes from a wheelhouse and the set holds a
+    labelled torchvision/torchaudio (torch's pair, ``+cpu``) that no local wheelhouse has:
+    the PyTorch index is the only place that publishes it (never asked otherwise, since
+    it may be unreachable where torch comes from a wheelhouse)."""
+    url = plan.torch.index_url
+    if not plan.torch_wheel or not url or url in wanted.indexes:
+        return []
+    folders = [Path(f) for f in (*uv.find_links(plan), *wanted.find_links) if Path(f).is_dir()]
+    for line in wanted.requirements:
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
+            continue
+        pins = [s.version for s in req.specifier if s.operator in ("==", "===")]
+        name = canonicalize_name(req.name)
+        if name == "torch" or name not in TORCH_FAMILY or not pins or "+" not in pins[0]:
+            continue
+        if not any(any(f.glob(f"{name}-{pins[0]}-*.whl")) for f in folders):
+            return [url]
+    return []
+
+
 def extra_args(wanted: ProjectSet, plan: Plan) -> list[str]:
-    """The project's own indexes and wheelhouses for resolving and installing its set."""
-    extra = [a for url in wanted.indexes for a in ("--index", url)]
+    """The project's own indexes and wheelhouses for resolving and installing its set, and
+    the torch index for a labelled pair no wheelhouse holds (``_pair_index``)."""
+    urls = (*wanted.indexes, *_pair_index(wanted, plan))
+    extra = [a for url in urls for a in ("--index", url)]
     extra += [a for link in wanted.find_links for a in ("--find-links", link)]
     if extra and "--index-strategy" not in uv.source_args(plan):
         extra += ["--index-strategy", "unsafe-best-match"]

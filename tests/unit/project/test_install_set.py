@@ -73,3 +73,41 @@ def test_a_locks_companions_become_the_pair_of_its_torch() -> None:
         "torchaudio", "2.11.0+cu130", SimpleNamespace(base="2.11.0"), newer
     )
     assert audio[0] == f"torchaudio==2.11.0+{newer.torch.backend}"  # none paired: the lock's
+
+
+def _wheelhouse_set(tmp_path: Path, *wheels: str) -> install_set.ProjectSet:
+    """A ``torch>=2.4`` + torchvision project planned where torch comes from a wheelhouse
+    (``local``'s CPU torch, as $PIP_FIND_LINKS names it on a site without the index)."""
+    house = tmp_path / "wheels"
+    house.mkdir()
+    for name in ("torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl", *wheels):
+        (house / name).write_bytes(b"")
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "pyproject.toml").write_text(
+        '[project]\nname = "demo"\nversion = "0.1"\ndependencies = ["torch>=2.4", "torchvision"]\n'
+    )
+    facts = Facts(arch="x86_64", python="3.11", glibc="2.31")
+    plan = make_plan(profile.load("local"), facts, environ={"PIP_FIND_LINKS": str(house)})
+    assert plan.torch_wheel is not None
+    return install_set.project_set(ProjectRequest(directory=project), plan, facts)
+
+
+def test_a_wheelhouse_torch_finds_its_labelled_pair_on_the_torch_index(tmp_path: Path) -> None:
+    """torchvision==0.28.0+cpu is published on the PyTorch index only: with torch from a
+    wheelhouse that lacks it, the resolve and install ask the plan's torch index for it.
+    Before, only the wheelhouse and PyPI were asked and ``plan local --project`` stopped with
+    "no version of torchvision==0.28.0+cpu"."""
+    ps = _wheelhouse_set(tmp_path)
+    assert "torchvision==0.28.0+cpu" in ps.requirements
+    assert ps.plan is not None
+    args = install_set.extra_args(ps, ps.plan)
+    assert args[args.index("--index") + 1] == "https://download.pytorch.org/whl/cpu"
+    assert "--index-strategy" in args
+
+
+def test_a_wheelhouse_holding_the_pair_is_enough(tmp_path: Path) -> None:
+    """The index is not asked when the wheelhouse holds the pair (it may be unreachable)."""
+    ps = _wheelhouse_set(tmp_path, "torchvision-0.28.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl")
+    assert ps.plan is not None
+    assert "--index" not in install_set.extra_args(ps, ps.plan)
