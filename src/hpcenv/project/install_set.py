@@ -422,9 +422,10 @@ def handwritten_set(request: ProjectRequest, plan: Plan, facts: Facts) -> Projec
     plan = torch_wish.plan_for_version(plan, version, facts, pin=pin)
     torch_req = torch_wish.target_requirement(plan, version)
     pair = torch_wish.pair_for(plan, version)
-    lines, local, notes = handwritten.project_lines(hand, request.directory, pair)
+    lines, local, notes, paired = handwritten.project_lines(hand, request.directory, pair)
     indexes, dropped = handwritten.project_indexes(hand)
     changes = [Change(name="torch", before=str(spec) if spec else None, after=torch_req, why=why)]
+    changes += [Change(name=n, before=old, after=new, why=w) for n, old, new, w in paired]
     reqs = [torch_req, *lines]
     names = {canonicalize_name(n) for n in hand.names()} | {"torch"}
     for req in plan.packages if request.with_profile_packages else ():

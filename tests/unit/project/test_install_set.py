@@ -111,3 +111,16 @@ def test_a_wheelhouse_holding_the_pair_is_enough(tmp_path: Path) -> None:
     ps = _wheelhouse_set(tmp_path, "torchvision-0.28.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl")
     assert ps.plan is not None
     assert "--index" not in install_set.extra_args(ps, ps.plan)
+
+
+def test_a_paired_companion_is_a_change_not_a_warning(tmp_path: Path) -> None:
+    """The pair that replaces a hand-written torchvision line is a change with its reason,
+    as a lock's swapped companion is (``_family_pin``); before, it was only in the warnings,
+    and ``plan --project`` listed torch alone under its changes."""
+    (tmp_path / "requirements.txt").write_text("torch==2.9.1\ntorchvision>=0.20\n")
+    ps = hand_set(tmp_path, V100, "supercloud")
+    vision = [c for c in ps.changes if c.name == "torchvision"]
+    want = [("torchvision>=0.20", "torchvision==0.24.1+cu128")]
+    assert [(c.before, c.after) for c in vision] == want
+    assert "torch 2.9.1+cu128's pair" in vision[0].why
+    assert not [w for w in ps.warnings if w.startswith("torchvision>=0.20: torchvision==")]
