@@ -22,7 +22,7 @@ from hpcenv.knowledge.lookup import Lookup, pypi_base
 from hpcenv.models.facts import Facts
 from hpcenv.models.plan import FlashAttnChoice, TorchChoice
 from hpcenv.profile.schema import BACKEND, FlashAttnSection
-from hpcenv.project.torch_wish import choice_for
+from hpcenv.project.torch_wish import choice_for, runs_on
 from hpcenv.utils.errors import BadInput, NoCompatibleBuild
 
 
@@ -124,6 +124,7 @@ def _fits_node(choice: TorchChoice, found: Facts, python: str | None) -> TorchCh
             found.glibc,
             where=found.source or "this host",
             python_where="--python" if python else f"the Python of {found.source or 'this host'}",
+            runs=runs_on(found),
         )
     except NoCompatibleBuild as exc:
         return replace(choice, backend=None, error=str(exc))

@@ -19,7 +19,7 @@ from packaging.version import Version
 
 from hpcenv import knowledge
 from hpcenv.decide import flashattn, torch_fit
-from hpcenv.decide.torch_choice import TorchWish, choose_torch
+from hpcenv.decide.torch_choice import TorchWish, choose_torch, runs_on
 from hpcenv.decide.torch_variant import describe_gpus, index_base, raise_if_none
 from hpcenv.knowledge import cap_key
 from hpcenv.models import wheel_fit
@@ -222,6 +222,7 @@ def decide(p: Profile, facts: Facts, *, arch: str, environ: Mapping[str, str]) -
             facts.glibc,
             where=f"the node ({facts.source or 'this host'})",
             python_where=f"[profile] python in profile {p.name}",
+            runs=runs_on(facts),
         )
     links = find_links(p, environ)
     packages = tuple(p.packages.install)
