@@ -197,15 +197,6 @@ def make_plan(p: Profile, facts: Facts, *, environ: Mapping[str, str] | None = N
     return replace(plan, steps=describe(p, facts, plan, environ=env), warnings=tuple(warnings))
 
 
-def check_python(version: str, arch: str, python: str, *, where: str) -> None:
-    """NoCompatibleBuild (exit 3) before anything is built when torch ``version`` has no
-    wheel for CPython ``python`` on ``arch`` (the CPython tags PyPI lists for it, in
-    hpcenv's data), naming the Pythons it has and the newest release that has one for
-    ``python``. Unknown pythons (a release or arch the data lacks) pass. The node's glibc
-    is checked too by ``torch_fit.check``, which this calls."""
-    torch_fit.check(version, arch, python, where=where, python_where=f"[profile] python in {where}")
-
-
 def decide(p: Profile, facts: Facts, *, arch: str, environ: Mapping[str, str]) -> Plan:
     """What a build of ``p`` does on this node, without the prose: torch (version,
     variant, index; a wheelhouse file when one matches), packages, flash-attn, fixes,
