@@ -51,7 +51,7 @@ from hpcenv.decide.torch_variant import assess, describe_gpus, driver_reason
 from hpcenv.models.facts import Facts
 from hpcenv.project import compile as project_resolve
 from hpcenv.project import containment, readers, torch_wish, uv_lock
-from hpcenv.project.request import python_for
+from hpcenv.project.request import forced_python, python_for
 from hpcenv.utils import fsio
 from hpcenv.utils.errors import BadInput, CommandFailed, NoCompatibleBuild
 
@@ -299,7 +299,7 @@ def resolve_for(
         request = readers.read(Path(pkgs.source), extras=selection.extras, root=Path(request.root))
     arch = facts.arch or platform.machine()
     if python:
-        chosen = uv_lock.PythonChoice(version=python, why="--python")
+        chosen = forced_python(python, request.requires_python, request.source)
     else:
         offered = facts.python or f"{sys.version_info.major}.{sys.version_info.minor}"
         chosen = python_for(request, offered, "the node")
@@ -679,7 +679,11 @@ def _examine_lock(
     if not arch:
         arch = platform.machine()
         warnings.append(f"the node's arch is unknown: audited for this machine's {arch}")
-    py = python_for(project, python, python_from, requires_python=lock.requires_python)
+    if python and python_from == "--python":
+        requires = project.requires_python or lock.requires_python
+        py = forced_python(python, requires, str(project.directory))
+    else:
+        py = python_for(project, python, python_from, requires_python=lock.requires_python)
     env = marker_environment(arch, py.version)
     resolved = uv_lock.resolve(lock, project, env, selection)
     where = f"{resolved.describe()}, Python {py.version} on {arch}"

@@ -98,17 +98,19 @@ def _of_request(request: ProjectRequest, offered: str | None, offered_by: str) -
             request.directory, request.selection.extras, file=request.file
         )
         if request.python:
-            return _forced_python(request.python, hand.requires_python, hand.source)
+            return forced_python(request.python, hand.requires_python, hand.source)
         return _of_files(hand, offered, offered_by)
     project = uv_lock.read_project(request.directory)
     lock = uv_lock.read_lock(lock_path(request.directory))
     if request.python:
         requires = project.requires_python or lock.requires_python
-        return _forced_python(request.python, requires, str(request.directory))
+        return forced_python(request.python, requires, str(request.directory))
     return _of_lock(project, lock.requires_python, offered, offered_by)
 
 
-def _forced_python(python: str, requires: str | None, where: str) -> PythonChoice:
+def forced_python(python: str, requires: str | None, where: str) -> PythonChoice:
+    """``--python X.Y`` (any command): it wins over every file's choice, but one the
+    project's ``requires-python`` excludes is bad input (exit 2)."""
     if not uv_lock.admits(requires, python):
         raise BadInput(
             f"--python {python}: {where}'s requires-python {requires} excludes it; "
@@ -208,6 +210,7 @@ __all__ = [
     "PROJECT_FILES",
     "ProjectRequest",
     "environment_name",
+    "forced_python",
     "lock_path",
     "project_digest",
     "project_name",
