@@ -68,6 +68,15 @@ def test_the_project_python_has_one_rule() -> None:
         if isinstance(node, ast.FunctionDef) and node.name == "python_for"
     ]
     assert defined == ["project/request.py"]
+    # and no command makes its own choice (audit's ``--python`` once did, past requires-python)
+    chosen = {
+        rel
+        for rel, tree in modules()
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and (getattr(node.func, "id", None) or getattr(node.func, "attr", None)) == "PythonChoice"
+    }
+    assert chosen == {"project/request.py"}, chosen
 
 
 def test_swap_only_builds() -> None:
