@@ -124,3 +124,17 @@ def test_a_paired_companion_is_a_change_not_a_warning(tmp_path: Path) -> None:
     assert [(c.before, c.after) for c in vision] == want
     assert "torch 2.9.1+cu128's pair" in vision[0].why
     assert not [w for w in ps.warnings if w.startswith("torchvision>=0.20: torchvision==")]
+
+
+def test_a_cuda_package_that_cannot_run_here_is_said(tmp_path: Path) -> None:
+    """A project's flash-attn on the V100 (7.0): judged by name as ``audit`` judges it
+    (``decide/cuda_packages``), pinned or not; before, ``plan --project`` planned it
+    silently while ``audit`` of the same file said exit 3."""
+    (tmp_path / "requirements.txt").write_text("torch==2.6.0\nflash-attn\nvllm==0.6.3\n")
+    ps = hand_set(tmp_path, V100, "supercloud")
+    said = [w for w in ps.warnings if "cannot run on this node" in w]
+    assert any(w.startswith("flash-attn (unpinned): flash-attn 2 needs compute capability >= 8.0")
+               for w in said), ps.warnings  # fmt: skip
+    (tmp_path / "requirements.txt").write_text("torch==2.6.0\nflash-attn\n")
+    a100 = collect.load(FACTS / "a100-standin.json")
+    assert not [w for w in hand_set(tmp_path, a100, "supercloud").warnings if "cannot run" in w]
