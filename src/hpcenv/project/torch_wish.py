@@ -120,7 +120,7 @@ def variant_release(request: readers.Request, arch: str) -> str | None:
         plat = release.platforms.get(arch) if release else None
         has = f" (it has {', '.join(plat.variants)})" if plat else ""
         raise NoCompatibleBuild(
-            f"{request.source}: no torch{torch.specifier or ' release'} published a "
+            f"{request.source}: no torch{wanted or ' release'} published a "
             f"{request.variant} build for {arch}{has} ({request.variant_why}; hpcenv's torch "
             "data); fix: name a variant that release published for this CPU arch"
         )
