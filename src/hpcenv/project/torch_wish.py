@@ -80,7 +80,10 @@ def version_for(
                 f"profile {plan.profile}'s torch (the project's own requirements come from "
                 f"{Path(request_file).name}'s build backend and must admit it)"
             )
-        return planned, f"the project installs no torch: profile {plan.profile}'s torch"
+        return planned, (
+            f"the project names no torch itself (its dependencies may pull one): profile "
+            f"{plan.profile}'s torch"
+        )
     text = str(spec.specifier)
     version = readers.exact_release(spec.specifier)
     if version is not None:
