@@ -27,7 +27,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from hpcenv.project import containment, static_meta
+from hpcenv.project import containment, static_meta, uv_lock
 from hpcenv.utils import fsio
 from hpcenv.utils.errors import BadInput
 
@@ -62,6 +62,7 @@ class Request:
     project_file: str | None = None
     extras: tuple[str, ...] = ()
     python: str | None = None  # conda's ``python=X.Y``
+    python_pin: str | None = None  # a pyproject's ``.python-version`` beside it (uv's pin)
     variant: str | None = None  # the torch build a file asks for (conda ``cudatoolkit=11.3``)
     variant_why: str | None = None
     requires_python: str | None = None
@@ -555,6 +556,7 @@ def read_pyproject(
         project_file=str(path.resolve()) if package else None,
         extras=extras,
         requires_python=project.get("requires-python"),
+        python_pin=uv_lock.python_pin_of(path.parent),
         notes=tuple(notes),
         files=(str(path.resolve()), *read_files),
         root=str(root),
