@@ -130,8 +130,11 @@ def _companion(
     return line, None
 
 
-def project_indexes(request: readers.Request) -> tuple[list[str], list[str]]:
-    """(the project's own indexes to keep, words on the PyTorch ones dropped)."""
+def project_indexes(
+    request: readers.Request, planned: str | None = None
+) -> tuple[list[str], list[str]]:
+    """(the project's own indexes to keep, words on the PyTorch ones dropped; one that is
+    the plan's torch index ``planned`` is not said: torch comes from it)."""
     keep: list[str] = []
     dropped: list[str] = []
     for url in (request.index_url, *request.extra_index_urls):
@@ -141,9 +144,11 @@ def project_indexes(request: readers.Request) -> tuple[list[str], list[str]]:
             dropped.append(url)
         else:
             keep.append(url)
+    same = (planned or "").rstrip("/")
+    unused = [url for url in dropped if url.rstrip("/") != same]
     words = (
-        [f"the project's PyTorch index {', '.join(dropped)} not used: torch comes from the plan"]
-        if dropped
+        [f"the project's PyTorch index {', '.join(unused)} not used: torch comes from the plan"]
+        if unused
         else []
     )
     return keep, words

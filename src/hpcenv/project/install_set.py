@@ -466,7 +466,7 @@ def handwritten_set(request: ProjectRequest, plan: Plan, facts: Facts) -> Projec
     torch_req = torch_wish.target_requirement(plan, version)
     pair = torch_wish.pair_for(plan, version)
     lines, local, notes, paired = handwritten.project_lines(hand, request.directory, pair)
-    indexes, dropped = handwritten.project_indexes(hand)
+    indexes, dropped = handwritten.project_indexes(hand, plan.torch.index_url)
     changes = [Change(name="torch", before=str(spec) if spec else None, after=torch_req, why=why)]
     changes += [Change(name=n, before=old, after=new, why=w) for n, old, new, w in paired]
     reqs = [torch_req, *lines]

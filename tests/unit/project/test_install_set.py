@@ -138,3 +138,20 @@ def test_a_cuda_package_that_cannot_run_here_is_said(tmp_path: Path) -> None:
     (tmp_path / "requirements.txt").write_text("torch==2.6.0\nflash-attn\n")
     a100 = collect.load(FACTS / "a100-standin.json")
     assert not [w for w in hand_set(tmp_path, a100, "supercloud").warnings if "cannot run" in w]
+
+
+def test_the_projects_index_the_plan_uses_is_not_said_unused(tmp_path: Path) -> None:
+    """``--index-url .../whl/cu124`` + ``torch==2.6.0``: the plan installs 2.6.0's cu124 build
+    from that same index, so the report does not say the index is "not used" (it said so,
+    beside "torch comes from https://download.pytorch.org/whl/cu124")."""
+    (tmp_path / "requirements.txt").write_text(
+        "--index-url https://download.pytorch.org/whl/cu124/\ntorch==2.6.0\n"
+    )
+    ps = hand_set(tmp_path, V100, "supercloud")
+    assert ps.torch_after == "torch==2.6.0+cu124"
+    assert not [w for w in ps.warnings if "not used" in w], ps.warnings
+    (tmp_path / "requirements.txt").write_text(
+        "--extra-index-url https://download.pytorch.org/whl\ntorch==2.9.1\n"
+    )  # the index root: torch comes from the node's variant index, another one
+    said = hand_set(tmp_path, V100, "supercloud").warnings
+    assert any("index https://download.pytorch.org/whl not used" in w for w in said), said
