@@ -228,7 +228,10 @@ def read(path: str | Path) -> Packages:
     root = p.absolute() if p.is_dir() else containment.root_of(p)
     if p.is_dir():
         if not _is_venv(p) and (p / "uv.lock").is_file():
-            p = p / "uv.lock"  # as build and plan read it: the lock, not its pyproject
+            # as build and plan read it: the lock, not its pyproject; the others named
+            pkgs = read(p / "uv.lock")
+            note = readers.precedence_note(p, p / "uv.lock")
+            return replace(pkgs, notes=(note, *pkgs.notes)) if note else pkgs
         elif not _is_venv(p) and (found := readers.find_in(p)) is not None:
             pkgs = read(found)
             note = readers.precedence_note(p, found)

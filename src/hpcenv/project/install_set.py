@@ -236,6 +236,8 @@ def project_set(
     directory, resolved, base = request.directory, locked.resolved, locked.base
     check_torch_fit(base, locked.python, plan, facts)
     out = _Decisions()
+    if note := readers.precedence_note(directory, lock_path(directory)):
+        out.warnings.append(note)
     if plan.torch.version and plan.torch.version != base:
         planned = f"{plan.torch.version} ({plan.torch.backend})"
         plan = torch_wish.plan_for_version(plan, base, facts)

@@ -233,9 +233,11 @@ def _metadata_file(directory: Path) -> Path | None:
 
 
 def passed_over(directory: Path, chosen: Path) -> tuple[str, ...]:
-    """The other dependency files of ``directory`` that :func:`find_in` did not read."""
-    names = (*PROJECT_FILES, "requirements.txt", *CONDA_FILES)
-    return tuple(n for n in names if (directory / n).is_file() and n != chosen.name)
+    """The other dependency files of ``directory`` that were not read: a ``uv.lock`` wins
+    over all (its ``pyproject.toml`` is read with it), else :func:`find_in`'s choice."""
+    own = ("uv.lock", "pyproject.toml") if chosen.name == "uv.lock" else (chosen.name,)
+    names = ("uv.lock", *PROJECT_FILES, "requirements.txt", *CONDA_FILES)
+    return tuple(n for n in names if (directory / n).is_file() and n not in own)
 
 
 def precedence_note(directory: Path, chosen: Path) -> str | None:
@@ -245,7 +247,7 @@ def precedence_note(directory: Path, chosen: Path) -> str | None:
         return None
     return (
         f"{directory}: read {chosen.name}; passed over {', '.join(others)} (the precedence: "
-        "pyproject.toml with [project], an environment file that installs the project, "
+        "uv.lock, pyproject.toml with [project], an environment file that installs the project, "
         "setup.py/setup.cfg, requirements.txt, environment.yml)"
     )
 
