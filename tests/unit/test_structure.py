@@ -68,6 +68,15 @@ def test_the_project_python_has_one_rule() -> None:
         if isinstance(node, ast.FunctionDef) and node.name == "python_for"
     ]
     assert defined == ["project/request.py"]
+    # and no command makes its own choice (audit's ``--python`` once did, past requires-python)
+    chosen = {
+        rel
+        for rel, tree in modules()
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and (getattr(node.func, "id", None) or getattr(node.func, "attr", None)) == "PythonChoice"
+    }
+    assert chosen == {"project/request.py"}, chosen
 
 
 def test_swap_only_builds() -> None:
@@ -91,3 +100,22 @@ def test_the_concern_map_names_the_owners() -> None:
                    "project/install_set.py"):  # fmt: skip
         assert f"`{module}`" in table, module
     assert "request.python_for" in table
+
+
+def test_every_wheel_fit_check_checks_its_fixes() -> None:
+    """Every ``torch_fit.check`` outside its module passes ``runs`` (``runs_on``): a fix it
+    names (another Python, another torch) runs on the node. ``plan`` and ``resolve`` once
+    proposed torch 2.15.0 on the V100, which ``resolve --torch ==2.15.0`` refuses there."""
+    unchecked = [
+        f"{rel}:{node.lineno}"
+        for rel, tree in modules()
+        if rel != "decide/torch_fit.py"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "check"
+        and isinstance(node.func.value, ast.Name)
+        and node.func.value.id == "torch_fit"
+        and not any(k.arg == "runs" for k in node.keywords)
+    ]
+    assert unchecked == []

@@ -48,7 +48,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--python",
         metavar="X.Y",
-        help="uv.lock: evaluate for this Python (default: the project's .python-version, "
+        help="judge the project for this Python, whatever its files say (it must be one the "
+        "project's requires-python admits; default: a lock's .python-version, conda's python=, "
         "else the node's if requires-python admits it)",
     )
     parser.add_argument(

@@ -1,12 +1,14 @@
-"""Choose the torch build (version, CUDA variant, index) this node can really run, and
-the flash-attn action, with the reasons. Reads this host's facts, or --facts FILE. Exit
+"""Choose the torch build (version, CUDA variant, index) this node can really run, its
+torchvision/torchaudio (the release pair, of that variant) and the flash-attn action,
+with the reasons. Reads this host's facts, or --facts FILE. Exit
 code 3 and one line when no variant can run; with --json the object then has
 "backend": null and an "error". A range (>=2.9) picks the newest release that runs here.
 A release hpcenv's data lacks is looked up on the PyTorch index and PyPI (a few seconds at
 most): its variants only from the index's listing of it, its GPU code inferred from the
 nearest known release, with a warning; offline (--offline) such a release is exit 3, never
 a guess. A release with no wheel for the Python (--python, else the facts') or for the
-node's glibc is exit 3 naming the fix. Exit 2 is only for a malformed spec."""
+node's glibc is exit 3 naming the fix; every fix named is one that runs here. Exit 2 is
+only for a malformed spec or a --backend the release does not publish for this CPU arch."""
 
 from __future__ import annotations
 
@@ -16,13 +18,15 @@ from typing import Any
 
 from hpcenv.commands import add_facts_option, add_json_option, print_json
 from hpcenv.decide import flashattn, torch_fit
+from hpcenv.decide.companions import Companions
+from hpcenv.decide.torch_choice import pair_of
 from hpcenv.decide.torch_variant import index_base, raise_if_none
 from hpcenv.facts import collect
 from hpcenv.knowledge.lookup import Lookup, pypi_base
 from hpcenv.models.facts import Facts
 from hpcenv.models.plan import FlashAttnChoice, TorchChoice
 from hpcenv.profile.schema import BACKEND, FlashAttnSection
-from hpcenv.project.torch_wish import choice_for
+from hpcenv.project.torch_wish import choice_for, runs_on
 from hpcenv.utils.errors import BadInput, NoCompatibleBuild
 
 
@@ -84,6 +88,24 @@ def flash_json(fa: FlashAttnChoice) -> dict[str, Any]:
     return out
 
 
+def pair_json(pair: Companions | None) -> dict[str, Any] | None:
+    """torchvision/torchaudio of the chosen torch's release pair, of its variant (None when
+    nothing runs; a None version: none is published for that torch, ``notes`` say why)."""
+    if pair is None:
+        return None
+    return {
+        "torchvision": _labelled(pair, "torchvision"),
+        "torchaudio": _labelled(pair, "torchaudio"),
+        "source": pair.source,
+        "notes": list(pair.reasons),
+    }
+
+
+def _labelled(pair: Companions, name: str) -> str | None:
+    version = pair.version_of(name)
+    return f"{version}+{pair.label}" if version and pair.label else version
+
+
 def run(args: argparse.Namespace) -> int:
     if not BACKEND.match(args.backend):
         raise BadInput(
@@ -103,10 +125,17 @@ def run(args: argparse.Namespace) -> int:
         fa = flashattn.decide(
             found, choice, mode="auto", version=args.flash_attn_version, python=python
         )
+    pair = pair_of(choice.version, choice.backend) if choice.version and choice.backend else None
     if args.json:
-        print_json({"torch": torch_json(choice), "flash_attn": flash_json(fa)})
+        print_json(
+            {
+                "torch": torch_json(choice),
+                "flash_attn": flash_json(fa),
+                "companions": pair_json(pair),
+            }
+        )
     else:
-        _print(choice, fa, found.source or "this host")
+        _print(choice, fa, found.source or "this host", pair)
     raise_if_none(choice)
     return 0
 
@@ -124,13 +153,14 @@ def _fits_node(choice: TorchChoice, found: Facts, python: str | None) -> TorchCh
             found.glibc,
             where=found.source or "this host",
             python_where="--python" if python else f"the Python of {found.source or 'this host'}",
+            runs=runs_on(found),
         )
     except NoCompatibleBuild as exc:
         return replace(choice, backend=None, error=str(exc))
     return choice
 
 
-def _print(choice: TorchChoice, fa: FlashAttnChoice, source: str) -> None:
+def _print(choice: TorchChoice, fa: FlashAttnChoice, source: str, pair: Companions | None) -> None:
     from rich.table import Table  # only here: --json does not pay for rich
     from rich.text import Text
 
@@ -145,5 +175,10 @@ def _print(choice: TorchChoice, fa: FlashAttnChoice, source: str) -> None:
         table.add_row("because", Text(r))
     for w in choice.warnings:
         table.add_row("warning", Text(w, style="yellow"))
+    for name in ("torchvision", "torchaudio") if pair else ():
+        assert pair is not None
+        version = _labelled(pair, name)
+        said = f"{version} (torch {pair.torch}'s pair)" if version else pair.reason_of(name)
+        table.add_row(name, Text(said or "-"))
     table.add_row("flash-attn", Text(f"{fa.action}: {fa.reason}"))
     report.console.print(table)

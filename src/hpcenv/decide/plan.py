@@ -19,7 +19,7 @@ from packaging.version import Version
 
 from hpcenv import knowledge
 from hpcenv.decide import flashattn, torch_fit
-from hpcenv.decide.torch_choice import TorchWish, choose_torch
+from hpcenv.decide.torch_choice import TorchWish, choose_torch, runs_on
 from hpcenv.decide.torch_variant import describe_gpus, index_base, raise_if_none
 from hpcenv.knowledge import cap_key
 from hpcenv.models import wheel_fit
@@ -197,15 +197,6 @@ def make_plan(p: Profile, facts: Facts, *, environ: Mapping[str, str] | None = N
     return replace(plan, steps=describe(p, facts, plan, environ=env), warnings=tuple(warnings))
 
 
-def check_python(version: str, arch: str, python: str, *, where: str) -> None:
-    """NoCompatibleBuild (exit 3) before anything is built when torch ``version`` has no
-    wheel for CPython ``python`` on ``arch`` (the CPython tags PyPI lists for it, in
-    hpcenv's data), naming the Pythons it has and the newest release that has one for
-    ``python``. Unknown pythons (a release or arch the data lacks) pass. The node's glibc
-    is checked too by ``torch_fit.check``, which this calls."""
-    torch_fit.check(version, arch, python, where=where, python_where=f"[profile] python in {where}")
-
-
 def decide(p: Profile, facts: Facts, *, arch: str, environ: Mapping[str, str]) -> Plan:
     """What a build of ``p`` does on this node, without the prose: torch (version,
     variant, index; a wheelhouse file when one matches), packages, flash-attn, fixes,
@@ -222,6 +213,7 @@ def decide(p: Profile, facts: Facts, *, arch: str, environ: Mapping[str, str]) -
             facts.glibc,
             where=f"the node ({facts.source or 'this host'})",
             python_where=f"[profile] python in profile {p.name}",
+            runs=runs_on(facts),
         )
     links = find_links(p, environ)
     packages = tuple(p.packages.install)

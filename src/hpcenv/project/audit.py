@@ -48,7 +48,7 @@ from hpcenv.decide import companions, cuda_packages, torch_fit
 from hpcenv.decide.torch_variant import assess, describe_gpus, driver_reason
 from hpcenv.models.facts import Facts
 from hpcenv.project import containment, uv_lock
-from hpcenv.project.request import python_for
+from hpcenv.project.request import forced_python, python_for
 from hpcenv.utils import fsio
 from hpcenv.utils.errors import BadInput, CommandFailed, NoCompatibleBuild
 
@@ -230,9 +230,14 @@ def read(path: str | Path) -> Packages:
     p = Path(path)
     root = p.absolute() if p.is_dir() else containment.root_of(p)
     if p.is_dir():
-        if _is_venv(p) or not (p / "uv.lock").is_file():
-            return _read_dir(p)
-        p = p / "uv.lock"  # as build and plan read it: the lock, not its pyproject
+        if not _is_venv(p) and (p / "uv.lock").is_file():
+            # as build and plan read it: the lock, not its pyproject; the others named
+            from hpcenv.project import readers
+
+            pkgs = read(p / "uv.lock")
+            note = readers.precedence_note(p, p / "uv.lock")
+            return replace(pkgs, notes=(note, *pkgs.notes)) if note else pkgs
+        return _read_dir(p)
     if p.is_symlink():  # before any read: a link out of the project is not read
         containment.require_inside(p, root, "the audited file (a symlink)")
     if not p.is_file():
@@ -315,7 +320,7 @@ def resolve_for(
         request = readers.read(Path(pkgs.source), extras=selection.extras, root=Path(request.root))
     arch = facts.arch or platform.machine()
     if python:
-        chosen = uv_lock.PythonChoice(version=python, why="--python")
+        chosen = forced_python(python, request.requires_python, request.source)
     else:
         offered = facts.python or f"{sys.version_info.major}.{sys.version_info.minor}"
         chosen = python_for(request, offered, "the node")
@@ -702,7 +707,11 @@ def _examine_lock(
     if not arch:
         arch = platform.machine()
         warnings.append(f"the node's arch is unknown: audited for this machine's {arch}")
-    py = python_for(project, python, python_from, requires_python=lock.requires_python)
+    if python and python_from == "--python":
+        requires = project.requires_python or lock.requires_python
+        py = forced_python(python, requires, str(project.directory))
+    else:
+        py = python_for(project, python, python_from, requires_python=lock.requires_python)
     env = marker_environment(arch, py.version)
     resolved = uv_lock.resolve(lock, project, env, selection)
     where = f"{resolved.describe()}, Python {py.version} on {arch}"

@@ -3,17 +3,19 @@
 project or a conda ``environment.yml`` (``readers`` reads each).
 
 The set (``install_set.handwritten_set``) is the project's own requirement lines with
-torch taken from the plan; which torch is ``project/torch_wish.py``'s: the node's variant
-of the version the project pins (``torch==2.6.0`` -> ``2.6.0+cu124`` resolved for this
-node), of the plan's version when the project's range admits it, else of the newest
-release in the range that runs here; and when the project installs no torch at all (a
-``pip install torch`` done separately, or a ``setup.py`` whose metadata only its build
-backend knows) the profile's torch, said in the changes. ``torchvision``/``torchaudio``
-lose any variant label (the plan's index brings the variant's). The project's PyTorch
-index URLs are dropped (torch comes from the profile's index or wheelhouse); its other
-indexes are kept. Local projects (``-e .``, the ``setup.py`` project itself) are resolved
-with their dependencies from a copy of the tree (``project_copy``) and installed
-non-editable from it. The profile's ``[packages] install`` joins only when asked
+torch taken from the plan; which torch is ``project/torch_wish.py``'s: the node's
+variant of the version the project pins (``torch==2.6.0`` -> ``2.6.0+cu124`` resolved
+for this node), of the plan's version when the project's range admits it, else of the
+newest release in the range that runs here; and when the project installs no torch at
+all (a ``pip install torch`` done separately, or a ``setup.py`` whose metadata only its
+build backend knows) the profile's torch, said in the changes.
+``torchvision``/``torchaudio`` become torch's release pair of its variant where the
+project's range admits it (a change in the report), else the project's range without a
+variant label (said in the notes). The project's PyTorch index URLs are dropped (torch
+comes from the profile's index or wheelhouse); its other indexes are kept. Local
+projects (``-e .``, the ``setup.py`` project itself) are resolved with their
+dependencies from a copy of the tree (``project_copy``) and installed non-editable from
+it. The profile's ``[packages] install`` joins only when asked
 (``--with-profile-packages``).
 """
 
@@ -28,8 +30,8 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
 from hpcenv.decide.companions import Companions
-from hpcenv.project import readers, torch_wish
-from hpcenv.project.torch_wish import TORCH_FAMILY
+from hpcenv.project import readers
+from hpcenv.project.torch_wish import TORCH_FAMILY, companion_line
 from hpcenv.utils.errors import BadInput
 
 _VARIANT_URL = re.compile(r"download\.pytorch\.org|/(cu\d+|cpu|rocm[\d.]+|xpu)/?$")
@@ -60,14 +62,19 @@ def request_of(
     return dataclasses.replace(request, notes=(note, *request.notes)) if note else request
 
 
+#: (name, the project's line, the line installed, why): a companion made torch's pair.
+Paired = tuple[str, str, str, str]
+
+
 def project_lines(
     request: readers.Request, directory: Path, pair: Companions | None = None
-) -> tuple[list[str], list[str], list[str]]:
-    """(requirement lines without torch, local paths relative to ``directory``, notes).
-    torchvision/torchaudio become ``pair``'s (torch's release pair, its variant) where the
-    project's range admits it (``_companion``)."""
+) -> tuple[list[str], list[str], list[str], list[Paired]]:
+    """(requirement lines without torch, local paths relative to ``directory``, notes, the
+    companions paired). torchvision/torchaudio become ``pair``'s (torch's release pair, its
+    variant) where the project's range admits it (``_companion``)."""
     lines: list[str] = []
     notes: list[str] = []
+    paired: list[Paired] = []
     for line in request.requirements:
         try:
             req = Requirement(line)
@@ -80,7 +87,10 @@ def project_lines(
         if name in TORCH_FAMILY:
             kept, note = _companion(line, req, name, pair)
             lines.append(kept)
-            notes += [note] if note else []
+            if pair is not None and kept.split(" ;", 1)[0] == companion_line(pair, name):
+                paired.append((name, line, kept, note or ""))
+            elif note:
+                notes.append(note)
             continue
         lines.append(line)
     local: list[str] = []
@@ -91,7 +101,7 @@ def project_lines(
             local.append(path)
     if request.project_file:
         local.append(".")
-    return lines, local, notes
+    return lines, local, notes, paired
 
 
 def _companion(
@@ -104,9 +114,8 @@ def _companion(
     plain = ",".join(f"{s.operator}{s.version.split('+', 1)[0]}" for s in req.specifier)
     paired = pair.version_of(name) if pair else None
     if pair is not None and paired is not None and SpecifierSet(plain).contains(paired, True):
-        new = torch_wish.companion_line(pair, name)
-        why = f"torch {pair.torch}'s pair, read from its wheel's METADATA"
-        return f"{new}{marker}", f"{line}: {new} ({why})"
+        new = companion_line(pair, name)
+        return f"{new}{marker}", f"torch {pair.torch}'s pair, read from its wheel's METADATA"
     labelled = plain != str(req.specifier)
     kept = f"{req.name}{plain}{marker}" if labelled else line
     if pair is not None and paired is None:
@@ -121,8 +130,11 @@ def _companion(
     return line, None
 
 
-def project_indexes(request: readers.Request) -> tuple[list[str], list[str]]:
-    """(the project's own indexes to keep, words on the PyTorch ones dropped)."""
+def project_indexes(
+    request: readers.Request, planned: str | None = None
+) -> tuple[list[str], list[str]]:
+    """(the project's own indexes to keep, words on the PyTorch ones dropped; one that is
+    the plan's torch index ``planned`` is not said: torch comes from it)."""
     keep: list[str] = []
     dropped: list[str] = []
     for url in (request.index_url, *request.extra_index_urls):
@@ -132,9 +144,11 @@ def project_indexes(request: readers.Request) -> tuple[list[str], list[str]]:
             dropped.append(url)
         else:
             keep.append(url)
+    same = (planned or "").rstrip("/")
+    unused = [url for url in dropped if url.rstrip("/") != same]
     words = (
-        [f"the project's PyTorch index {', '.join(dropped)} not used: torch comes from the plan"]
-        if dropped
+        [f"the project's PyTorch index {', '.join(unused)} not used: torch comes from the plan"]
+        if unused
         else []
     )
     return keep, words

@@ -11,10 +11,12 @@ the set is resolved once, already swapped:
    --frozen`` (uv decides forks, groups, extras), its markers evaluated for the node and
    the project's Python (``request.python_for``: ``.python-version``, else the profile's if
    ``requires-python`` admits it, else the oldest it admits);
-2. the set rewritten: torch, torchvision and torchaudio become the *same versions* from
-   the node's variant (``torch==2.9.1+cu126``: packages compiled against torch are built
-   for that version; the variant is chosen again when the project locks another torch
-   than the plan's, ``torch_wish.plan_for_version``); the CUDA wheels torch's old build
+2. the set rewritten: torch becomes the *same version* from the node's variant, and
+   torchvision/torchaudio its release pair of that variant (``torch_wish.pair_for``, read
+   from their wheels; the lock's version where none is published) (``torch==2.9.1+cu126``:
+   packages compiled against torch are built for that version; the variant is chosen
+   again when the project locks another torch than the plan's,
+   ``torch_wish.plan_for_version``); the CUDA wheels torch's old build
    pulled (``nvidia-*``, ``cuda-*`` reached from torch) are left to the resolver, which
    picks the new build's; a package built for another CUDA major (``vllm 0.19.1+cu130``)
    becomes its public build (``vllm===0.19.1``); a URL wheel built for another major
@@ -26,7 +28,11 @@ the set is resolved once, already swapped:
 3. ``uv pip compile`` of that set for the node (skipped when nothing was swapped or
    added: the lock's pins are then the whole set) (the torch index is the plan's: the
    profile's, ``HPCENV_TORCH_INDEX_URL`` or the wheelhouse; the project's PyTorch index
-   URLs are dropped).
+   URLs are dropped; a labelled pair no wheelhouse holds is asked of the plan's torch
+   index, ``_pair_index``).
+
+Either kind's CUDA packages (flash-attn, vLLM) that cannot run on the node are said, as
+``audit`` says them (``cuda_warnings``, on ``decide/cuda_packages``).
 
 A project without a ``uv.lock`` (requirements files, ``pyproject.toml``, ``setup.py``,
 ``environment.yml``) gets its set from ``handwritten_set`` (``project/handwritten.py``): its
@@ -56,7 +62,7 @@ from hpcenv.decide import cuda_packages, torch_fit
 from hpcenv.models.facts import Facts
 from hpcenv.models.plan import Plan
 from hpcenv.project import compile as project_resolve
-from hpcenv.project import copy_tree, handwritten, torch_wish, uv_lock
+from hpcenv.project import copy_tree, handwritten, readers, torch_wish, uv_lock
 from hpcenv.project.audit import marker_environment
 from hpcenv.project.request import ProjectRequest, lock_path, python_for
 from hpcenv.project.torch_wish import TORCH_FAMILY
@@ -230,6 +236,8 @@ def project_set(
     directory, resolved, base = request.directory, locked.resolved, locked.base
     check_torch_fit(base, locked.python, plan, facts)
     out = _Decisions()
+    if note := readers.precedence_note(directory, lock_path(directory)):
+        out.warnings.append(note)
     if plan.torch.version and plan.torch.version != base:
         planned = f"{plan.torch.version} ({plan.torch.backend})"
         plan = torch_wish.plan_for_version(plan, base, facts)
@@ -252,6 +260,10 @@ def project_set(
         _decide_pin(out, name, line, locked, plan, swapped=swapped)
     if request.with_profile_packages:
         _profile_packages(out, plan, pins)
+    kept = {n: pkg.version for n in pins if n in cuda_packages.BY_NAME
+            and (pkg := resolved.packages.get(n)) and pkg.version
+            and not any(c.name == n and c.after is None for c in out.changes)}  # fmt: skip
+    out.warnings += cuda_warnings(kept, plan, facts)
     dropped = {c.name for c in out.changes if c.after is None or c.name in TORCH_FAMILY}
     overrides = tuple(
         o for o in locked.project.overrides if req_name(o) in dropped - set(TORCH_FAMILY)
@@ -396,6 +408,39 @@ def _profile_packages(out: _Decisions, plan: Plan, pins: Mapping[str, str]) -> N
             out.note(wanted, None, req, f"profile {plan.profile}'s [packages] install")
 
 
+def cuda_warnings(versions: Mapping[str, str], plan: Plan, facts: Facts) -> list[str]:
+    """The set's CUDA packages (name -> version, ``(unpinned)`` for a bare name) that cannot
+    run on the node beside the planned torch, judged as ``audit`` judges them
+    (``decide/cuda_packages``): plan says what audit says."""
+    nv = facts.nvidia
+    variant = plan.torch.backend
+    node = cuda_packages.Node(
+        caps=tuple(g.compute_capability for g in facts.gpus if g.compute_capability),
+        driver_cuda=nv.cuda_driver_version if nv else None,
+        torch_cuda=knowledge.variant_cuda(variant) if variant else None,
+        torch_version=plan.torch.version,
+        arch=plan.arch or facts.arch,
+    )
+    judged = cuda_packages.judge({n: (v,) for n, v in versions.items() if n != "torch"}, node)
+    return [f"{v.line()}: it cannot run on this node" for v in judged if not v.ok]
+
+
+def _hand_cuda_versions(hand: readers.Request) -> dict[str, str]:
+    """A hand-written file's CUDA packages judged by name (``cuda_packages.BY_NAME``): the
+    exact pin, else ``(unpinned)``, as ``audit`` judges an unresolved file."""
+    out: dict[str, str] = {}
+    for line in hand.requirements:
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
+            continue
+        name = canonicalize_name(req.name)
+        if name in cuda_packages.BY_NAME:
+            pins = [s.version for s in req.specifier if s.operator in ("==", "===")]
+            out[name] = pins[0] if pins and "*" not in pins[0] else "(unpinned)"
+    return out
+
+
 def _plain_build_major(name: str, version: str, torch: str, arch: str) -> tuple[int, str] | None:
     """``cuda_packages.implied_major`` for a package kept as the lock pins it."""
     node = cuda_packages.Node(caps=(), driver_cuda=None, torch_version=torch, arch=arch)
@@ -422,9 +467,10 @@ def handwritten_set(request: ProjectRequest, plan: Plan, facts: Facts) -> Projec
     plan = torch_wish.plan_for_version(plan, version, facts, pin=pin)
     torch_req = torch_wish.target_requirement(plan, version)
     pair = torch_wish.pair_for(plan, version)
-    lines, local, notes = handwritten.project_lines(hand, request.directory, pair)
-    indexes, dropped = handwritten.project_indexes(hand)
+    lines, local, notes, paired = handwritten.project_lines(hand, request.directory, pair)
+    indexes, dropped = handwritten.project_indexes(hand, plan.torch.index_url)
     changes = [Change(name="torch", before=str(spec) if spec else None, after=torch_req, why=why)]
+    changes += [Change(name=n, before=old, after=new, why=w) for n, old, new, w in paired]
     reqs = [torch_req, *lines]
     names = {canonicalize_name(n) for n in hand.names()} | {"torch"}
     for req in plan.packages if request.with_profile_packages else ():
@@ -448,7 +494,13 @@ def handwritten_set(request: ProjectRequest, plan: Plan, facts: Facts) -> Projec
         torch_after=torch_req,
         variant=plan.torch.backend,
         changes=tuple(changes),
-        warnings=(*hand.warnings, *dropped, *notes, *hand.notes),
+        warnings=(
+            *hand.warnings,
+            *dropped,
+            *notes,
+            *hand.notes,
+            *cuda_warnings(_hand_cuda_versions(hand), plan, facts),
+        ),
         plan=plan,
         names=tuple(sorted(names)),
         local_requirements=hand.local_requirements,
@@ -495,9 +547,34 @@ def hint(plan: Plan) -> str:
     )
 
 
+def _pair_index(wanted: ProjectSet, plan: Plan) -> list[str]:
+    """The plan's torch index when torch comes from a wheelhouse and the set holds a
+    labelled torchvision/torchaudio (torch's pair, ``+cpu``) that no local wheelhouse has:
+    the PyTorch index is the only place that publishes it (never asked otherwise, since
+    it may be unreachable where torch comes from a wheelhouse)."""
+    url = plan.torch.index_url
+    if not plan.torch_wheel or not url or url in wanted.indexes:
+        return []
+    folders = [Path(f) for f in (*uv.find_links(plan), *wanted.find_links) if Path(f).is_dir()]
+    for line in wanted.requirements:
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
+            continue
+        pins = [s.version for s in req.specifier if s.operator in ("==", "===")]
+        name = canonicalize_name(req.name)
+        if name == "torch" or name not in TORCH_FAMILY or not pins or "+" not in pins[0]:
+            continue
+        if not any(any(f.glob(f"{name}-{pins[0]}-*.whl")) for f in folders):
+            return [url]
+    return []
+
+
 def extra_args(wanted: ProjectSet, plan: Plan) -> list[str]:
-    """The project's own indexes and wheelhouses for resolving and installing its set."""
-    extra = [a for url in wanted.indexes for a in ("--index", url)]
+    """The project's own indexes and wheelhouses for resolving and installing its set, and
+    the torch index for a labelled pair no wheelhouse holds (``_pair_index``)."""
+    urls = (*wanted.indexes, *_pair_index(wanted, plan))
+    extra = [a for url in urls for a in ("--index", url)]
     extra += [a for link in wanted.find_links for a in ("--find-links", link)]
     if extra and "--index-strategy" not in uv.source_args(plan):
         extra += ["--index-strategy", "unsafe-best-match"]

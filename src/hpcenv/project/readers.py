@@ -27,7 +27,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from hpcenv.project import containment, static_meta
+from hpcenv.project import containment, static_meta, uv_lock
 from hpcenv.utils import fsio
 from hpcenv.utils.errors import BadInput
 
@@ -62,6 +62,7 @@ class Request:
     project_file: str | None = None
     extras: tuple[str, ...] = ()
     python: str | None = None  # conda's ``python=X.Y``
+    python_pin: str | None = None  # a pyproject's ``.python-version`` beside it (uv's pin)
     variant: str | None = None  # the torch build a file asks for (conda ``cudatoolkit=11.3``)
     variant_why: str | None = None
     requires_python: str | None = None
@@ -232,9 +233,11 @@ def _metadata_file(directory: Path) -> Path | None:
 
 
 def passed_over(directory: Path, chosen: Path) -> tuple[str, ...]:
-    """The other dependency files of ``directory`` that :func:`find_in` did not read."""
-    names = (*PROJECT_FILES, "requirements.txt", *CONDA_FILES)
-    return tuple(n for n in names if (directory / n).is_file() and n != chosen.name)
+    """The other dependency files of ``directory`` that were not read: a ``uv.lock`` wins
+    over all (its ``pyproject.toml`` is read with it), else :func:`find_in`'s choice."""
+    own = ("uv.lock", "pyproject.toml") if chosen.name == "uv.lock" else (chosen.name,)
+    names = ("uv.lock", *PROJECT_FILES, "requirements.txt", *CONDA_FILES)
+    return tuple(n for n in names if (directory / n).is_file() and n not in own)
 
 
 def precedence_note(directory: Path, chosen: Path) -> str | None:
@@ -244,7 +247,7 @@ def precedence_note(directory: Path, chosen: Path) -> str | None:
         return None
     return (
         f"{directory}: read {chosen.name}; passed over {', '.join(others)} (the precedence: "
-        "pyproject.toml with [project], an environment file that installs the project, "
+        "uv.lock, pyproject.toml with [project], an environment file that installs the project, "
         "setup.py/setup.cfg, requirements.txt, environment.yml)"
     )
 
@@ -555,6 +558,7 @@ def read_pyproject(
         project_file=str(path.resolve()) if package else None,
         extras=extras,
         requires_python=project.get("requires-python"),
+        python_pin=uv_lock.python_pin_of(path.parent),
         notes=tuple(notes),
         files=(str(path.resolve()), *read_files),
         root=str(root),

@@ -106,17 +106,19 @@ def _of_request(request: ProjectRequest, offered: str | None, offered_by: str) -
             request.directory, request.selection.extras, file=request.file
         )
         if request.python:
-            return _forced_python(request.python, hand.requires_python, hand.source)
+            return forced_python(request.python, hand.requires_python, hand.source)
         return _of_files(hand, offered, offered_by)
     project = uv_lock.read_project(request.directory)
     lock = uv_lock.read_lock(lock_path(request.directory))
     if request.python:
         requires = project.requires_python or lock.requires_python
-        return _forced_python(request.python, requires, str(request.directory))
+        return forced_python(request.python, requires, str(request.directory))
     return _of_lock(project, lock.requires_python, offered, offered_by)
 
 
-def _forced_python(python: str, requires: str | None, where: str) -> PythonChoice:
+def forced_python(python: str, requires: str | None, where: str) -> PythonChoice:
+    """``--python X.Y`` (any command): it wins over every file's choice, but one the
+    project's ``requires-python`` excludes is bad input (exit 2)."""
     if not uv_lock.admits(requires, python):
         raise BadInput(
             f"--python {python}: {where}'s requires-python {requires} excludes it; "
@@ -146,28 +148,8 @@ def _of_lock(
     req = project.requires_python or requires_python
     said = f"requires-python {req}" if req else "no requires-python"
     if project.python_pin:
-        m = _PY_VERSION.search(project.python_pin)
         where = project.directory / ".python-version"
-        if not m:
-            raise BadInput(f"{where}: {project.python_pin!r} names no Python version (e.g. 3.12)")
-        pin = m.group(1)
-        if not uv_lock.admits(req, pin):
-            raise BadInput(
-                f"{where} pins Python {pin}, which the project's {said} excludes; "
-                "change one of them"
-            )
-        if offered and _minor(offered) == _minor(pin):
-            return PythonChoice(
-                version=offered, why=f"the project pins {pin} (.python-version), as {offered_by}"
-            )
-        if offered:
-            return PythonChoice(
-                version=pin,
-                why=f"the project pins {pin} in .python-version; {offered_by} says "
-                f"{_minor(offered)}: using {pin} because uv sync honours .python-version "
-                "and the project's lock was resolved for it",
-            )
-        return PythonChoice(version=pin, why=f"the project pins {pin} in .python-version")
+        return _pinned(project.python_pin, where, req, offered, offered_by, locked=True)
     if offered and uv_lock.admits(req, offered):
         return PythonChoice(
             version=offered,
@@ -190,15 +172,47 @@ def _minor(version: str) -> str:
     return ".".join(parts[:2])
 
 
+def _pinned(
+    text: str, where: Path, req: str | None, offered: str | None, offered_by: str, *, locked: bool
+) -> PythonChoice:
+    """The Python a ``.python-version`` pins (uv sync honours it), when ``requires-python``
+    admits it; else bad input."""
+    said = f"requires-python {req}" if req else "no requires-python"
+    m = _PY_VERSION.search(text)
+    if not m:
+        raise BadInput(f"{where}: {text!r} names no Python version (e.g. 3.12)")
+    pin = m.group(1)
+    if not uv_lock.admits(req, pin):
+        raise BadInput(
+            f"{where} pins Python {pin}, which the project's {said} excludes; change one of them"
+        )
+    if offered and _minor(offered) == _minor(pin):
+        return PythonChoice(
+            version=offered, why=f"the project pins {pin} (.python-version), as {offered_by}"
+        )
+    if offered:
+        lock = " and the project's lock was resolved for it" if locked else ""
+        return PythonChoice(
+            version=pin,
+            why=f"the project pins {pin} in .python-version; {offered_by} says "
+            f"{_minor(offered)}: using {pin} because uv sync honours .python-version{lock}",
+        )
+    return PythonChoice(version=pin, why=f"the project pins {pin} in .python-version")
+
+
 def _of_files(request: readers.Request, offered: str | None, offered_by: str) -> PythonChoice:
-    """A hand-written project's Python: conda's
-    ``python=X.Y``, else ``offered`` (the profile's or the node's Python, named by
-    ``offered_by``) when ``requires-python`` admits it, else the oldest it admits."""
+    """A hand-written project's Python: conda's ``python=X.Y``, else a pyproject's
+    ``.python-version`` (uv sync honours it, lock or not), else ``offered`` (the profile's or
+    the node's Python, named by ``offered_by``) when ``requires-python`` admits it, else the
+    oldest it admits."""
     if request.python:
         return PythonChoice(
             version=request.python, why=f"{Path(request.source).name} says python={request.python}"
         )
     req = request.requires_python
+    if request.python_pin:
+        where = Path(request.source).parent / ".python-version"
+        return _pinned(request.python_pin, where, req, offered, offered_by, locked=False)
     if offered and uv_lock.admits(req, offered):
         said = f"requires-python {req}" if req else "no requires-python"
         return PythonChoice(
@@ -216,6 +230,7 @@ __all__ = [
     "PROJECT_FILES",
     "ProjectRequest",
     "environment_name",
+    "forced_python",
     "lock_path",
     "project_digest",
     "project_name",

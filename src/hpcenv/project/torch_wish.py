@@ -84,7 +84,10 @@ def version_for(
                 f"profile {plan.profile}'s torch (the project's own requirements come from "
                 f"{Path(request_file).name}'s build backend and must admit it)"
             )
-        return planned, f"the project installs no torch: profile {plan.profile}'s torch"
+        return planned, (
+            f"the project names no torch itself (its dependencies may pull one): profile "
+            f"{plan.profile}'s torch"
+        )
     text = str(spec.specifier)
     from hpcenv.project import readers
 
@@ -128,7 +131,7 @@ def variant_release(request: readers.Request, arch: str) -> str | None:
         plat = release.platforms.get(arch) if release else None
         has = f" (it has {', '.join(plat.variants)})" if plat else ""
         raise NoCompatibleBuild(
-            f"{request.source}: no torch{torch.specifier or ' release'} published a "
+            f"{request.source}: no torch{wanted or ' release'} published a "
             f"{request.variant} build for {arch}{has} ({request.variant_why}; hpcenv's torch "
             "data); fix: name a variant that release published for this CPU arch"
         )

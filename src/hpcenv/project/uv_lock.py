@@ -401,6 +401,19 @@ def _from_plain(path: Path, data: dict[str, Any]) -> Lock:
     )
 
 
+def python_pin_of(directory: Path) -> str | None:
+    """The first line of ``directory/.python-version`` (uv's pin of the project's Python),
+    comments skipped; None without one."""
+    pin_file = directory / ".python-version"
+    if not pin_file.is_file():
+        return None
+    try:
+        lines = [ln.strip() for ln in pin_file.read_text().splitlines()]
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BadInput(f"{pin_file}: not readable ({exc})") from exc
+    return next((ln for ln in lines if ln and not ln.startswith("#")), None)
+
+
 def read_project(directory: Path) -> Project:
     """The install settings of the project in ``directory`` (missing files: defaults)."""
     data: dict[str, object] = {}
@@ -412,14 +425,7 @@ def read_project(directory: Path) -> Project:
     uv_cfg = tool.get("uv") if isinstance(tool, dict) and isinstance(tool.get("uv"), dict) else {}
     assert isinstance(project, dict) and isinstance(uv_cfg, dict)
     defaults = uv_cfg.get("default-groups")
-    pin = None
-    pin_file = directory / ".python-version"
-    if pin_file.is_file():
-        try:
-            lines = [ln.strip() for ln in pin_file.read_text().splitlines()]
-        except (OSError, UnicodeDecodeError) as exc:
-            raise BadInput(f"{pin_file}: not readable ({exc})") from exc
-        pin = next((ln for ln in lines if ln and not ln.startswith("#")), None)
+    pin = python_pin_of(directory)
     return Project(
         directory=directory,
         name=canonicalize_name(str(project["name"])) if "name" in project else None,
@@ -917,6 +923,7 @@ __all__ = [
     "admits",
     "export",
     "lowest_admitted",
+    "python_pin_of",
     "read_lock",
     "read_project",
     "resolve",

@@ -19,7 +19,7 @@ from hpcenv.cli import main
 from hpcenv.facts import collect
 from hpcenv.project.audit import audit, identify, marker_environment, read
 from hpcenv.utils.errors import BadInput
-from support import FACTS, require
+from support import FACTS, REPO, require
 from support.fakenodes import node
 
 GH200 = collect.load(FACTS / "gh200-isambard.json")
@@ -382,3 +382,19 @@ def test_rocm_and_xpu_builds_cannot_run_on_an_nvidia_node(
     assert main(["audit", str(req), "--facts", str(FACTS / "v100-supercloud.json")]) == 3
     assert "torch.cuda.is_available() will be False" in capsys.readouterr().err
     assert audit(req, node("x86_64", None)).ok  # no NVIDIA GPU: nothing to mismatch
+
+
+def test_python_the_project_excludes_is_bad_input(tmp_path: Path) -> None:
+    """``--python X.Y`` that the project's requires-python excludes is exit 2 in ``audit`` as
+    in ``plan``/``lock``/``build --project`` (``request.forced_python``). Before, audit of
+    lerobot's lock (>=3.12) with 3.11 silently judged 3.12, and a hand-written pyproject
+    (>=3.10) was resolved for 3.9."""
+    a100 = collect.load(FACTS / "a100-standin.json")
+    with pytest.raises(BadInput, match=r"--python 3\.11: .*lerobot's requires-python >=3\.12"):
+        audit(REPO / "tests" / "data" / "projects" / "lerobot", a100, python="3.11")
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "demo"\nversion = "0.1"\nrequires-python = ">=3.10"\n'
+        'dependencies = ["torch==2.6.0"]\n'
+    )
+    with pytest.raises(BadInput, match=r"--python 3\.9: .*requires-python >=3\.10 excludes"):
+        audit(tmp_path, a100, python="3.9")

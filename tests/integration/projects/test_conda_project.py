@@ -198,3 +198,16 @@ def test_python_option_sets_the_projects_python(
         assert rc == 2 and "--python 3.10" in out["error"] and ">=3.11" in out["error"], command
     rc = main(["plan", "local", "--python", "3.12", "--json"])
     assert rc == 2 and "go with --project" in json.loads(capsys.readouterr().out)["error"]
+
+
+def test_a_variant_not_published_for_the_arch_names_the_release(
+    cache: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """1.11.0 published no cu113 build for aarch64: exit 3 naming torch==1.11.0, the release
+    conda's ``pytorch=1.11.0`` is, not the ``==1.11.0.*`` spelling hpcenv reads it into."""
+    target = conda_project(tmp_path)
+    rc = main(["audit", str(target), "--facts", str(FACTS / "gh200-isambard.json"), "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 3 and out["exit_code"] == 3
+    assert "no torch==1.11.0 published a cu113 build for aarch64" in out["error"]
+    assert "1.11.0.*" not in out["error"]

@@ -228,16 +228,16 @@ def test_plan_output_masks_secret_env_values_and_index_credentials(
 def test_plan_refuses_a_python_the_torch_release_has_no_wheel_for(tmp_path: Path) -> None:
     """torch 2.1.0 was published for CPython 3.8-3.11 (PyPI's tags, in torch_pypi.toml): a
     profile asking for Python 3.12 is refused before anything is built, naming the fix."""
-    from hpcenv.decide.plan import check_python
+    from hpcenv.decide.torch_fit import check
     from hpcenv.utils.errors import NoCompatibleBuild
 
     with pytest.raises(NoCompatibleBuild) as err:
-        check_python("2.1.0", "x86_64", "3.12", where="profile p")
+        check("2.1.0", "x86_64", "3.12", where="profile p", python_where="[profile] python")
     msg = str(err.value)
     assert "torch 2.1.0 has no wheel for Python 3.12 on x86_64" in msg
     assert "CPython 3.8, 3.9, 3.10, 3.11" in msg and "use Python 3.11" in msg
     assert "the newest release with a CPython 3.12 wheel" in msg
-    check_python("2.1.0", "x86_64", "3.11", where="profile p")  # has one: passes
+    check("2.1.0", "x86_64", "3.11", where="profile p")  # has one: passes
     prof = tmp_path / "py312.toml"
     text = (REPO / "envs" / "supercloud.toml").read_text()
     text = re.sub(r'(?m)^python = ".*"$', 'python = "3.12"', text, count=1)

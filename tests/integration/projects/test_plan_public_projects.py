@@ -240,3 +240,20 @@ def test_build_cli_selection_needs_a_project(tmp_path: Path) -> None:
     assert done.returncode == 2 and "go with --project PATH" in done.stderr
     done = hpcenv("build", "local", "--project", str(tmp_path), env={"HPCENV_HOME": str(tmp_path)})
     assert done.returncode == 2 and "no uv.lock, pyproject.toml, setup.py" in done.stderr
+
+
+def test_a_lock_beside_other_dependency_files_names_them(tmp_path: Path) -> None:
+    """lerobot's uv.lock beside a requirements.txt of another torch (this test's own): the
+    lock is read, and audit and plan say which file was passed over. Before, the
+    requirements file was passed over in silence (only a directory without a lock said)."""
+    from hpcenv.project.audit import read
+
+    directory = copy("lerobot", tmp_path)
+    (directory / "requirements.txt").write_text("torch==2.1.2\n")
+    plan = make_plan(profile.load("supercloud"), V100, environ={})
+    ps = install_set.project_set(ProjectRequest(directory=directory), plan, V100)
+    said = [w for w in ps.warnings if "passed over" in w]
+    assert said and "read uv.lock; passed over requirements.txt" in said[0], ps.warnings
+    assert "pyproject.toml" not in said[0].split("(the precedence")[0]  # the lock's own
+    notes = read(directory).notes
+    assert any("read uv.lock; passed over requirements.txt" in n for n in notes), notes

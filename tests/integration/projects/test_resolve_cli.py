@@ -39,6 +39,23 @@ def test_resolve_json_contract(capsys: pytest.CaptureFixture[str]) -> None:
     assert fa["action"] == "build" and fa["cuda_archs"] == ["90"] and fa["reason"]
 
 
+def test_resolve_names_the_torch_pair(capsys: pytest.CaptureFixture[str]) -> None:
+    """The one decision's answer carries torch's release pair of its variant
+    (``TorchAnswer.companions``); ``resolve`` printed torch alone, so a user pinning
+    torchvision by hand beside ``torch==2.9.1+cu126`` had to guess."""
+    code, out, _ = _run(capsys, "resolve", "--facts", GH200, "--torch", "==2.9.1", "--json")
+    assert code == 0
+    pair = json.loads(out)["companions"]
+    assert (pair["torchvision"], pair["torchaudio"]) == ("0.24.1+cu126", "2.9.1+cu126")
+    assert "torchvision-0.24.1" in pair["source"]
+    code, out, _ = _run(capsys, "resolve", "--facts", V100, "--torch", "==2.13.0", "--json")
+    pair = json.loads(out)["companions"]
+    assert pair["torchvision"] == "0.28.0+cu126" and pair["torchaudio"] is None
+    assert "none published for torch 2.13.0" in pair["notes"][0]
+    code, out, _ = _run(capsys, "resolve", "--facts", GH200, "--torch", "==2.9.1")
+    assert "torchvision" in out and "0.24.1+cu126" in out
+
+
 def test_resolve_v100_json(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = _run(capsys, "resolve", "--facts", V100, "--torch", "==2.13.0", "--json")
     data = json.loads(out)

@@ -73,3 +73,85 @@ def test_a_locks_companions_become_the_pair_of_its_torch() -> None:
         "torchaudio", "2.11.0+cu130", SimpleNamespace(base="2.11.0"), newer
     )
     assert audio[0] == f"torchaudio==2.11.0+{newer.torch.backend}"  # none paired: the lock's
+
+
+def _wheelhouse_set(tmp_path: Path, *wheels: str) -> install_set.ProjectSet:
+    """A ``torch>=2.4`` + torchvision project planned where torch comes from a wheelhouse
+    (``local``'s CPU torch, as $PIP_FIND_LINKS names it on a site without the index)."""
+    house = tmp_path / "wheels"
+    house.mkdir()
+    for name in ("torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl", *wheels):
+        (house / name).write_bytes(b"")
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "pyproject.toml").write_text(
+        '[project]\nname = "demo"\nversion = "0.1"\ndependencies = ["torch>=2.4", "torchvision"]\n'
+    )
+    facts = Facts(arch="x86_64", python="3.11", glibc="2.31")
+    plan = make_plan(profile.load("local"), facts, environ={"PIP_FIND_LINKS": str(house)})
+    assert plan.torch_wheel is not None
+    return install_set.project_set(ProjectRequest(directory=project), plan, facts)
+
+
+def test_a_wheelhouse_torch_finds_its_labelled_pair_on_the_torch_index(tmp_path: Path) -> None:
+    """torchvision==0.28.0+cpu is published on the PyTorch index only: with torch from a
+    wheelhouse that lacks it, the resolve and install ask the plan's torch index for it.
+    Before, only the wheelhouse and PyPI were asked and ``plan local --project`` stopped with
+    "no version of torchvision==0.28.0+cpu"."""
+    ps = _wheelhouse_set(tmp_path)
+    assert "torchvision==0.28.0+cpu" in ps.requirements
+    assert ps.plan is not None
+    args = install_set.extra_args(ps, ps.plan)
+    assert args[args.index("--index") + 1] == "https://download.pytorch.org/whl/cpu"
+    assert "--index-strategy" in args
+
+
+def test_a_wheelhouse_holding_the_pair_is_enough(tmp_path: Path) -> None:
+    """The index is not asked when the wheelhouse holds the pair (it may be unreachable)."""
+    ps = _wheelhouse_set(tmp_path, "torchvision-0.28.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl")
+    assert ps.plan is not None
+    assert "--index" not in install_set.extra_args(ps, ps.plan)
+
+
+def test_a_paired_companion_is_a_change_not_a_warning(tmp_path: Path) -> None:
+    """The pair that replaces a hand-written torchvision line is a change with its reason,
+    as a lock's swapped companion is (``_family_pin``); before, it was only in the warnings,
+    and ``plan --project`` listed torch alone under its changes."""
+    (tmp_path / "requirements.txt").write_text("torch==2.9.1\ntorchvision>=0.20\n")
+    ps = hand_set(tmp_path, V100, "supercloud")
+    vision = [c for c in ps.changes if c.name == "torchvision"]
+    want = [("torchvision>=0.20", "torchvision==0.24.1+cu128")]
+    assert [(c.before, c.after) for c in vision] == want
+    assert "torch 2.9.1+cu128's pair" in vision[0].why
+    assert not [w for w in ps.warnings if w.startswith("torchvision>=0.20: torchvision==")]
+
+
+def test_a_cuda_package_that_cannot_run_here_is_said(tmp_path: Path) -> None:
+    """A project's flash-attn on the V100 (7.0): judged by name as ``audit`` judges it
+    (``decide/cuda_packages``), pinned or not; before, ``plan --project`` planned it
+    silently while ``audit`` of the same file said exit 3."""
+    (tmp_path / "requirements.txt").write_text("torch==2.6.0\nflash-attn\nvllm==0.6.3\n")
+    ps = hand_set(tmp_path, V100, "supercloud")
+    said = [w for w in ps.warnings if "cannot run on this node" in w]
+    assert any(w.startswith("flash-attn (unpinned): flash-attn 2 needs compute capability >= 8.0")
+               for w in said), ps.warnings  # fmt: skip
+    (tmp_path / "requirements.txt").write_text("torch==2.6.0\nflash-attn\n")
+    a100 = collect.load(FACTS / "a100-standin.json")
+    assert not [w for w in hand_set(tmp_path, a100, "supercloud").warnings if "cannot run" in w]
+
+
+def test_the_projects_index_the_plan_uses_is_not_said_unused(tmp_path: Path) -> None:
+    """``--index-url .../whl/cu124`` + ``torch==2.6.0``: the plan installs 2.6.0's cu124 build
+    from that same index, so the report does not say the index is "not used" (it said so,
+    beside "torch comes from https://download.pytorch.org/whl/cu124")."""
+    (tmp_path / "requirements.txt").write_text(
+        "--index-url https://download.pytorch.org/whl/cu124/\ntorch==2.6.0\n"
+    )
+    ps = hand_set(tmp_path, V100, "supercloud")
+    assert ps.torch_after == "torch==2.6.0+cu124"
+    assert not [w for w in ps.warnings if "not used" in w], ps.warnings
+    (tmp_path / "requirements.txt").write_text(
+        "--extra-index-url https://download.pytorch.org/whl\ntorch==2.9.1\n"
+    )  # the index root: torch comes from the node's variant index, another one
+    said = hand_set(tmp_path, V100, "supercloud").warnings
+    assert any("index https://download.pytorch.org/whl not used" in w for w in said), said

@@ -42,3 +42,21 @@ def test_forced_python_must_be_admitted(tmp_path: Path) -> None:
     assert python_for(request, "3.10", BY).why == "--python"
     with pytest.raises(BadInput, match=r"--python 3\.9: .*excludes it"):
         python_for(ProjectRequest(directory=tmp_path, python="3.9"), "3.10", BY)
+
+
+def test_a_pyproject_python_version_file_counts_without_a_lock(tmp_path: Path) -> None:
+    """``.python-version`` beside a pyproject without a lock is the project's Python (uv
+    sync honours it, and makes the lock); before, only a lock's was read, and audit and plan
+    judged the node's or the profile's Python instead."""
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "demo"\nversion = "0.1"\nrequires-python = ">=3.10"\n'
+        'dependencies = ["torch==2.6.0"]\n'
+    )
+    (tmp_path / ".python-version").write_text("3.12\n")
+    files = readers.read(tmp_path / "pyproject.toml")
+    chosen = python_for(files, "3.11", BY)
+    assert chosen.version == "3.12" and ".python-version" in chosen.why
+    assert python_for(ProjectRequest(directory=tmp_path), "3.11", BY).version == "3.12"
+    (tmp_path / ".python-version").write_text("3.9\n")
+    with pytest.raises(BadInput, match=r"\.python-version pins Python 3\.9, which"):
+        python_for(readers.read(tmp_path / "pyproject.toml"), "3.11", BY)
