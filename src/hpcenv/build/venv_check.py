@@ -27,7 +27,7 @@ from pathlib import Path
 from packaging.utils import canonicalize_name
 
 from hpcenv.kit import threads
-from hpcenv.utils import fsio, modes, paths
+from hpcenv.utils import data_cache, fsio, modes, paths
 from hpcenv.utils.errors import HpcenvError
 
 #: Files at least this big have their size compared with RECORD's.
@@ -251,21 +251,31 @@ class Proof:
     known: int
 
 
-def proofs_path() -> Path:
-    """This user's record of earlier proofs (``$HPCENV_HOME/cache``)."""
-    return paths.cache_dir() / f"record-proofs-{os.getuid()}.txt"
+def proofs_path() -> Path | None:
+    """This user's record of earlier proofs, kept with the files it is about: in uv's
+    cache (``<uv cache>/hpcenv-proofs-<uid>/record.txt``), so a build in a new $HPCENV_HOME
+    that links the same cache entries does not read them again. None when uv cannot name
+    its cache (every file is then read)."""
+    from hpcenv.tools import uv
+
+    cache = uv.cache_dir()
+    return cache / f"hpcenv-proofs-{os.getuid()}" / "record.txt" if cache else None
 
 
 def _load_proofs(path: Path) -> dict[_Identity, str]:
     """The record at ``path``: identity -> sha256; empty when missing, unreadable, not a
-    regular file of this user, or damaged (its lines are then read again from disk)."""
+    regular file, damaged, or when it or its directory is not only this user's to write
+    (another user, the group or everyone could have added lines: its lines are then read
+    again from disk)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        if not data_cache.trusted(os.stat(path.parent)):
+            return {}
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
     except OSError:
         return {}
     with os.fdopen(fd, "rb") as fh:
         st = os.fstat(fh.fileno())
-        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o022:
+        if not stat.S_ISREG(st.st_mode) or not data_cache.trusted(st):
             return {}  # a record the group could add entries to proves nothing
         lines = fh.read().decode("ascii", errors="replace").splitlines()
     known: dict[_Identity, str] = {}
@@ -279,12 +289,18 @@ def _load_proofs(path: Path) -> dict[_Identity, str]:
 
 def _save_proofs(path: Path, new: dict[_Identity, str], old: dict[_Identity, str]) -> None:
     """This proof's identities first, then the older ones, :data:`PROOFS_KEPT` at most;
-    written atomically (never through a symlink). A record that cannot be written only
-    costs the next build its reads (a read-only or full $HPCENV_HOME)."""
+    written atomically (never through a symlink) at 0644 in a directory of this user's
+    made 0755, whatever the umask (a record the group could write would be ignored). A
+    record that cannot be written only costs the next build its reads (a read-only or
+    full cache, a directory of someone else's)."""
     merged = {**new, **{k: v for k, v in old.items() if k not in new}}
     rows = [f"{' '.join(map(str, k))} {v}\n" for k, v in list(merged.items())[:PROOFS_KEPT]]
     with contextlib.suppress(OSError, HpcenvError):
-        fsio.write_bytes(path, "".join(rows).encode("ascii"))
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(path.parent, 0o755)
+            os.chmod(path.parent, 0o755)  # not the umask's group write: it would be ignored
+        if data_cache.trusted(os.stat(fsio.check_dir(path.parent))):
+            fsio.write_bytes(path, "".join(rows).encode("ascii"), mode=0o644)
 
 
 def prove(venv: Path, *, stop: threading.Event | None = None, record: Path | None = None) -> Proof:
@@ -293,12 +309,16 @@ def prove(venv: Path, *, stop: threading.Event | None = None, record: Path | Non
     A new environment's files come from uv's cache: a cache entry changed after uv
     unpacked it (an edit through a hard link of an older build) shows up here. Each file
     is read in full (:data:`HASH_THREADS` at a time) unless ``record`` (the file of
-    :func:`proofs_path`) says an earlier proof read this very file: uv links the same cache
-    entries into build after build, and a write through any link sets the entry's mtime,
-    so a file whose device, inode, size and mtime are as they were holds what was hashed
-    then (as git's index trusts them; the ctime cannot serve: every new link changes it).
-    Only a write followed by setting the mtime back on purpose (``touch -d``) escapes it:
-    remove the record (:func:`proofs_path`) to have the next build read every file.
+    :func:`proofs_path`, one per user and uv cache) says an earlier proof read this very
+    file: uv links the same cache entries into build after build, whatever $HPCENV_HOME,
+    and a write through any link sets the entry's mtime, so a file whose device, inode,
+    size and mtime are as they were holds what was hashed then (as git's index trusts
+    them; the ctime cannot serve: every new link changes it). Only the file's owner can
+    set an mtime back after a write (``touch -d``), so only files this user owns and
+    nobody else may write are taken from the record (another user's cache entry is read
+    every time); remove the record to have the next build read every file. A file this
+    build alone holds (one link: its RECORD, scripts uv wrote) is never linked into
+    another build, and is not recorded.
     The answer is in distribution and RECORD order. ``stop`` set: the threads hash no
     further file (the answer is then incomplete; the caller is stopping)."""
     rows: list[tuple[str, str, str, str]] = []  # (distribution, RECORD path, full path, hash)
@@ -327,10 +347,12 @@ def prove(venv: Path, *, stop: threading.Event | None = None, record: Path | Non
         except OSError:
             return None, None, False
         key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
-        if key in old:
+        mine = data_cache.trusted(st)
+        if mine and key in old:
             return old[key], key, False
         digest = _sha256_b64(path)
-        return digest, (key if digest and st.st_mtime_ns < settled else None), True
+        keep = mine and st.st_nlink > 1 and st.st_mtime_ns < settled
+        return digest, (key if digest and keep else None), True
 
     def check_batch(batch: list[str]) -> list[Seen]:
         return [check(p) for p in batch]

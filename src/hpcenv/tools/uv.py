@@ -33,7 +33,7 @@ from hpcenv.models.plan import Plan
 from hpcenv.tools import command
 from hpcenv.tools.command import Completed
 from hpcenv.utils import fsio
-from hpcenv.utils.errors import BadInput
+from hpcenv.utils.errors import BadInput, CommandFailed
 
 
 def uv_argv() -> list[str]:
@@ -272,6 +272,17 @@ def uninstall(venv_path: Path, names: Sequence[str], *, log: IO[str] | None = No
     return _run(
         ["pip", "uninstall", "--python", str(venv_path / "bin" / "python"), *names], log=log
     )
+
+
+def cache_dir() -> Path | None:
+    """Where uv keeps its cache (``uv cache dir``: ``UV_CACHE_DIR``, uv.toml's
+    ``cache-dir``, else the XDG default); None when uv cannot say."""
+    try:
+        done = _run(["cache", "dir"], log=None, timeout=60)
+    except (CommandFailed, BadInput, OSError):
+        return None
+    where = done.stdout.strip()
+    return Path(where) if where.startswith("/") else None
 
 
 def cache_clean(names: Sequence[str], *, log: IO[str] | None = None) -> Completed:
