@@ -618,9 +618,10 @@ def _install(
         log.write(f"# {carried} bytecode files taken over from {current.name}\n")
     # with a project: every package built against torch, and the profile's (swap names them)
     names = package_names(plan) if project_report is None else list(project_report["checked"])
+    seen: dict[str, os.stat_result] = {}  # the walk's lstat of each file, for the proof
     steps("protect", "files shared with uv's cache made read-only",
-          lambda: venv_check.protect(target))  # fmt: skip
-    repaired, imports = _prove_and_probe(target, plan, names, steps, log=log)
+          lambda: venv_check.protect(target, seen))  # fmt: skip
+    repaired, imports = _prove_and_probe(target, plan, names, steps, log=log, seen=seen)
     if project_report is not None:
         isolation = project_report.get("no_build_isolation")
     return replace(
@@ -678,7 +679,13 @@ def _sync(target: Path, lock_path: Path, plan: Plan, log: IO[str]) -> dict[str, 
 
 
 def _prove_and_probe(
-    target: Path, plan: Plan, names: list[str], steps: _Steps, *, log: IO[str]
+    target: Path,
+    plan: Plan,
+    names: list[str],
+    steps: _Steps,
+    *,
+    log: IO[str],
+    seen: Mapping[str, os.stat_result],
 ) -> tuple[tuple[str, ...], import_check.ImportCheck]:
     """The RECORD proof (:func:`_prove`) and the import check, at the same time: the files
     are hashed in threads while the import check's interpreters start (both only read the
@@ -691,7 +698,8 @@ def _prove_and_probe(
     def hash_tree() -> venv_check.Proof:
         start = time.monotonic()
         try:
-            return venv_check.prove(target, stop=stop, record=venv_check.proofs_path())
+            record = venv_check.proofs_path()
+            return venv_check.prove(target, stop=stop, record=record, seen=seen)
         finally:
             hashed["seconds"] = round(time.monotonic() - start, 3)
 

@@ -281,9 +281,8 @@ def _load_proofs(path: Path) -> dict[_Identity, str]:
     known: dict[_Identity, str] = {}
     for line in lines:
         fields = line.split()
-        if len(fields) == 5 and all(f.isdigit() and len(f) < 24 for f in fields[:4]):
-            dev, ino, size, mtime = (int(f) for f in fields[:4])
-            known[(dev, ino, size, mtime)] = fields[4]
+        if len(fields) == 5 and len(line) < 200 and "".join(fields[:4]).isdigit():
+            known[(int(fields[0]), int(fields[1]), int(fields[2]), int(fields[3]))] = fields[4]
     return known
 
 
@@ -303,7 +302,13 @@ def _save_proofs(path: Path, new: dict[_Identity, str], old: dict[_Identity, str
             fsio.write_bytes(path, "".join(rows).encode("ascii"), mode=0o644)
 
 
-def prove(venv: Path, *, stop: threading.Event | None = None, record: Path | None = None) -> Proof:
+def prove(
+    venv: Path,
+    *,
+    stop: threading.Event | None = None,
+    record: Path | None = None,
+    seen: Mapping[str, os.stat_result] | None = None,
+) -> Proof:
     """Check every file a RECORD of ``venv`` lists with a sha256 against it.
 
     A new environment's files come from uv's cache: a cache entry changed after uv
@@ -320,7 +325,12 @@ def prove(venv: Path, *, stop: threading.Event | None = None, record: Path | Non
     build alone holds (one link: its RECORD, scripts uv wrote) is never linked into
     another build, and is not recorded.
     The answer is in distribution and RECORD order. ``stop`` set: the threads hash no
-    further file (the answer is then incomplete; the caller is stopping)."""
+    further file (the answer is then incomplete; the caller is stopping). ``seen``: the
+    ``lstat`` of the venv's regular files from :func:`protect`'s walk just before, taken
+    instead of a ``stat`` each (a file it lacks is ``stat``-ed). Either way the proof is of
+    the files as they were at that ``stat``: both run beside the import check, which is
+    the environment's own code, running as you, as every job will."""
+    stats = seen or {}
     rows: list[tuple[str, str, str, str]] = []  # (distribution, RECORD path, full path, hash)
     for site in paths.site_packages(venv):
         base = str(site)
@@ -333,7 +343,9 @@ def prove(venv: Path, *, stop: threading.Event | None = None, record: Path | Non
             for row in records:
                 if len(row) < 2 or not row[1].startswith("sha256="):
                     continue
-                full = os.path.normpath(os.path.join(base, row[0]))
+                rel = row[0]
+                plain = not rel.startswith("/") and ".." not in rel and "." not in rel[:1]
+                full = f"{base}/{rel}" if plain else os.path.normpath(os.path.join(base, rel))
                 rows.append((name, row[0], full, row[1][len("sha256=") :]))
     old = _load_proofs(record) if record is not None else {}
     settled = time.time_ns() - SETTLED_NS
@@ -342,8 +354,9 @@ def prove(venv: Path, *, stop: threading.Event | None = None, record: Path | Non
     def check(path: str) -> Seen:
         if stop is not None and stop.is_set():
             return None, None, False
+        st = stats.get(path)
         try:
-            st = os.stat(path)
+            st = st or os.stat(path)
         except OSError:
             return None, None, False
         key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
@@ -359,16 +372,16 @@ def prove(venv: Path, *, stop: threading.Event | None = None, record: Path | Non
 
     files = [r[2] for r in rows]
     batches = [files[i : i + 128] for i in range(0, len(files), 128)]
-    seen = [s for done in threads.map_threads(check_batch, batches, HASH_THREADS) for s in done]
+    checked = [s for done in threads.map_threads(check_batch, batches, HASH_THREADS) for s in done]
     bad: dict[str, list[str]] = {}
     new: dict[_Identity, str] = {}
-    for (name, rel, _, want), (digest, key, _) in zip(rows, seen, strict=True):
+    for (name, rel, _, want), (digest, key, _) in zip(rows, checked, strict=True):
         if digest is not None and digest != want:
             bad.setdefault(name, []).append(rel)
         elif key is not None and digest is not None:
             new[key] = digest
-    read = sum(1 for *_, was_read in seen if was_read)
-    known = sum(1 for digest, _, was_read in seen if digest is not None and not was_read)
+    read = sum(1 for *_, was_read in checked if was_read)
+    known = sum(1 for digest, _, was_read in checked if digest is not None and not was_read)
     if record is not None and any(k not in old for k in new):
         _save_proofs(record, new, old)
     return Proof(bad=bad, read=read, known=known)
@@ -448,7 +461,7 @@ def carry_bytecode(old: Path, new: Path) -> int:
 # -- what a build shares with uv's cache ------------------------------------------------
 
 
-def protect(venv: Path) -> int:
+def protect(venv: Path, seen: dict[str, os.stat_result] | None = None) -> int:
     """Take the write bits off every file ``venv`` shares with uv's cache (a hard link;
     none where the filesystem clones). An in-place write (an editor, ``>>``, a patch to
     debug) then fails instead of changing the cache, the kept previous build and every
@@ -459,11 +472,14 @@ def protect(venv: Path) -> int:
     ``local``'s 1.0 GB, and a CUDA torch's gigabytes of disk quota per build. Returns how
     many files were made read-only. What uv made writable by others (its ``.lock``,
     0666 whatever the umask) loses that too: nobody else writes in a build
-    (``fsio.untrusted``)."""
+    (``fsio.untrusted``). ``seen`` gets each regular file's ``lstat`` (from before its
+    modes changed), which :func:`prove` then takes instead of a ``stat`` of its own."""
     protected = 0
     for entry, st in _walk(venv, everything=True):
         if stat.S_ISLNK(st.st_mode):
             continue
+        if seen is not None and stat.S_ISREG(st.st_mode):
+            seen[entry.path] = st
         if stat.S_ISREG(st.st_mode) and st.st_nlink > 1 and st.st_mode & 0o222:
             os.chmod(entry.path, stat.S_IMODE(st.st_mode) & ~0o222)
             protected += 1

@@ -186,3 +186,21 @@ def test_the_record_is_written_for_this_user_alone_whatever_the_umask(tmp_path: 
         os.umask(old)
     assert (record.parent.stat().st_mode & 0o777, record.stat().st_mode & 0o777) == (0o755, 0o644)
     assert len(venv_check._load_proofs(record)) == 2
+
+
+def test_the_proof_takes_the_protect_walks_stats_with_the_same_answer(
+    tmp_path: Path, proven: tuple[Path, Path]
+) -> None:
+    """The build hands the proof what ``protect`` saw (one walk, not a second ``stat`` of
+    every file); the answer is the same, and a file the walk did not see is ``stat``-ed."""
+    entry, record = proven
+    venv = tmp_path / "home-2" / "venv"
+    site = _build(venv, entry)
+    seen: dict[str, os.stat_result] = {}
+    venv_check.protect(venv, seen)
+    assert str(site / "pkg" / "core.py") in seen
+    got = venv_check.prove(venv, record=record, seen=seen)
+    assert (got.bad, got.read, got.known) == ({}, 1, 2)
+    del seen[str(site / "pkg" / "core.py")]
+    again = venv_check.prove(venv, record=record, seen=seen)
+    assert (again.bad, again.read, again.known) == ({}, 1, 2)
