@@ -661,14 +661,9 @@ def _switch_in(
 
 
 def _complete(target: Path, report: BuildReport, *, log: IO[str]) -> BuildReport:
-    """What a proven build gets last: its file list (after the import check wrote its
-    bytecode: what a no-op compares with) and the list of what is installed, side by side."""
-    installed = threads.Beside(lambda: uv.freeze(target, log=log))
-    try:
-        venv_check.record_tree(target)
-    finally:
-        frozen = installed.result()
-    return replace(report, installed=frozen)
+    """What a proven build gets last: the list of what is installed (its file list was
+    written once the import check passed: :func:`_prove_and_probe`)."""
+    return replace(report, installed=uv.freeze(target, log=log))
 
 
 def _sync(target: Path, lock_path: Path, plan: Plan, log: IO[str]) -> dict[str, Any] | None:
@@ -691,17 +686,21 @@ def _prove_and_probe(
     are hashed in threads while the import check's interpreters start (both only read the
     tree; the check's bytecode lands in ``__pycache__``, which no RECORD hashes). When the
     proof repairs a distribution, the check runs again on the repaired tree, and only
-    that answer counts; a failed check before a repair is no verdict either."""
+    that answer counts; a failed check before a repair is no verdict either. Last, the
+    file list a no-op compares with (``venv_check.record_tree``)."""
     stop = threading.Event()
     hashed: dict[str, float] = {}
+    listed: list[list[str]] = []  # the file list from protect's walk, made meanwhile
 
     def hash_tree() -> venv_check.Proof:
         start = time.monotonic()
         try:
             record = venv_check.proofs_path()
-            return venv_check.prove(target, stop=stop, record=record, seen=seen)
+            proof = venv_check.prove(target, stop=stop, record=record, seen=seen)
         finally:
             hashed["seconds"] = round(time.monotonic() - start, 3)
+        listed.append(venv_check.tree_of(target, seen))
+        return proof
 
     hashing = threads.Beside(hash_tree)
     probe_error: BuildFailed | None = None
@@ -733,6 +732,9 @@ def _prove_and_probe(
     elif probe_error is not None:
         raise probe_error
     assert imports is not None
+    # the list a no-op compares with, once the import check wrote its bytecode (which it
+    # leaves out): protect's walk unless the check or a repair changed the tree since
+    venv_check.record_tree(target, None if repaired else listed[0])
     return repaired, imports
 
 

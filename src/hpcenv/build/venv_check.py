@@ -158,25 +158,67 @@ def _walk(
             yield entry, st
 
 
+def _line(rel: str, path: str, st: os.stat_result) -> str:
+    if stat.S_ISLNK(st.st_mode):
+        return f"{rel}\tl\t0\t0\t{os.readlink(path)}"
+    if stat.S_ISDIR(st.st_mode):
+        return f"{rel}\td\t0\t0"
+    return f"{rel}\tf\t{st.st_size}\t{st.st_mtime_ns}"
+
+
 def tree(venv: Path) -> list[str]:
     """One line per file, link and directory under ``venv`` (bytecode left out), sorted."""
-    out: list[str] = []
     cut = len(str(venv)) + 1
-    for entry, st in _walk(venv):
-        rel = entry.path[cut:]
-        if stat.S_ISLNK(st.st_mode):
-            out.append(f"{rel}\tl\t0\t0\t{os.readlink(entry.path)}")
-        elif stat.S_ISDIR(st.st_mode):
-            out.append(f"{rel}\td\t0\t0")
-        else:
-            out.append(f"{rel}\tf\t{st.st_size}\t{st.st_mtime_ns}")
+    return sorted(_line(entry.path[cut:], entry.path, st) for entry, st in _walk(venv))
+
+
+def tree_of(venv: Path, seen: Mapping[str, os.stat_result]) -> list[str]:
+    """:func:`tree` from the ``lstat`` of every entry (``protect``'s walk) instead of a
+    walk of its own; a link that is gone since is left out (the check of
+    :func:`record_tree` then walks again)."""
+    cut = len(str(venv)) + 1
+    out: list[str] = []
+    for path, st in seen.items():
+        rel = path[cut:]
+        parts = rel.split("/")
+        if any(p in _SKIP_NAMES for p in parts) or rel.endswith(".pyc"):
+            continue
+        with contextlib.suppress(OSError):
+            out.append(_line(rel, path, st))
     out.sort()
     return out
 
 
-def record_tree(venv: Path) -> None:
-    """Write ``venv``'s file list (called last, once the environment is complete)."""
-    text = "\n".join(tree(venv)) + "\n"
+def _names(venv: Path) -> set[str]:
+    """The path of every entry :func:`tree` lists, from the directories' listings alone
+    (no ``stat`` per file)."""
+    cut = len(str(venv)) + 1
+    out: set[str] = set()
+    todo = [str(venv)]
+    while todo:
+        try:
+            entries = list(os.scandir(todo.pop()))
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.name in _SKIP_NAMES or entry.name.endswith(".pyc"):
+                continue
+            out.add(entry.path[cut:])
+            with contextlib.suppress(OSError):
+                if entry.is_dir(follow_symlinks=False):
+                    todo.append(entry.path)
+    return out
+
+
+def record_tree(venv: Path, before: list[str] | None = None) -> None:
+    """Write ``venv``'s file list (once the environment is complete and checked).
+    ``before``: the list as :func:`tree_of` made it from ``protect``'s walk, before the
+    import check; kept when the check added and removed nothing (it writes bytecode, which
+    the list leaves out), else ``venv`` is walked again. A file the check changed in place
+    (no package of a build does) would make the next no-op rebuild, naming it."""
+    if before is None or _names(venv) != {line.partition("\t")[0] for line in before}:
+        before = tree(venv)
+    text = "\n".join(before) + "\n"
     fsio.write_bytes(venv / FILES, text.encode())  # paths, not prose: written as they are
 
 
@@ -356,7 +398,7 @@ def prove(
             return None, None, False
         st = stats.get(path)
         try:
-            st = st or os.stat(path)
+            st = st if st and stat.S_ISREG(st.st_mode) else os.stat(path)
         except OSError:
             return None, None, False
         key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
@@ -472,14 +514,15 @@ def protect(venv: Path, seen: dict[str, os.stat_result] | None = None) -> int:
     ``local``'s 1.0 GB, and a CUDA torch's gigabytes of disk quota per build. Returns how
     many files were made read-only. What uv made writable by others (its ``.lock``,
     0666 whatever the umask) loses that too: nobody else writes in a build
-    (``fsio.untrusted``). ``seen`` gets each regular file's ``lstat`` (from before its
-    modes changed), which :func:`prove` then takes instead of a ``stat`` of its own."""
+    (``fsio.untrusted``). ``seen`` gets each entry's ``lstat`` (from before its mode
+    changed), which :func:`prove` then takes instead of a ``stat`` of its own, and
+    :func:`tree_of` instead of a walk."""
     protected = 0
     for entry, st in _walk(venv, everything=True):
+        if seen is not None:
+            seen[entry.path] = st
         if stat.S_ISLNK(st.st_mode):
             continue
-        if seen is not None and stat.S_ISREG(st.st_mode):
-            seen[entry.path] = st
         if stat.S_ISREG(st.st_mode) and st.st_nlink > 1 and st.st_mode & 0o222:
             os.chmod(entry.path, stat.S_IMODE(st.st_mode) & ~0o222)
             protected += 1
