@@ -19,7 +19,8 @@ and min/median/max of the round-by-round ratio. hpcenv's bytecode is compiled fi
 ``main``; ``""`` for none) each hpcenv command also runs from that revision's ``src``
 (``git archive``, ``PYTHONPATH``; same interpreter and dependencies) in the same rounds:
 ``before_wall_s`` and ``ratio_after_vs_before``. Usage:
-``python bench/bench_startup.py [--runs N] [--baseline-rev REV]``.
+``python bench/bench_startup.py [--runs N] [--baseline-rev REV] [--only PREFIX]`` (``--only
+audit``: the audit pairs alone).
 """
 
 from __future__ import annotations
@@ -93,6 +94,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--runs", type=int, default=11)
     ap.add_argument("--baseline-rev", default="main")
+    ap.add_argument(
+        "--only", default="", metavar="PREFIX", help="only the pairs whose name starts so"
+    )
     args = ap.parse_args()
     uv = shutil.which("uv")
     if not uv:
@@ -106,7 +110,7 @@ def main() -> int:
             before_src = export_rev(args.baseline_rev, Path(tmp) / "before")
             compileall.compile_dir(str(before_src), quiet=1)
             before_env = {**env, "PYTHONPATH": str(before_src)}
-        todo = cases(sys.executable, uv)
+        todo = {k: v for k, v in cases(sys.executable, uv).items() if k.startswith(args.only)}
         sides = (("a", 0, env), ("b", 1, env))
         if before_env:
             sides += (("before", 0, before_env),)

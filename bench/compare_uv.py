@@ -28,7 +28,8 @@ import tempfile
 from pathlib import Path
 
 from hpcenv import knowledge
-from hpcenv.decide.torch_variant import assess, describe_gpus, try_resolve_torch
+from hpcenv.decide.torch_choice import TorchWish, choose_torch
+from hpcenv.decide.torch_variant import assess, describe_gpus
 from hpcenv.facts import collect
 from hpcenv.models.facts import Facts, NvidiaFacts
 from hpcenv.tools import command
@@ -144,7 +145,7 @@ def main() -> int:
             assert facts.nvidia is not None and facts.arch is not None
             for version in TORCH_VERSIONS:
                 got = uv_first_index(uv, work, facts.nvidia, version, facts.arch)
-                mine = try_resolve_torch(facts, f"=={version}")
+                mine = choose_torch(facts, TorchWish(spec=f"=={version}")).choice
                 first = got["first"] if isinstance(got["first"], str) else None
                 considered = got["considered"] if isinstance(got["considered"], list) else []
                 through = fall_through(facts, version, considered)

@@ -50,7 +50,15 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from hpcenv import __version__
-from hpcenv.build import build_lock, fixes, import_check, lockfiles, torch_first, venv_check
+from hpcenv.build import (
+    build_lock,
+    fixes,
+    import_check,
+    lockfiles,
+    results,
+    torch_first,
+    venv_check,
+)
 from hpcenv.decide.plan import require_torch
 from hpcenv.kit import threads
 from hpcenv.knowledge import build_isolation
@@ -61,7 +69,7 @@ from hpcenv.utils import fsio, paths
 from hpcenv.utils.errors import BadInput, BuildFailed, CommandFailed
 
 if TYPE_CHECKING:
-    from hpcenv.build.swap import ProjectRequest
+    from hpcenv.project.request import ProjectRequest
 
 #: Written into a build directory when (and only when) the build completed.
 MARKER = paths.BUILD_MARKER
@@ -97,21 +105,21 @@ class BuildReport:
     locked_at: float | None = None
     hpcenv_version: str | None = None
     plan_digest: str | None = None
-    facts: Mapping[str, Any] | None = None
+    facts: results.FactsSummary | None = None
     python: str | None = None
-    torch: Mapping[str, Any] | None = None
+    torch: results.TorchSource | None = None
     sources: tuple[str, ...] | None = None
     leftovers_removed: tuple[str, ...] | None = None
     damaged: tuple[str, ...] | None = None  # why the current build was not kept
     repaired: tuple[str, ...] | None = None  # damaged uv cache entries cleaned and reinstalled
     steps: tuple[StepTime, ...] | None = None
     log: str | None = None
-    lock: Mapping[str, str] | None = None
+    lock: results.LockUsed | None = None
     build_dir: str | None = None
-    project: Mapping[str, Any] | None = None
+    project: results.ProjectInstall | None = None
     #: packages whose setup.py imports torch, built against the venv's (``torch_first``)
-    no_build_isolation: Mapping[str, Any] | None = None
-    flash_attn: Mapping[str, Any] | None = None
+    no_build_isolation: results.NoIsolation | None = None
+    flash_attn: results.FlashAttnOutcome | None = None
     fixes: tuple[str, ...] | None = None
     imports: import_check.ImportCheck | None = None
     installed: Mapping[str, str] | None = None
@@ -129,14 +137,23 @@ class BuildReport:
                 continue
             if f.name == "previous" and self.removed_old_builds is None:
                 continue  # not switched yet
-            if isinstance(value, tuple):
-                value = [v.serialize() if isinstance(v, StepTime) else v for v in value]
-            elif isinstance(value, import_check.ImportCheck):
-                value = value.serialize()
-            elif isinstance(value, Mapping):
-                value = dict(value)
-            out[f.name] = value
+            out[f.name] = _json(value)
         return out
+
+
+class _Serializable(Protocol):
+    def serialize(self) -> dict[str, Any]: ...
+
+
+def _json(value: object) -> object:
+    """A report field as JSON: a typed result through its ``serialize()``, tuples as lists."""
+    if isinstance(value, tuple):
+        return [_json(v) for v in value]
+    if callable(getattr(value, "serialize", None)):
+        return cast(_Serializable, value).serialize()
+    if isinstance(value, Mapping):
+        return dict(value)
+    return value
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -187,13 +204,22 @@ def current_target(profile: str) -> Path | None:
     return target if target.is_dir() else None
 
 
-def read_marker(build_dir: Path) -> dict[str, Any] | None:
-    """The marker of a complete build; None when missing or not hpcenv's (not an object)."""
+def _marker_object(build_dir: Path) -> dict[str, object] | None:
+    """The JSON object in ``build_dir``'s marker; None when missing, unreadable or not an
+    object (not a build hpcenv completed)."""
     try:
         data = fsio.load_json(build_dir / MARKER, "build marker")
     except BadInput:
         return None
     return data if isinstance(data, dict) else None
+
+
+def read_marker(build_dir: Path) -> results.BuildMarker | None:
+    """The marker of a complete build; None when missing or not hpcenv's (not an object).
+    BadInput naming the file and key when the object's stamp or list of what is installed
+    is not what hpcenv writes."""
+    data = _marker_object(build_dir)
+    return None if data is None else results.BuildMarker.parse(data, str(build_dir / MARKER))
 
 
 def clean_leftovers(profile: str, keep: set[Path]) -> list[str]:
@@ -205,7 +231,7 @@ def clean_leftovers(profile: str, keep: set[Path]) -> list[str]:
         if entry.name.startswith(f".{profile}.tmp-") and entry.is_symlink():
             entry.unlink()
             removed.append(entry.name)
-        elif pattern.match(entry.name) and entry not in keep and read_marker(entry) is None:
+        elif pattern.match(entry.name) and entry not in keep and _marker_object(entry) is None:
             shutil.rmtree(entry, ignore_errors=True)
             removed.append(entry.name)
     return removed
@@ -332,9 +358,9 @@ def build(
         )
     name = plan.profile
     if project is not None:
-        from hpcenv.build import swap
+        from hpcenv.project.request import environment_name
 
-        name = swap.environment_name(plan.profile, project)
+        name = environment_name(plan.profile, project)
     venvs = fsio.ensure_dir(paths.venvs_dir())
     with build_lock.hold(venvs / f"{name}.lock", timeout=lock_timeout):
         return _build_locked(
@@ -355,10 +381,13 @@ def _noop(
     (``venv_check``) and no --force; a damaged one is noted in ``damaged`` and rebuilt."""
     if force or current is None or not new_stamp:
         return None
-    marker = read_marker(current)
-    if not marker or marker.get("stamp") != new_stamp:
+    try:
+        marker = read_marker(current)
+    except BadInput as exc:
+        damaged.append(f"{exc}; rebuilding it")
         return None
-    installed = marker.get("installed")
+    if marker is None or marker.stamp != new_stamp:
+        return None
     if why := fsio.untrusted(current):  # bytecode included: nobody else may have written
         damaged.append(f"the environment could run someone else's code ({why}); rebuilding it")
         return None
@@ -368,9 +397,7 @@ def _noop(
             f"the environment changed since its build ({'; '.join(changes)}); rebuilding it"
         )
         return None
-    problem = venv_check.damage(
-        current, installed if isinstance(installed, dict) else {}, records=changes is None
-    )
+    problem = venv_check.damage(current, marker.installed, records=changes is None)
     if problem:
         damaged.append(f"the environment is damaged ({problem}); rebuilding it")
         return None
@@ -415,11 +442,12 @@ def _decide(plan: Plan, facts: Facts, *, name: str, project: ProjectRequest | No
         lock_path, lock_why = lockfiles.build_lock_path(plan, facts)
     project_digest, python = "", plan.python
     if project is not None:
-        from hpcenv.build import swap
+        from hpcenv.project import install_set
+        from hpcenv.project import request as project_files
 
-        project_digest = swap.project_digest(project)
-        version, choice = swap.project_torch(project, plan, facts)
-        swap.check_torch_fit(version, choice, plan, facts)  # exit 3 before any venv or uv
+        project_digest = project_files.project_digest(project)
+        version, choice = install_set.project_torch(project, plan, facts)
+        install_set.check_torch_fit(version, choice, plan, facts)  # exit 3 before any venv or uv
         python = choice.version
     new_stamp = ""
     if lock_why is None:
@@ -472,11 +500,11 @@ def _build_locked(
         plan_digest=plan.digest(),
         facts=lockfiles.facts_summary(facts),
         python=d.python,
-        torch={
-            "version": plan.torch.version,
-            "backend": plan.torch.backend,
-            "from": plan.torch_wheel or plan.torch.index_url or "",
-        },
+        torch=results.TorchSource(
+            version=plan.torch.version,
+            backend=plan.torch.backend,
+            source=plan.torch_wheel or plan.torch.index_url or "",
+        ),
         sources=tuple(uv.source_args(plan)),
         leftovers_removed=d.leftovers,
         damaged=tuple(damaged),
@@ -559,15 +587,14 @@ def _lock_step(
     if d.project:
         return report, d.stamp
     if d.lock_why is None:
-        return replace(
-            report, lock={"path": str(path), "action": "kept (inputs digest matches)"}
-        ), d.stamp
+        kept = results.LockUsed(path=str(path), action="kept (inputs digest matches)")
+        return replace(report, lock=kept), d.stamp
     steps(
         "lock",
         f"locking {report.environment} ({path.name})",
         lambda: lockfiles.compile_lock(plan, facts, path=path, log=log),
     )
-    info = {"path": str(path), "action": f"compiled: {d.lock_why}"}
+    info = results.LockUsed(path=str(path), action=f"compiled: {d.lock_why}")
     return replace(report, lock=info), stamp(plan, facts, fsio.read_text(path, "lockfile"))
 
 
@@ -586,8 +613,8 @@ def _install(
     fixes, import check, freeze: what the new build directory gets."""
     log.write(f"# hpcenv build {report.environment} -> {target}\n")
     steps("venv", f"creating venv (Python {d.python})", lambda: uv.venv(target, d.python, log=log))
-    project_report: Mapping[str, Any] | None = None
-    isolation: Mapping[str, Any] | None = None
+    project_report: results.ProjectInstall | None = None
+    isolation: results.NoIsolation | None = None
     if project is None:
         isolation = steps(
             "sync", f"installing {d.lock_path.name}", lambda: _sync(target, d.lock_path, plan, log)
@@ -601,9 +628,9 @@ def _install(
             f"installing project {proj.directory.name} with this node's torch",
             lambda: swap.sync_and_swap(proj, target, plan, log=log, facts=facts),
         )
-    fa: Mapping[str, Any]
-    if project_report is not None and project_report.get("flash_attn_from_project"):
-        fa = {"action": "skip", "reason": "the project installs flash-attn"}
+    fa: results.FlashAttnOutcome
+    if project_report is not None and project_report.flash_attn_from_project:
+        fa = results.FlashAttnOutcome.left_to_project()
     else:
         fa = steps(
             "flash-attn",
@@ -617,13 +644,13 @@ def _install(
                         lambda: venv_check.carry_bytecode(current, target))  # fmt: skip
         log.write(f"# {carried} bytecode files taken over from {current.name}\n")
     # with a project: every package built against torch, and the profile's (swap names them)
-    names = package_names(plan) if project_report is None else list(project_report["checked"])
+    names = package_names(plan) if project_report is None else list(project_report.checked)
     seen: dict[str, os.stat_result] = {}  # the walk's lstat of each file, for the proof
     steps("protect", "files shared with uv's cache made read-only",
           lambda: venv_check.protect(target, seen))  # fmt: skip
     repaired, imports = _prove_and_probe(target, plan, names, steps, log=log, seen=seen)
     if project_report is not None:
-        isolation = project_report.get("no_build_isolation")
+        isolation = project_report.no_build_isolation
     return replace(
         report,
         project=project_report,
@@ -666,7 +693,7 @@ def _complete(target: Path, report: BuildReport, *, log: IO[str]) -> BuildReport
     return replace(report, installed=uv.freeze(target, log=log))
 
 
-def _sync(target: Path, lock_path: Path, plan: Plan, log: IO[str]) -> dict[str, Any] | None:
+def _sync(target: Path, lock_path: Path, plan: Plan, log: IO[str]) -> results.NoIsolation | None:
     """``uv pip sync`` of the lock; packages whose setup.py imports torch are built
     against the venv's torch, without build isolation (``torch_first``)."""
     with fsio.work_dir("hpcenv-sync-") as work:
@@ -773,17 +800,17 @@ def _write_report(path: Path, report: BuildReport) -> None:
     fsio.write_json(path, report.serialize())
 
 
-def _flash_attn(venv: Path, plan: Plan, *, log: IO[str]) -> dict[str, Any]:
+def _flash_attn(venv: Path, plan: Plan, *, log: IO[str]) -> results.FlashAttnOutcome:
     fa = plan.flash_attn
-    out: dict[str, Any] = {"action": fa.action, "reason": fa.reason, "version": fa.version}
+    done = results.FlashAttnOutcome(action=fa.action, reason=fa.reason, version=fa.version)
     if fa.action == "wheel" and fa.wheel_url:
         uv.install(venv, [fa.wheel_url], plan=plan, log=log)
-        out["from"] = fa.wheel_url
-    elif fa.action == "build":
+        return replace(done, wheel=fa.wheel_url)
+    if fa.action == "build":
         from hpcenv.build import flashattn
 
-        out.update(flashattn.install_flash_attn(venv, plan, log=log))
-    return out
+        return replace(done, built=flashattn.install_flash_attn(venv, plan, log=log))
+    return done
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -22,11 +22,12 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from packaging.utils import canonicalize_name
 
 from hpcenv.build import build_lock
+from hpcenv.build.results import FlashAttnBuilt
 from hpcenv.models.plan import Plan
 from hpcenv.tools import command, uv
 from hpcenv.utils import fsio, paths
@@ -116,11 +117,50 @@ def build_cached_wheel(
     return CachedWheel(path=wheel, hit=False, key=key, seconds=time.monotonic() - start)
 
 
-def abi_key(venv: Path, *, log: IO[str] | None = None) -> dict[str, str]:
+@dataclass(frozen=True, kw_only=True)
+class AbiKey:
+    """What a compiled torch extension's binary depends on (``ABI_PROBE``'s answer)."""
+
+    torch: str
+    torch_cuda: str | None  # None: a CPU build
+    cxx11abi: bool
+    python_tag: str  # cp311
+    arch: str
+
+    @classmethod
+    def parse(cls, line: str, where: str) -> AbiKey:
+        """``ABI_PROBE``'s JSON line; BuildFailed naming ``where`` when it is not one."""
+        try:
+            data = json.loads(line)
+        except ValueError:
+            data = None
+        if not isinstance(data, dict):
+            raise BuildFailed(f"{where}: the torch ABI probe printed {line[-200:]!r}, not JSON")
+        strings = ("torch", "python_tag", "arch")
+        cuda = data.get("torch_cuda")
+        if not all(isinstance(data.get(k), str) for k in strings) or not (
+            isinstance(data.get("cxx11abi"), bool) and (cuda is None or isinstance(cuda, str))
+        ):
+            raise BuildFailed(f"{where}: the torch ABI probe printed {line[-200:]!r}")
+        return cls(**{k: data[k] for k in (*strings, "torch_cuda", "cxx11abi")})
+
+    def fields(self) -> dict[str, str]:
+        """The key's fields as strings, as the wheel cache's digest covers them (an entry
+        made before this type existed has the same digest: ``str()`` of each value)."""
+        return {
+            "torch": self.torch,
+            "torch_cuda": str(self.torch_cuda),
+            "cxx11abi": str(self.cxx11abi),
+            "python_tag": self.python_tag,
+            "arch": self.arch,
+        }
+
+
+def abi_key(venv: Path, *, log: IO[str] | None = None) -> AbiKey:
     """What a compiled torch extension's binary depends on, asked from the venv's torch."""
     done = command.run([str(paths.venv_python(venv)), "-c", ABI_PROBE], log=log, timeout=300)
-    data: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    return {k: str(v) for k, v in data.items()}
+    lines = done.stdout.strip().splitlines()
+    return AbiKey.parse(lines[-1] if lines else "", str(venv))
 
 
 def _pip(log: IO[str] | None) -> tuple[list[str], dict[str, str]]:
@@ -134,14 +174,14 @@ def _pip(log: IO[str] | None) -> tuple[list[str], dict[str, str]]:
     return ["-m", "pip"], {"PYTHONPATH": str(target)}
 
 
-def install_flash_attn(venv: Path, plan: Plan, *, log: IO[str] | None = None) -> dict[str, Any]:
+def install_flash_attn(venv: Path, plan: Plan, *, log: IO[str] | None = None) -> FlashAttnBuilt:
     """Build (or take from the cache) the flash-attn wheel for ``venv`` and install it."""
     fa = plan.flash_attn
     if not fa.version:
         raise BuildFailed(f"profile {plan.profile}: flash-attn build planned without a version")
     version = fa.version
     uv.install(venv, list(BUILD_REQUIREMENTS), plan=plan, log=log)
-    key = abi_key(venv, log=log)
+    key = abi_key(venv, log=log).fields()
     key["cuda_archs"] = ";".join(fa.cuda_archs)
     env = {
         "FLASH_ATTN_CUDA_ARCHS": ";".join(fa.cuda_archs),
@@ -182,10 +222,10 @@ def install_flash_attn(venv: Path, plan: Plan, *, log: IO[str] | None = None) ->
 
     cached = build_cached_wheel("flash-attn", version, key, build_fn)
     uv.install(venv, [str(cached.path)], extra=["--no-deps"], log=log)
-    return {
-        "from": str(cached.path),
-        "cache": "hit" if cached.hit else "built",
-        "key": cached.key,
-        "build_env": env,
-        "seconds": round(cached.seconds, 3),
-    }
+    return FlashAttnBuilt(
+        wheel=str(cached.path),
+        hit=cached.hit,
+        key=cached.key,
+        build_env=env,
+        seconds=round(cached.seconds, 3),
+    )

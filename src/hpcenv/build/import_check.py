@@ -17,7 +17,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeGuard
 
 from packaging.utils import canonicalize_name
 
@@ -90,22 +90,49 @@ def check(venv: Path, names: Sequence[str], *, log: IO[str] | None) -> ImportChe
         log=log,
         timeout=600,
     )
-    python_version: str | None = None
-    torch: str | None = None
-    imports: dict[str, str] = {}
-    failed: dict[str, str] = {}
+    result = ImportCheck()
     for done in runs:
-        try:
-            part: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-        except (ValueError, IndexError) as exc:
+        lines = done.stdout.strip().splitlines()
+        part = parse(lines[-1]) if lines else None
+        if part is None:
             tail = (done.stderr or done.stdout).strip()[-300:]
-            raise BuildFailed(f"the import check of {venv} did not run: {tail}") from exc
-        python_version = part["python"]
-        torch = torch or part["torch"]
-        imports.update(part["imports"])
-        failed.update(part["failed"])
-    result = ImportCheck(python=python_version, torch=torch, imports=imports, failed=failed)
-    if failed:
-        name, why = next(iter(failed.items()))
+            raise BuildFailed(f"the import check of {venv} did not run: {tail}")
+        result = ImportCheck(
+            python=part.python,
+            torch=result.torch or part.torch,
+            imports={**result.imports, **part.imports},
+            failed={**result.failed, **part.failed},
+        )
+    if result.failed:
+        name, why = next(iter(result.failed.items()))
         raise BuildFailed(f"import check failed in the new environment: {name}: {why}")
     return result
+
+
+def parse(line: str) -> ImportCheck | None:
+    """One line of ``hpcenv.kit.imports`` (``{"python", "torch", "imports": {dist:
+    module}, "failed": {dist: why}}``) as an ``ImportCheck``; None when it is not that
+    (the process died before it printed, or printed something else last)."""
+    try:
+        data = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    python, torch = data.get("python"), data.get("torch")
+    imports, failed = data.get("imports"), data.get("failed")
+    if not (_str_or_none(python) and _str_or_none(torch)):
+        return None
+    if not (_strings(imports) and _strings(failed)):
+        return None
+    return ImportCheck(python=python, torch=torch, imports=imports, failed=failed)
+
+
+def _str_or_none(value: object) -> TypeGuard[str | None]:
+    return value is None or isinstance(value, str)
+
+
+def _strings(value: object) -> TypeGuard[dict[str, str]]:
+    return isinstance(value, dict) and all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    )

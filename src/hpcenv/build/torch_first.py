@@ -28,12 +28,13 @@ import importlib.metadata
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from hpcenv.build import fixes
+from hpcenv.build.results import NoIsolation
 from hpcenv.knowledge import build_isolation
 from hpcenv.knowledge.build_isolation import TorchAtBuild
 from hpcenv.models.plan import Plan
@@ -103,13 +104,13 @@ def _missing(rows: Sequence[TorchAtBuild], have: Iterable[str]) -> list[str]:
     return out
 
 
-def _said(rows: Sequence[TorchAtBuild], torch: str, build_reqs: Sequence[str]) -> dict[str, Any]:
-    return {
-        "packages": [r.name for r in rows],
-        "torch": torch,
-        "build_requires": list(build_reqs),
-        "why": {r.name: r.source for r in rows},
-    }
+def _said(rows: Sequence[TorchAtBuild], torch: str, build_reqs: Sequence[str]) -> NoIsolation:
+    return NoIsolation(
+        packages=tuple(r.name for r in rows),
+        torch=torch,
+        build_requires=tuple(build_reqs),
+        why={r.name: r.source for r in rows},
+    )
 
 
 def _log(log: IO[str] | None, rows: Sequence[TorchAtBuild], torch: str) -> None:
@@ -132,7 +133,7 @@ def sync(
     work: Path,
     log: IO[str] | None,
     extra: Sequence[str] = (),
-) -> dict[str, Any] | None:
+) -> NoIsolation | None:
     """``uv pip sync`` of ``lockfile`` into ``venv`` (module docstring); what was built
     without isolation, or None when the lock has none of the listed packages."""
     text = fsio.read_text(lockfile, "lockfile")
@@ -169,7 +170,7 @@ def install(
     plan: Plan,
     log: IO[str] | None,
     extra: Sequence[str] = (),
-) -> dict[str, Any] | None:
+) -> NoIsolation | None:
     """``uv pip install reqs`` into ``venv``; where ``names`` (the packages the project
     asks for) include listed ones, ``torch`` (the set's torch requirement) and their build
     requirements first. What was built without isolation, or None."""

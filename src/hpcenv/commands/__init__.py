@@ -89,9 +89,9 @@ def add_selection_options(parser: argparse.ArgumentParser, scope: str) -> None:
 
 def selection_of(args: argparse.Namespace) -> Any:
     """The ``uv_lock.Selection`` of :func:`add_selection_options`' flags."""
-    from hpcenv.project import uv_lock
+    from hpcenv.project import uv_export  # not uv_lock: audit starts uv before that import
 
-    return uv_lock.Selection(
+    return uv_export.Selection(
         extras=tuple(args.extra),
         all_extras=args.all_extras,
         groups=tuple(args.group),

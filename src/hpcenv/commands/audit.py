@@ -27,6 +27,7 @@ from hpcenv.commands import (
 
 if TYPE_CHECKING:
     from hpcenv.project.audit import Audit
+    from hpcenv.project.uv_export import Selection
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -122,12 +123,20 @@ def _print(result: Audit, node: str) -> None:
 
 
 def _audit(args: argparse.Namespace) -> tuple[Audit, str]:
-    from hpcenv.facts import collect
-    from hpcenv.project import audit
+    from hpcenv.project import uv_export
     from hpcenv.utils.errors import BadInput
 
     if args.declared and args.facts:
         raise BadInput("give either --facts FILE or --declared PROFILE, not both")
+    selection = selection_of(args)
+    with uv_export.early(args.target, selection):  # uv reads the lock beside the imports
+        return _audit_for(args, selection)
+
+
+def _audit_for(args: argparse.Namespace, selection: Selection) -> tuple[Audit, str]:
+    from hpcenv.facts import collect
+    from hpcenv.project import audit
+
     if args.declared:
         from hpcenv.profile import schema  # only here: a lock audit needs no profile
 
@@ -137,7 +146,6 @@ def _audit(args: argparse.Namespace) -> tuple[Audit, str]:
     else:
         found = collect.for_args(args.facts)
         node = f"the node in {args.facts}" if args.facts else "this node"
-    selection = selection_of(args)
     result = audit.audit(
         args.target,
         found,

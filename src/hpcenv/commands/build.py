@@ -11,7 +11,6 @@ project's files are never modified.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -30,7 +29,8 @@ from hpcenv.ui import report
 from hpcenv.utils.errors import BadInput
 
 if TYPE_CHECKING:
-    from hpcenv.build.swap import ProjectRequest
+    from hpcenv.build.results import ProjectInstall
+    from hpcenv.project.request import ProjectRequest
     from hpcenv.project.uv_lock import Selection
 
 
@@ -119,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
         if isolated := result.report.no_build_isolation:
             report.console.print(
                 f"  built without build isolation (setup.py imports torch): "
-                f"{', '.join(isolated['packages'])}, against torch {isolated['torch']}"
+                f"{', '.join(isolated.packages)}, against torch {isolated.torch}"
             )
     return 0
 
@@ -131,10 +131,10 @@ def project_request(
     with_profile: bool = False,
     python: str | None = None,
 ) -> ProjectRequest:
-    """``--project PATH`` as a ``swap.ProjectRequest`` (a directory with a ``uv.lock`` or a
-    dependency file; a file names its directory)."""
-    from hpcenv.build import swap
+    """``--project PATH`` as a ``ProjectRequest`` (``project/request.py``): a directory with
+    a ``uv.lock`` or a dependency file; a file names its directory."""
     from hpcenv.project import readers
+    from hpcenv.project.request import ProjectRequest
 
     where = Path(path).absolute()
     file = None
@@ -152,7 +152,7 @@ def project_request(
             f"--project {path}: no uv.lock, pyproject.toml, setup.py, setup.cfg, "
             "requirements.txt or environment.yml there"
         )
-    return swap.ProjectRequest(
+    return ProjectRequest(
         directory=where,
         selection=selection,
         name=name,
@@ -171,22 +171,18 @@ def _python_arg(python: str | None) -> str | None:
     return python
 
 
-def _project_lines(done: Mapping[str, object] | None) -> list[str]:
+def _project_lines(done: ProjectInstall | None) -> list[str]:
     """What a project build decided: selection, Python and why, torch before and after,
     what the profile added or the project kept, and the warnings."""
-    if not done:
+    if done is None:
         return []
     lines = [
-        f"  audited: {done.get('selection')}",
-        f"  python {done.get('python')}: {done.get('python_why')}",
-        f"  torch {done.get('torch_before')} -> {done.get('torch_after')}",
+        f"  audited: {done.selection}",
+        f"  python {done.python}: {done.python_why}",
+        f"  torch {done.torch_before} -> {done.torch_after}",
     ]
-    changes = done.get("changes")
-    for change in changes if isinstance(changes, list) else []:
-        after = change.get("after") or "left out"
-        lines.append(f"  {change.get('name')}: {after} ({change.get('why')})")
-    skipped = done.get("copy_skipped")
-    lines += [f"  {s}" for s in (skipped if isinstance(skipped, list) else [])]
-    warnings = done.get("warnings")
-    lines += [f"  warning: {w}" for w in (warnings if isinstance(warnings, list) else [])]
+    for change in done.changes:
+        lines.append(f"  {change.name}: {change.after or 'left out'} ({change.why})")
+    lines += [f"  {s}" for s in done.copy_skipped]
+    lines += [f"  warning: {w}" for w in done.warnings]
     return lines

@@ -117,15 +117,15 @@ def run(args: argparse.Namespace) -> int:
 
 def run_project(args: argparse.Namespace) -> int:
     """``lock PROFILE --project PATH [--output FILE]``: the project's set for the node
-    (``swap.project_plan``), hashed, with a header saying for what it was made."""
+    (``install_set.project_plan``), hashed, with a header saying for what it was made."""
     import os
     import shlex
     import sys
     from pathlib import Path
 
-    from hpcenv.build import swap
     from hpcenv.commands import selection_of
     from hpcenv.commands.build import project_request
+    from hpcenv.project import install_set
     from hpcenv.utils import fsio
 
     if not args.project:
@@ -136,7 +136,7 @@ def run_project(args: argparse.Namespace) -> int:
     request = project_request(
         args.project, selection_of(args), None, args.with_profile_packages, args.python
     )
-    wanted, text, install = swap.project_plan(request, plan, facts, hashes=True)
+    wanted, text, install = install_set.project_plan(request, plan, facts, hashes=True)
     arch = lockfiles.target_arch(plan, facts)
     header = [
         f"# hpcenv lock {shlex.join(sys.argv[2:])}",

@@ -61,7 +61,7 @@ def add_project_options(parser: argparse.ArgumentParser) -> None:
 
 
 def project_json(args: argparse.Namespace, plan: Plan, facts: Any) -> dict[str, Any] | None:
-    """``--project``: the project's set for the node (``swap.project_plan``); the build
+    """``--project``: the project's set for the node (``install_set.project_plan``); the build
     and project modules are imported only then (``plan PROFILE`` alone stays fast)."""
     if not args.project:
         chosen = args.extra or args.all_extras or args.group or args.no_default_groups
@@ -73,14 +73,14 @@ def project_json(args: argparse.Namespace, plan: Plan, facts: Any) -> dict[str, 
                 "and --allow-build go with --project PATH"
             )
         return None
-    from hpcenv.build import swap
     from hpcenv.commands.build import project_request
+    from hpcenv.project import install_set
 
     selection = selection_of(args)
     request = project_request(
         args.project, selection, None, args.with_profile_packages, args.python
     )
-    wanted, _, install = swap.project_plan(
+    wanted, _, install = install_set.project_plan(
         request, plan, facts, allow_build=args.allow_build, offline_ok=True
     )
     return {

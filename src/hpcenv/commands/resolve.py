@@ -16,12 +16,13 @@ from typing import Any
 
 from hpcenv.commands import add_facts_option, add_json_option, print_json
 from hpcenv.decide import flashattn, torch_fit
-from hpcenv.decide.torch_variant import index_base, raise_if_none, try_resolve_torch
+from hpcenv.decide.torch_variant import index_base, raise_if_none
 from hpcenv.facts import collect
 from hpcenv.knowledge.lookup import Lookup, pypi_base
 from hpcenv.models.facts import Facts
 from hpcenv.models.plan import FlashAttnChoice, TorchChoice
 from hpcenv.profile.schema import BACKEND, FlashAttnSection
+from hpcenv.project.torch_wish import choice_for
 from hpcenv.utils.errors import BadInput, NoCompatibleBuild
 
 
@@ -91,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
     found = collect.for_args(args.facts)
     base = (args.index_url or index_base()).rstrip("/")
     lookup = None if args.offline else Lookup(index_base=base, pypi=pypi_base())
-    choice = try_resolve_torch(found, args.torch, pin=args.backend, index_base=base, lookup=lookup)
+    choice = choice_for(found, args.torch, pin=args.backend, index_base=base, lookup=lookup)
     choice = _fits_node(choice, found, args.python)
     python = args.python or ".".join((found.python or "3.11").split(".")[:2])
     if choice.error:

@@ -212,13 +212,13 @@ def _venv(args: argparse.Namespace, prof: schema.Profile) -> str | None:
         return args.env  # type: ignore[no-any-return]
     if args.env is not None:
         raise BadInput("--env and --project both name the job's venv; give one of them")
-    from hpcenv.build import swap
     from hpcenv.commands.build import project_request
+    from hpcenv.project.request import environment_name
     from hpcenv.project.uv_lock import DEFAULT_SELECTION
     from hpcenv.utils import paths
 
     request = project_request(args.project, DEFAULT_SELECTION)
-    return str(paths.built_venv(swap.environment_name(prof.name, request)))
+    return str(paths.built_venv(environment_name(prof.name, request)))
 
 
 def _render(args: argparse.Namespace, prof: schema.Profile) -> sbatch.Job:

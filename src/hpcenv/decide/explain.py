@@ -10,7 +10,7 @@ timeouts after the first error), and picks the cause of the lowest tier, the ear
 within a tier (``knowledge/failures.toml``). A failure the catalog does not know is said
 so, with the first failing line, never guessed. ``with_node`` joins what hpcenv knows of
 the node (its facts) into the fix: the torch variant the driver runs, from
-``decide/torch_variant``, the one owner of that choice.
+``decide/torch_choice``, the one owner of that choice.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import signal
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from hpcenv.decide import torch_variant
+from hpcenv.decide.torch_choice import TorchWish, choose_torch
 from hpcenv.knowledge.failures import Catalog, Cause
 from hpcenv.models.explanation import Evidence, Explanation
 from hpcenv.models.facts import Facts
@@ -353,7 +353,7 @@ def with_node(
             f"node {facts.hostname or '?'}: driver {facts.nvidia.driver_version} "
             f"runs CUDA <= {runs}" + (f"; the job's torch is {torch}" if torch else "")
         )
-    choice = torch_variant.try_resolve_torch(facts, _torch_spec(torch))
+    choice = choose_torch(facts, TorchWish(spec=_torch_spec(torch))).choice
     if choice.backend and choice.version:
         fix = (
             f"install torch {choice.version} of variant {choice.backend} ({choice.index_url}): "

@@ -19,7 +19,8 @@ from packaging.version import Version
 
 from hpcenv import knowledge
 from hpcenv.decide import flashattn, torch_fit
-from hpcenv.decide.torch_variant import describe_gpus, index_base, raise_if_none, resolve_torch
+from hpcenv.decide.torch_choice import TorchWish, choose_torch
+from hpcenv.decide.torch_variant import describe_gpus, index_base, raise_if_none
 from hpcenv.knowledge import cap_key
 from hpcenv.models import wheel_fit
 from hpcenv.models.facts import Facts
@@ -211,7 +212,8 @@ def decide(p: Profile, facts: Facts, *, arch: str, environ: Mapping[str, str]) -
     modules and environment. ``warnings`` holds the resolver's and the vLLM check's."""
     python = p.profile.python
     base = index_base(p.torch.index_url, environ)
-    torch = resolve_torch(facts, p.torch.version, pin=p.torch.backend, index_base=base)
+    wish = TorchWish(spec=p.torch.version, pin=p.torch.backend, index_base=base)
+    torch = choose_torch(facts, wish).require()
     if torch.version:
         torch_fit.check(
             torch.version,
@@ -379,7 +381,7 @@ def _env_words(env: Mapping[str, str]) -> str:
 def require_torch(plan: Plan) -> None:
     """``NoCompatibleBuild`` (exit 3) unless the plan has a torch build that runs here.
 
-    ``make_plan`` already refuses such a node (``resolve.resolve_torch``); a plan made
+    ``make_plan`` already refuses such a node (``torch_choice.choose_torch``); a plan made
     another way (changed with ``dataclasses.replace``, read back) is checked here, so
     every command that needs a runnable torch says the same thing with the same code.
     """

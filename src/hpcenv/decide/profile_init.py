@@ -14,7 +14,7 @@ import json
 import re
 from dataclasses import dataclass, field
 
-from hpcenv.decide import torch_variant
+from hpcenv.decide.torch_choice import TorchWish, choose_torch
 from hpcenv.facts import lmod
 from hpcenv.knowledge import network, variant_cuda
 from hpcenv.models.facts import Facts
@@ -115,7 +115,7 @@ def _torch(d: Draft, facts: Facts, src: str) -> str | None:
     if facts.arch not in ("x86_64", "aarch64"):
         d.todo("torch", "version", "no CPU arch in the facts: hpcenv cannot choose a torch build")
         return None
-    choice = torch_variant.try_resolve_torch(facts, TORCH_SPEC)
+    choice = choose_torch(facts, TorchWish(spec=TORCH_SPEC)).choice
     if not choice.backend or not choice.version:
         d.todo("torch", "version", f"no torch build runs on {src}: {choice.error}")
         return None

@@ -77,7 +77,7 @@ def check(
     """``NoCompatibleBuild`` when torch ``version`` has no wheel for CPython ``python`` or
     for glibc ``glibc`` on ``arch`` (see the module docstring). ``where`` names the node or
     profile; ``python_where`` the setting that chose the Python (``[profile] python in
-    profile p``). ``runs`` (``torch_variant.runs_on``: hpcenv's resolver for the node)
+    profile p``). ``runs`` (``torch_choice.runs_on``: hpcenv's torch decision for the node)
     checks every fix before it is proposed: another Python only when a build of
     ``version`` runs there, another release only when it does."""
     know = knowledge.load()

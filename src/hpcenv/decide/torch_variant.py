@@ -32,7 +32,7 @@ turns "no compatible build" into ``NoCompatibleBuild`` (exit 3).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -415,18 +415,6 @@ def decide(
         candidate=top, mode="auto", assessed=assessed, chosen=None,
         fixes=_fixes(facts, top, assessed, know),
     )  # fmt: skip
-
-
-def runs_on(facts: Facts) -> Callable[[str], bool]:
-    """Whether hpcenv's own resolver finds a build of a torch release that runs on the
-    node in ``facts`` (a CUDA build where it has NVIDIA GPUs): the check every suggested
-    fix passes before it is printed."""
-
-    def runs(version: str) -> bool:
-        choice = try_resolve_torch(facts, f"=={version}")
-        return choice.backend is not None and (choice.backend != "cpu" or not facts.gpus)
-
-    return runs
 
 
 def try_resolve_torch(

@@ -9,16 +9,11 @@ host's otherwise.
 from __future__ import annotations
 
 import os
-import platform
 import re
-import socket
 from collections.abc import Mapping
 from pathlib import Path
 
-from hpcenv.facts import allocation, fabric, nvidia, scratch
-from hpcenv.kit import threads
-from hpcenv.kit.netplugin import find_net_plugin
-from hpcenv.models.facts import Facts, NetworkFacts, from_json
+from hpcenv.models.facts import Facts, from_json
 from hpcenv.utils import fsio
 
 
@@ -58,6 +53,15 @@ def collect(
     facts are then unknown. ``with_scratch`` adds the node-local scratch candidates
     (``hpcenv.facts.scratch``; ``hpcenv facts --scratch``).
     """
+    # the readers are imported here: a command given --facts FILE (audit, plan) reads JSON only
+    import platform
+    import socket
+
+    from hpcenv.facts import allocation, fabric, nvidia, scratch
+    from hpcenv.kit import threads
+    from hpcenv.kit.netplugin import find_net_plugin
+    from hpcenv.models.facts import NetworkFacts
+
     env = os.environ if env is None else env
     providers: list[tuple[str, ...] | None] = [None]
     net_problems: list[str] = []

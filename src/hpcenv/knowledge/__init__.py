@@ -3,7 +3,9 @@
 GENERATED from artifacts by ``hpcenv knowledge update`` (do not edit; rerun it):
 ``torch_pypi.toml`` (PyPI's torch wheels: builds, Pythons, GPU code read from the
 wheels), ``torch_index.toml`` (a PyTorch index's variants and wheels, when one was read),
-``vllm.toml`` (vLLM's minimum compute capability from its sdists).
+``vllm.toml`` (vLLM's minimum compute capability from its sdists),
+``torch_companions.toml`` (torchvision/torchaudio paired with each torch release, from the
+``Requires-Dist: torch`` of their own wheels).
 
 HAND-KEPT, reviewed, every row with its source: ``cuda.toml`` (toolkit -> minimum
 driver, NVIDIA's release notes), ``torch_leads.toml`` (what only PyTorch's build scripts
@@ -26,8 +28,10 @@ from typing import Any
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
+from hpcenv.knowledge import companions as companion_data
 from hpcenv.knowledge import releases, tables
 from hpcenv.knowledge import vllm as vllm_data
+from hpcenv.knowledge.companions import CompanionData
 from hpcenv.knowledge.releases import ArchSet, PlatformVariants, TorchData, TorchRelease
 from hpcenv.knowledge.vllm import VllmRange
 
@@ -141,6 +145,7 @@ class Knowledge:
     vllm: tuple[VllmRange, ...]
     vllm_versions: tuple[str, ...]  # the vLLM releases vllm.toml has a row for
     forward_compat: ForwardCompat
+    companions: CompanionData = companion_data.EMPTY  # torchvision/torchaudio per torch
 
     @property
     def releases(self) -> tuple[TorchRelease, ...]:
@@ -278,11 +283,13 @@ def load() -> Knowledge:
         vllm=vllm,
         vllm_versions=tuple(str(r["version"]) for r in vllm_rows),
         forward_compat=forward,
+        companions=companion_data.build(_read_optional(companion_data.FILE)),
     )
 
 
 __all__ = [
     "ArchSet",
+    "CompanionData",
     "ForwardCompat",
     "Knowledge",
     "PlatformVariants",

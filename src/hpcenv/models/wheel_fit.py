@@ -68,11 +68,41 @@ def node_tags(python: str, arch: str, glibc: str | None) -> frozenset[Tag]:
     return frozenset(tags)
 
 
+#: a platform no wheel names, to read the (interpreter, abi) pairs packaging pairs with each
+_ONE_PLATFORM = "hpcenv_one_platform"
+
+
+@cache
+def _node(
+    python: str, arch: str, glibc: str | None
+) -> tuple[frozenset[tuple[str, str]], frozenset[str], frozenset[Tag]]:
+    """:func:`node_tags` factored: the (interpreter, abi) pairs the node installs on each of
+    its platforms, those platforms, and the tags for any platform (``py3-none-any``).
+    packaging's ``cpython_tags`` and ``compatible_tags`` give every pair for every platform,
+    so a tag is in ``node_tags`` when its pair and platform are here or it is an ``any``
+    tag; this is its membership test without building the ~1,800 tags."""
+    key = python_key(python)
+    if key is None:
+        return frozenset(), frozenset(), frozenset()
+    version, free = key
+    abi = f"cp{version[0]}{version[1]}{'t' if free else ''}"
+    one = [*cpython_tags(version, [abi], [_ONE_PLATFORM])]
+    one += compatible_tags(version, f"cp{version[0]}{version[1]}", [_ONE_PLATFORM])
+    pairs = frozenset((t.interpreter, t.abi) for t in one if t.platform == _ONE_PLATFORM)
+    anys = frozenset(t for t in one if t.platform == "any")
+    return pairs, frozenset(platforms(arch, glibc)), anys
+
+
+def _installs(tag: Tag, python: str, arch: str, glibc: str | None) -> bool:
+    """``tag in node_tags(python, arch, glibc)``, read from :func:`_node`."""
+    pairs, plats, anys = _node(python, arch, glibc)
+    return tag in anys or (tag.platform in plats and (tag.interpreter, tag.abi) in pairs)
+
+
 def tags_fit(tags: Iterable[str], *, python: str, arch: str, glibc: str | None) -> bool:
     """Whether any of ``tags`` (``cp311-cp311-manylinux_2_28_x86_64``, compressed tag sets
     allowed) installs on the node."""
-    want = node_tags(python, arch, glibc)
-    return any(t in want for text in tags for t in parse_tag(text))
+    return any(_installs(t, python, arch, glibc) for text in tags for t in parse_tag(text))
 
 
 def wheel_fits(filename: str, *, python: str, arch: str, glibc: str | None = None) -> bool:
@@ -81,8 +111,7 @@ def wheel_fits(filename: str, *, python: str, arch: str, glibc: str | None = Non
         _name, _version, _build, tags = parse_wheel_filename(filename)
     except InvalidWheelFilename:
         return False
-    want = node_tags(python, arch, glibc)
-    return any(t in want for t in tags)
+    return any(_installs(t, python, arch, glibc) for t in tags)
 
 
 def min_glibc(tags: Iterable[str]) -> tuple[int, int] | None:

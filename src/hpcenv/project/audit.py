@@ -28,9 +28,8 @@ import platform
 import re
 import sys
 from dataclasses import dataclass, field, replace
-from email.parser import HeaderParser
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from packaging.markers import (
     InvalidMarker,
@@ -45,20 +44,17 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from hpcenv import knowledge
-from hpcenv.binaries import archs
-from hpcenv.decide import cuda_packages, torch_fit
-from hpcenv.decide.torch_variant import (
-    assess,
-    describe_gpus,
-    driver_reason,
-    runs_on,
-    try_resolve_torch,
-)
+from hpcenv.decide import companions, cuda_packages, torch_fit
+from hpcenv.decide.torch_variant import assess, describe_gpus, driver_reason
 from hpcenv.models.facts import Facts
-from hpcenv.project import compile as project_resolve
-from hpcenv.project import containment, handwritten, readers, uv_lock
+from hpcenv.project import containment, torch_wish, uv_lock
+from hpcenv.project.request import python_for
 from hpcenv.utils import fsio
 from hpcenv.utils.errors import BadInput, CommandFailed, NoCompatibleBuild
+
+if TYPE_CHECKING:  # imported where used: a uv.lock's audit needs neither (start-up time)
+    from hpcenv.binaries import archs  # a venv's binaries
+    from hpcenv.project import readers  # hand-written files
 
 #: Wheels whose version is the CUDA runtime version of the build, in order of trust.
 RUNTIME_PACKAGES = (
@@ -94,7 +90,7 @@ class Packages:
     request: readers.Request | None = None
     #: what a hand-written file was resolved to, in words (None: read as written)
     resolved: str | None = None
-    #: a hand-written file: the Python it was resolved for, and why (``handwritten.python_of``)
+    #: a hand-written file: the Python it was resolved for, and why (``request.python_for``)
     python: str | None = None
     python_why: str | None = None
     notes: tuple[str, ...] = ()
@@ -201,6 +197,8 @@ def parse_requirements(text: str, source: str, kind: str = "requirements") -> Pa
 
 
 def read_venv(path: Path) -> Packages:
+    from email.parser import HeaderParser
+
     found: dict[str, list[str]] = {}
     metas = sorted(path.glob("lib/python*/site-packages/*.dist-info/METADATA"))
     metas += sorted(path.glob("Lib/site-packages/*.dist-info/METADATA"))
@@ -232,14 +230,9 @@ def read(path: str | Path) -> Packages:
     p = Path(path)
     root = p.absolute() if p.is_dir() else containment.root_of(p)
     if p.is_dir():
-        if not _is_venv(p) and (p / "uv.lock").is_file():
-            p = p / "uv.lock"  # as build and plan read it: the lock, not its pyproject
-        elif not _is_venv(p) and (found := readers.find_in(p)) is not None:
-            pkgs = read(found)
-            note = readers.precedence_note(p, found)
-            return replace(pkgs, notes=(note, *pkgs.notes)) if note else pkgs
-        else:
-            return read_venv(p)
+        if _is_venv(p) or not (p / "uv.lock").is_file():
+            return _read_dir(p)
+        p = p / "uv.lock"  # as build and plan read it: the lock, not its pyproject
     if p.is_symlink():  # before any read: a link out of the project is not read
         containment.require_inside(p, root, "the audited file (a symlink)")
     if not p.is_file():
@@ -249,6 +242,8 @@ def read(path: str | Path) -> Packages:
         )
     if p.name.endswith(".lock") or p.read_text(errors="replace").lstrip().startswith("version ="):
         return read_uv_lock(p)
+    from hpcenv.project import readers  # here: a uv.lock's audit does not import it
+
     kind = readers.kind_of(p)
     if kind not in (None, "requirements"):
         request = readers.read(p, root=root)
@@ -260,6 +255,17 @@ def read(path: str | Path) -> Packages:
     return Packages(source=str(p), kind="requirements", versions={}, request=request)
 
 
+def _read_dir(p: Path) -> Packages:
+    """A directory without a uv.lock: a venv, else the project's dependency file."""
+    from hpcenv.project import readers
+
+    if not _is_venv(p) and (found := readers.find_in(p)) is not None:
+        pkgs = read(found)
+        note = readers.precedence_note(p, found)
+        return replace(pkgs, notes=(note, *pkgs.notes)) if note else pkgs
+    return read_venv(p)
+
+
 def _is_venv(path: Path) -> bool:
     return (path / "pyvenv.cfg").is_file() or any(path.glob("lib/python*/site-packages"))
 
@@ -267,6 +273,8 @@ def _is_venv(path: Path) -> bool:
 def _pinned_torch(lines: tuple[str, ...]) -> str | None:
     """The release an exact ``torch==X`` line (no marker) pins, else None
     (``readers.exact_release``: conda's ``pytorch=1.11.0`` is 1.11.0)."""
+    from hpcenv.project import readers
+
     for line in lines:
         try:
             req = Requirement(line)
@@ -289,6 +297,9 @@ def resolve_for(
     resolved with uv for its arch, glibc and Python (``project_resolve``, cached). When an
     index it names cannot be reached, its exact pins are judged as written, with a
     warning."""
+    from hpcenv.project import compile as project_resolve
+    from hpcenv.project import readers
+
     request = pkgs.request
     if request is None:
         return pkgs
@@ -307,7 +318,7 @@ def resolve_for(
         chosen = uv_lock.PythonChoice(version=python, why="--python")
     else:
         offered = facts.python or f"{sys.version_info.major}.{sys.version_info.minor}"
-        chosen = handwritten.python_of(request, offered, "the node")
+        chosen = python_for(request, offered, "the node")
     py = _minor(chosen.version) or chosen.version
     request = _held_to_variant(request, arch)
     target = project_resolve.Target(arch=arch, glibc=facts.glibc, python=py)
@@ -316,7 +327,7 @@ def resolve_for(
         torch_fit.check(
             pinned, arch, py, facts.glibc, where="the node",
             python_where="--python" if python else "--python X.Y, or the node's Python",
-            runs=runs_on(facts),
+            runs=torch_wish.runs_on(facts),
         )  # fmt: skip
     notes, warnings = (*pkgs.notes, *request.notes), request.warnings
     try:
@@ -355,9 +366,9 @@ def resolve_for(
 
 
 def _held_to_variant(request: readers.Request, arch: str) -> readers.Request:
-    """A file that names its torch build resolves to the release ``handwritten``'s rule
+    """A file that names its torch build resolves to the release ``torch_wish.variant_release``
     picks for it (conda's ``pytorch>=1.13`` + ``pytorch-cuda=11.7`` is 2.0.1)."""
-    version = handwritten.variant_release(request, arch)
+    version = torch_wish.variant_release(request, arch)
     if version is None:
         return request
     return replace(request, constraints=(*request.constraints, f"torch=={version}"))
@@ -396,6 +407,8 @@ def _named_unpinned(found: Packages, request: readers.Request) -> tuple[Packages
 def _release_pin(line: str) -> str:
     """``torch==1.11.0.*`` (conda's ``pytorch=1.11.0``) -> ``torch==1.11.0``: the release
     ``readers.exact_release`` reads it as; other lines as they are."""
+    from hpcenv.project import readers
+
     try:
         req = Requirement(line)
     except InvalidRequirement:
@@ -407,18 +420,23 @@ def _release_pin(line: str) -> str:
 
 
 def _with_variant(found: Packages, request: readers.Request) -> Packages:
-    """The torch build a file names beside its pins (conda's ``cudatoolkit=11.3``) as the
-    torch's local label, the way conda installs it: judged as that build, not PyPI's."""
+    """The torch build a file names beside its pins (conda's ``cudatoolkit=11.3``, an index
+    URL's ``/whl/cu124``) as the local label of torch and of its torchvision/torchaudio (the
+    same channel or index serves them), the way they install: judged as that build, not
+    PyPI's."""
     if not request.variant:
         return found
     versions = dict(found.versions)
     torch = versions.get("torch", ())
     if not torch:
         return found
-    labelled = tuple(
-        v if Version(v).local else f"{v}+{request.variant}" for v in torch if _is_version(v)
-    )
-    versions["torch"] = labelled or torch
+    for name in ("torch", *companions.NAMES):
+        pins = versions.get(name, ())
+        labelled = tuple(
+            v if Version(v).local else f"{v}+{request.variant}" for v in pins if _is_version(v)
+        )
+        if pins:
+            versions[name] = labelled or pins
     note = f"{request.variant_why}: torch judged as its {request.variant} build"
     return replace(found, versions=versions, notes=(*found.notes, note))
 
@@ -639,8 +657,11 @@ def _torch_build(
             if cuda := _cuda_from_runtime(rt):
                 build = "cu" + cuda.replace(".", "")
                 return Found(version=version, build=build, cuda=cuda, evidence=f"pulls {name} {rt}")
-    if pkgs.kind == "venv" and (binary := archs.torch_build(Path(pkgs.source))):
-        return Found(version=version, build=binary[0], cuda=binary[1], evidence=binary[2])
+    if pkgs.kind == "venv":
+        from hpcenv.binaries import archs
+
+        if binary := archs.torch_build(Path(pkgs.source)):
+            return Found(version=version, build=binary[0], cuda=binary[1], evidence=binary[2])
     if pkgs.kind != "venv" and (bundled := _bundled(version, arch)) is not None:
         return bundled
     return Found(
@@ -679,7 +700,7 @@ def _examine_lock(
     if not arch:
         arch = platform.machine()
         warnings.append(f"the node's arch is unknown: audited for this machine's {arch}")
-    py = uv_lock.python_for(project, lock.requires_python, python, python_from)
+    py = python_for(project, python, python_from, requires_python=lock.requires_python)
     env = marker_environment(arch, py.version)
     resolved = uv_lock.resolve(lock, project, env, selection)
     where = f"{resolved.describe()}, Python {py.version} on {arch}"
@@ -814,22 +835,30 @@ def audit(
             facts.glibc,
             where=node,
             python_where="--python" if python else f"--python X.Y, or the Python of {node}",
-            runs=runs_on(facts),
+            runs=torch_wish.runs_on(facts),
         )
     verdicts = _cuda_verdicts(found, facts)
+    unpaired = _unpaired(found, facts)
     kernels = None
     if pkgs.kind == "venv" and facts.nvidia is not None and facts.gpus and found.cuda:
+        from hpcenv.binaries import archs
+
         kernels = archs.check_venv(Path(pkgs.source), facts, torch_cuda=found.cuda)
     # decide, then word
     verdict = _judge(found, facts, kernels)
-    bad = [v.line() for v in verdicts if not v.ok]
+    bad = [v.line() for v in verdicts if not v.ok] + [m.why for m in unpaired]
     message, ok = verdict.message, verdict.ok
     if bad:
         message, ok = f"{message}; {'but ' if ok else ''}{'; '.join(bad)}", False
     advice: list[str] = []  # resolve's warnings about the fix it offers
     fix = _better(facts, pkgs, found, advice) if verdict.wants_fix else None
+    if unpaired:  # the pair of the torch found
+        fix = "; ".join([*([fix] if fix else []), *(m.fix for m in unpaired)])
     return Audit(
-        packages=tuple(v.line() for v in verdicts),
+        packages=(
+            *(v.line() for v in verdicts),
+            *(f"{m.name} {m.version}: {m.why} ({m.source})" for m in unpaired),
+        ),
         source=pkgs.source,
         kind=pkgs.kind,
         torch_version=found.version,
@@ -862,6 +891,13 @@ def _cuda_verdicts(found: Found, facts: Facts) -> tuple[cuda_packages.Verdict, .
             arch=facts.arch,
         ),
     )
+
+
+def _unpaired(found: Found, facts: Facts) -> tuple[companions.Mismatch, ...]:
+    """torchvision/torchaudio of the install set that are not of its torch's release pair
+    (another release, or another variant: ``decide/companions.mismatches``)."""
+    pinned = {n: found.installed[n][0] for n in companions.NAMES if found.installed.get(n)}
+    return companions.mismatches({**pinned, "torch": found.version}, arch=facts.arch)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -950,7 +986,7 @@ def _better(facts: Facts, pkgs: Packages, found: Found, advice: list[str]) -> st
         how = "'hpcenv plan PROFILE' picks it"
     for spec in (f"=={public}", ">=0"):
         try:
-            choice = try_resolve_torch(facts, spec)
+            choice = torch_wish.choice_for(facts, spec)
         except BadInput:
             continue
         if choice.backend is None or (choice.backend == found.build and choice.version == public):

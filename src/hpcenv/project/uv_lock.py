@@ -8,7 +8,9 @@ runs ``uv export --frozen`` with the user's selection (``--extra``/``--all-extra
 ``--group``/``--no-default-groups``; uv resolves groups, extras and conflicts and prints
 PEP 508 markers for the platform only), evaluates each line's marker for the node with
 ``packaging.markers`` (its arch, Python and platform) and matches each line to its package
-in the lock. The lock itself is read thinly (:func:`read_lock`): each package's source,
+in the lock (``hpcenv audit`` starts that export before it imports this module:
+``uv_export.early``). The lock itself is read thinly (:func:`read_lock`, kept between
+runs as what was taken from it): each package's source,
 wheel file names and dependency lists, for what uv export does not print (torch's wheels
 and index, the packages torch pulls). The selection is described for messages as
 ``uv sync`` reads it: the project's ``default-groups`` (``[tool.uv]``, else ``dev``),
@@ -20,6 +22,7 @@ forks whose ``resolution-markers`` hold, and the selection, described for messag
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import re
@@ -27,6 +30,7 @@ import shutil
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote
 
 from packaging.markers import InvalidMarker, Marker, UndefinedComparison, UndefinedEnvironmentName
@@ -36,6 +40,8 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from hpcenv.models import wheel_fit
+from hpcenv.project import uv_export
+from hpcenv.project.uv_export import DEFAULT_SELECTION, Selection
 from hpcenv.tools import uv
 from hpcenv.utils import data_cache, fsio
 from hpcenv.utils.errors import BadInput, CommandFailed, NoCompatibleBuild
@@ -140,32 +146,6 @@ class Project:
 
 
 @dataclass(frozen=True, kw_only=True)
-class Selection:
-    """uv's selection flags: ``--extra``, ``--all-extras``, ``--group``, ``--no-default-groups``."""
-
-    extras: tuple[str, ...] = ()
-    all_extras: bool = False
-    groups: tuple[str, ...] = ()
-    no_default_groups: bool = False
-
-    def uv_args(self) -> list[str]:
-        args: list[str] = []
-        for e in self.extras:
-            args += ["--extra", e]
-        if self.all_extras:
-            args.append("--all-extras")
-        if self.no_default_groups:
-            args.append("--no-default-groups")
-        for g in self.groups:
-            args += ["--group", g]
-        return args
-
-
-#: ``uv sync`` with no selection flags: the default groups, no extras
-DEFAULT_SELECTION = Selection()
-
-
-@dataclass(frozen=True, kw_only=True)
 class Resolved:
     """The packages ``uv sync`` installs on one node with one selection."""
 
@@ -210,6 +190,10 @@ class Resolved:
 # --- reading --------------------------------------------------------------------------
 
 
+#: ``canonicalize_name``, once per name: a lock names each package in every edge to it
+_name = functools.cache(canonicalize_name)
+
+
 def _source_key(source: object) -> str:
     if not isinstance(source, dict) or not source:
         return "unknown="
@@ -236,7 +220,7 @@ def _deps(path: Path, owner: str, entries: object) -> tuple[LockDep, ...]:
         extras = entry.get("extra", ())
         out.append(
             LockDep(
-                name=canonicalize_name(str(entry["name"])),
+                name=_name(str(entry["name"])),
                 version=str(entry["version"]) if "version" in entry else None,
                 source=_source_key(entry["source"]) if "source" in entry else None,
                 marker=str(marker) if marker is not None else None,
@@ -268,14 +252,30 @@ def _wheel_names(pkg: Mapping[str, object]) -> tuple[str, ...]:
 
 def read_lock(path: Path, data: Mapping[str, object] | None = None) -> Lock:
     """Read ``path`` (a ``uv.lock``); ``data`` is its parsed TOML when already read. A lock
-    read before (the same bytes) is not parsed again (``data_cache``: ~5 ms, not ~150)."""
-    if data is None:
-        data = data_cache.load_toml(path, "uv.lock")
+    read before (the same bytes) is neither parsed nor checked again: what this function
+    took from it, once its markers were checked, is kept as plain data (``data_cache``,
+    :func:`_plain`): ~3 ms, not ~150 (tomllib) or ~10 (its whole TOML from the cache)."""
+    if data is not None:
+        return _parse(path, data)
+    raw = fsio.read_bytes(path, "uv.lock")
+    digest = data_cache.key([("uv.lock", raw), ("plain", _PLAIN_FORMAT)])
+    where = data_cache.entry("uv-lock", digest)
+    plain = data_cache.read(where, digest)
+    if isinstance(plain, dict):
+        with contextlib.suppress(KeyError, TypeError, ValueError):  # not that shape: a miss
+            return _from_plain(path, plain)
+    lock = _parse(path, fsio.parse_toml(fsio.decode(raw, str(path), "uv.lock"), str(path)))
+    data_cache.write(where, digest, _plain(lock), keep=32)
+    return lock
+
+
+def _parse(path: Path, data: Mapping[str, object]) -> Lock:
+    """The lock in ``data`` (the parsed TOML of ``path``), its markers checked."""
     packages = []
     for pkg in _list(data.get("package")):
         if not isinstance(pkg, dict) or "name" not in pkg:
             continue
-        name = canonicalize_name(str(pkg["name"]))
+        name = _name(str(pkg["name"]))
         optional = pkg.get("optional-dependencies")
         groups = pkg.get("dev-dependencies")
         packages.append(
@@ -328,12 +328,85 @@ def read_lock(path: Path, data: Mapping[str, object] | None = None) -> Lock:
     )
 
 
+#: the shape of :func:`_plain` (part of its cache key)
+_PLAIN_FORMAT = b"1"
+
+#: one dependency as plain data: name, version, source, marker, extras
+_PlainDep = tuple[str, "str | None", "str | None", "str | None", tuple[str, ...]]
+
+
+def _plain(lock: Lock) -> dict[str, object]:
+    """``lock`` as plain data for ``marshal`` (:func:`_from_plain` reads it back)."""
+
+    def deps(ds: tuple[LockDep, ...]) -> tuple[_PlainDep, ...]:
+        return tuple((d.name, d.version, d.source, d.marker, d.extras) for d in ds)
+
+    return {
+        "requires_python": lock.requires_python,
+        "resolution_markers": lock.resolution_markers,
+        "supported_markers": lock.supported_markers,
+        "conflicts": tuple(tuple((i.package, i.extra, i.group) for i in g) for g in lock.conflicts),
+        "members": lock.members,
+        "requirements": deps(lock.requirements),
+        "packages": tuple(
+            (
+                p.name,
+                p.version,
+                p.source,
+                deps(p.deps),
+                {k: deps(v) for k, v in p.optional.items()},
+                {k: deps(v) for k, v in p.groups.items()},
+                p.wheels,
+                p.sdist,
+                p.resolution_markers,
+            )
+            for p in lock.packages
+        ),
+    }
+
+
+def _from_plain(path: Path, data: dict[str, Any]) -> Lock:
+    """The lock :func:`_plain` kept (the cache holds only what hpcenv wrote: data_cache)."""
+
+    def deps(ds: tuple[_PlainDep, ...]) -> tuple[LockDep, ...]:
+        return tuple(
+            LockDep(name=n, version=v, source=s, marker=m, extras=e) for n, v, s, m, e in ds
+        )
+
+    return Lock(
+        path=path,
+        requires_python=data["requires_python"],
+        resolution_markers=data["resolution_markers"],
+        supported_markers=data["supported_markers"],
+        conflicts=tuple(
+            tuple(ConflictItem(package=p, extra=e, group=g) for p, e, g in group)
+            for group in data["conflicts"]
+        ),
+        members=data["members"],
+        requirements=deps(data["requirements"]),
+        packages=tuple(
+            LockPackage(
+                name=n,
+                version=v,
+                source=s,
+                deps=deps(ds),
+                optional={k: deps(x) for k, x in opt.items()},
+                groups={k: deps(x) for k, x in grp.items()},
+                wheels=w,
+                sdist=sd,
+                resolution_markers=rm,
+            )
+            for n, v, s, ds, opt, grp, w, sd, rm in data["packages"]
+        ),
+    )
+
+
 def read_project(directory: Path) -> Project:
     """The install settings of the project in ``directory`` (missing files: defaults)."""
     data: dict[str, object] = {}
     pyproject = directory / "pyproject.toml"
-    if pyproject.is_file():
-        data = fsio.load_toml(pyproject, "pyproject.toml")
+    if pyproject.is_file():  # parsed once per content, like the lock (data_cache)
+        data = data_cache.load_toml(pyproject, "pyproject.toml")
     project = data.get("project") if isinstance(data.get("project"), dict) else {}
     tool = data.get("tool") if isinstance(data.get("tool"), dict) else {}
     uv_cfg = tool.get("uv") if isinstance(tool, dict) and isinstance(tool.get("uv"), dict) else {}
@@ -495,7 +568,7 @@ def export(lock: Lock, selection: Selection = DEFAULT_SELECTION) -> str:
 
 def _export_in(lock: Lock, directory: Path, selection: Selection) -> str:
     try:
-        return uv.project_export(directory, selection=selection.uv_args())
+        return uv_export.run(directory, selection)
     except CommandFailed as exc:
         raise BadInput(
             f"{lock.path}: uv export --frozen {' '.join(selection.uv_args())} failed: "
@@ -523,10 +596,11 @@ def resolve(
         exported = export(lock, selection)
     active = ("", *(i.encoded for i in chosen.active))
     index = _Index(lock)
+    markers = _Markers(env, lock.path)
     installed: dict[PackageId, LockPackage] = {r.id: r for r in roots}
     ambiguous: list[tuple[str, list[LockPackage]]] = []
     for line, marker in _export_lines(exported):
-        if marker and not _holds(marker, env, lock.path):
+        if marker and not markers.holds(marker):
             continue
         found = index.match(line)
         if len(found) == 1:
@@ -535,14 +609,14 @@ def resolve(
             ambiguous.append((line, found))
     for line, found in ambiguous:
         pkg = _by_edges(
-            lock, line, found, installed=installed, chosen=chosen, env=env, active=active
+            lock, line, found, installed=installed, chosen=chosen, markers=markers, active=active
         )
         installed[pkg.id] = pkg
-    forks = tuple(m for m in lock.resolution_markers if _holds_with(m, env, active, lock.path))
+    forks = tuple(m for m in lock.resolution_markers if markers.holds_with(m, active))
     return Resolved(
         lock=lock,
         packages=_one_per_name(lock, installed),
-        edges=_edges(installed, env, active, lock.path),
+        edges=_edges(installed, markers, active),
         forks=forks or (("",) if not lock.resolution_markers else ()),
         extras=tuple(e for _, e in chosen.extras),
         groups=tuple(g for _, g in chosen.groups),
@@ -556,9 +630,30 @@ def _holds_with(marker: str, env: Mapping[str, str], active: Iterable[str], wher
     active item in turn as ``extra``: it holds when it holds for one of them. Two items of
     one ``[tool.uv] conflicts`` set are never active together (checked first), so a clause
     ``extra == 'A' and extra != 'B'`` means what uv means by it."""
-    if "extra" not in marker:
-        return _holds(marker, env, where)
-    return any(_holds(marker, {**env, "extra": a}, where) for a in active)
+    return _Markers(env, where).holds_with(marker, active)
+
+
+class _Markers:
+    """Markers evaluated for one node (:func:`_holds`, :func:`_holds_with`), each marker
+    once per ``extra``: a lock repeats the same few dozen over its thousands of edges."""
+
+    def __init__(self, env: Mapping[str, str], where: Path) -> None:
+        self.env = env
+        self.where = where
+        self._seen: dict[tuple[str, str | None], bool] = {}
+
+    def holds(self, marker: str, extra: str | None = None) -> bool:
+        key = (marker, extra)
+        hit = self._seen.get(key)
+        if hit is None:
+            env = self.env if extra is None else {**self.env, "extra": extra}
+            hit = self._seen[key] = _holds(marker, env, self.where)
+        return hit
+
+    def holds_with(self, marker: str, active: Iterable[str]) -> bool:
+        if "extra" not in marker:
+            return self.holds(marker)
+        return any(self.holds(marker, a) for a in active)
 
 
 def _by_edges(
@@ -568,7 +663,7 @@ def _by_edges(
     *,
     installed: Mapping[PackageId, LockPackage],
     chosen: _Chosen,
-    env: Mapping[str, str],
+    markers: _Markers,
     active: tuple[str, ...],
 ) -> LockPackage:
     """One of several lock packages of the same name and version (one per index: nanochat's
@@ -580,7 +675,7 @@ def _by_edges(
         deps = [*pkg.deps, *(d for _, e in chosen.extras for d in pkg.optional.get(e, ()))]
         deps += [d for _, g in chosen.groups for d in pkg.groups.get(g, ())]
         for dep in deps:
-            if dep.marker and not _holds_with(dep.marker, env, active, lock.path):
+            if dep.marker and not markers.holds_with(dep.marker, active):
                 continue
             hits |= {p.id for p in found if p.id in ids and _leads_to(dep, p)}
     chosen_ones = [p for p in found if p.id in hits]
@@ -626,16 +721,12 @@ class _Index:
             return [self._local(line[3:].strip(), line)]
         if line.startswith((".", "/", "file:")) and " @ " not in line:
             return [self._local(line, line)]
-        try:
-            req = Requirement(line)
-        except InvalidRequirement as exc:
-            raise BadInput(f"{self.lock.path}: uv export printed {line!r} ({exc})") from exc
-        found = self.by_name.get(canonicalize_name(req.name), [])
-        if len(found) > 1 and req.url:
-            url = unquote(req.url.split("#", 1)[0])
+        name, url, pins = _requirement(line, self.lock.path)
+        found = self.by_name.get(_name(name), [])
+        if len(found) > 1 and url:
+            url = unquote(url.split("#", 1)[0])
             found = [p for p in found if _source_in(p, url)] or found
         elif len(found) > 1:
-            pins = [s.version for s in req.specifier if s.operator in ("==", "===")]
             found = [p for p in found if p.version in pins]
         if not found:
             raise BadInput(
@@ -661,6 +752,24 @@ class _Index:
         )
 
 
+#: ``name==version``, how uv export prints a package from an index (its normalised name
+#: and version): read by this, ~40x faster than ``Requirement``; any other line by packaging
+_PIN = re.compile(
+    r"(?P<name>[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)==(?P<pin>[0-9][0-9a-z.+!]*)"
+)
+
+
+def _requirement(line: str, where: Path) -> tuple[str, str | None, list[str]]:
+    """The name, URL and exact pins of one export line (``==``/``===`` versions)."""
+    if pin := _PIN.fullmatch(line):
+        return pin["name"], None, [pin["pin"]]
+    try:
+        req = Requirement(line)
+    except InvalidRequirement as exc:
+        raise BadInput(f"{where}: uv export printed {line!r} ({exc})") from exc
+    return req.name, req.url, [s.version for s in req.specifier if s.operator in ("==", "===")]
+
+
 def _source_in(pkg: LockPackage, url: str) -> bool:
     where = unquote(pkg.source.partition("=")[2]).split("#", 1)[0].split("?", 1)[0]
     return bool(where) and (where in url or any(w in url for w in pkg.wheels))
@@ -674,10 +783,7 @@ def _norm_path(path: str) -> str:
 
 
 def _edges(
-    installed: Mapping[PackageId, LockPackage],
-    env: Mapping[str, str],
-    active: tuple[str, ...],
-    where: Path,
+    installed: Mapping[PackageId, LockPackage], markers: _Markers, active: tuple[str, ...]
 ) -> dict[PackageId, tuple[PackageId, ...]]:
     """The lock's dependency edges between installed packages (base and optional
     dependencies) whose markers hold for the node (:func:`_holds_with`)."""
@@ -688,7 +794,7 @@ def _edges(
     for pkg in installed.values():
         out: list[PackageId] = []
         for dep in (*pkg.deps, *(d for ds in pkg.optional.values() for d in ds)):
-            if dep.marker and not _holds_with(dep.marker, env, active, where):
+            if dep.marker and not markers.holds_with(dep.marker, active):
                 continue
             out += [t.id for t in by_name.get(dep.name, ()) if _leads_to(dep, t)]
         edges[pkg.id] = tuple(dict.fromkeys(out))
@@ -791,68 +897,11 @@ def wheel_fits(filename: str, arch: str, python: str, glibc: str | None = None) 
 
 # --- Python -----------------------------------------------------------------------------
 
-_PY_VERSION = re.compile(r"(\d+\.\d+(?:\.\d+)?)")
-
 
 @dataclass(frozen=True, kw_only=True)
 class PythonChoice:
     version: str  # "3.12" or "3.12.3"
     why: str  # one sentence: which Python and why
-
-
-def python_for(
-    project: Project, requires_python: str | None, offered: str | None, offered_by: str
-) -> PythonChoice:
-    """The one rule for a project's Python: its ``.python-version`` when it has one (``uv
-    sync`` honours it and the lock was resolved for it), else ``offered`` (the node's or
-    the profile's Python, named by ``offered_by``) when ``requires-python`` admits it, else
-    the oldest version ``requires-python`` admits. A pin outside ``requires-python`` is bad
-    input (uv refuses it too)."""
-    req = project.requires_python or requires_python
-    said = f"requires-python {req}" if req else "no requires-python"
-    if project.python_pin:
-        m = _PY_VERSION.search(project.python_pin)
-        where = project.directory / ".python-version"
-        if not m:
-            raise BadInput(f"{where}: {project.python_pin!r} names no Python version (e.g. 3.12)")
-        pin = m.group(1)
-        if not admits(req, pin):
-            raise BadInput(
-                f"{where} pins Python {pin}, which the project's {said} excludes; "
-                "change one of them"
-            )
-        if offered and _minor(offered) == _minor(pin):
-            return PythonChoice(
-                version=offered, why=f"the project pins {pin} (.python-version), as {offered_by}"
-            )
-        if offered:
-            return PythonChoice(
-                version=pin,
-                why=f"the project pins {pin} in .python-version; {offered_by} says "
-                f"{_minor(offered)}: using {pin} because uv sync honours .python-version "
-                "and the project's lock was resolved for it",
-            )
-        return PythonChoice(version=pin, why=f"the project pins {pin} in .python-version")
-    if offered and admits(req, offered):
-        return PythonChoice(
-            version=offered,
-            why=f"{offered_by} says {offered}, which the project's {said} admits",
-        )
-    low = lowest_admitted(req)
-    if low is None:
-        raise BadInput(f"{project.directory}: the project's {said} admits no Python 3.8 to 3.20")
-    if offered:
-        return PythonChoice(
-            version=low,
-            why=f"{offered_by} says {offered}, outside the project's {said}: "
-            f"using {low}, the oldest it admits",
-        )
-    return PythonChoice(version=low, why=f"the oldest Python the project's {said} admits")
-
-
-def _minor(version: str) -> str:
-    parts = version.split(".")
-    return ".".join(parts[:2])
 
 
 __all__ = [
@@ -868,7 +917,6 @@ __all__ = [
     "admits",
     "export",
     "lowest_admitted",
-    "python_for",
     "read_lock",
     "read_project",
     "resolve",

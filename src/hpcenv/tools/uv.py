@@ -25,15 +25,15 @@ import shutil
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
-from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
-
-from hpcenv.models.plan import Plan
 from hpcenv.tools import command
 from hpcenv.tools.command import Completed
 from hpcenv.utils import fsio
 from hpcenv.utils.errors import BadInput, CommandFailed
+
+if TYPE_CHECKING:  # packaging and the plan are imported where used: audit starts uv first
+    from hpcenv.models.plan import Plan
 
 
 def uv_argv() -> list[str]:
@@ -68,6 +68,8 @@ def available() -> bool:
 
 def wheel_version(path: str | os.PathLike[str]) -> str:
     """The version (with local label) in a wheel's file name."""
+    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
     try:
         return str(parse_wheel_filename(Path(path).name)[1])
     except InvalidWheelFilename as exc:
@@ -292,6 +294,8 @@ def cache_clean(names: Sequence[str], *, log: IO[str] | None = None) -> Complete
 
 def freeze(venv_path: Path, *, log: IO[str] | None = None) -> dict[str, str]:
     """``{normalised name: version}`` of what is installed in ``venv_path``."""
+    from packaging.utils import canonicalize_name
+
     done = _run(["pip", "freeze", "--python", str(venv_path / "bin" / "python")], log=log)
     out: dict[str, str] = {}
     for line in done.stdout.splitlines():

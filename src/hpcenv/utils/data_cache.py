@@ -111,8 +111,9 @@ def _prune(written: Path, keep: int) -> None:
 
 
 def load_toml(path: Path, what: str, *, keep: int = 32) -> dict[str, Any]:
-    """``fsio.load_toml`` of ``path``, parsed once per content: a file read again (a lock
-    audited per cluster) comes from the cache."""
+    """``fsio.load_toml`` of ``path``, parsed once per content: a file read again (a
+    project's pyproject.toml audited per cluster) comes from the cache. A uv.lock is kept
+    as what ``uv_lock.read_lock`` took from it (:func:`read`, :func:`write`)."""
     from hpcenv.utils import fsio
 
     data = fsio.read_bytes(path, what)

@@ -121,7 +121,7 @@ def test_abi_key_from_real_torch(tmp_path: Path) -> None:
     venv = tmp_path / "venv"
     uv.venv(venv, "3.11")
     uv.install(venv, [str(wheel)], extra=["--find-links", str(wheel.parent)])
-    key = flashattn_build.abi_key(venv)
+    key = flashattn_build.abi_key(venv).fields()
     assert key["torch"] == "2.13.0+cpu"
     assert key["python_tag"] == "cp311" and key["arch"] == "x86_64"
     assert key["cxx11abi"] in ("True", "False") and key["torch_cuda"] == "None"

@@ -19,12 +19,13 @@ import pytest
 
 from hpcenv.build import builder as build
 from hpcenv.build import swap
-from hpcenv.build.swap import ProjectRequest
 from hpcenv.decide.plan import make_plan
 from hpcenv.facts import collect
 from hpcenv.models.facts import Facts
 from hpcenv.models.plan import Plan, TorchChoice
 from hpcenv.profile import schema as profile
+from hpcenv.project import torch_wish
+from hpcenv.project.request import ProjectRequest
 from hpcenv.runner import probes as runner
 from hpcenv.slurm import sbatch
 from hpcenv.tools import uv
@@ -173,21 +174,20 @@ def test_swap_resolves_the_variant_for_the_projects_torch_version() -> None:
     project locking 2.11 must not get 2.11+cu128, which has no sm_70, but 2.11+cu126."""
     plan = supercloud_plan("2.9.1")
     assert (plan.torch.version, plan.torch.backend) == ("2.9.1", "cu128")
-    assert swap.target_requirement(swap.plan_for_version(plan, "2.9.1", V100), "2.9.1") == (
-        "torch==2.9.1+cu128"
-    )
-    for_project = swap.plan_for_version(plan, "2.11.0", V100)
+    same = torch_wish.plan_for_version(plan, "2.9.1", V100)
+    assert torch_wish.target_requirement(same, "2.9.1") == "torch==2.9.1+cu128"
+    for_project = torch_wish.plan_for_version(plan, "2.11.0", V100)
     assert (for_project.torch.version, for_project.torch.backend) == ("2.11.0", "cu126")
     assert for_project.torch.index_url == "https://download.pytorch.org/whl/cu126"
-    assert swap.target_requirement(for_project, "2.11.0") == "torch==2.11.0+cu126"
+    assert torch_wish.target_requirement(for_project, "2.11.0") == "torch==2.11.0+cu126"
 
 
 def test_swap_keeps_the_profiles_pin_for_the_projects_version() -> None:
-    pinned = swap.plan_for_version(supercloud_plan("2.9.1", "cpu"), "2.11.0", V100)
-    assert swap.target_requirement(pinned, "2.11.0") == "torch==2.11.0+cpu"
+    pinned = torch_wish.plan_for_version(supercloud_plan("2.9.1", "cpu"), "2.11.0", V100)
+    assert torch_wish.target_requirement(pinned, "2.11.0") == "torch==2.11.0+cpu"
     # torch 2.13 publishes no cu128: nothing runs here (exit 3), not a guessed requirement
     with pytest.raises(NoCompatibleBuild, match=r"locks torch 2\.13\.0.*publishes no cu128"):
-        swap.plan_for_version(supercloud_plan("2.9.1", "cu128"), "2.13.0", V100)
+        torch_wish.plan_for_version(supercloud_plan("2.9.1", "cu128"), "2.13.0", V100)
 
 
 def test_swap_with_another_plan_version_uses_the_variant_for_the_project(
@@ -210,10 +210,10 @@ def test_swap_with_another_plan_version_uses_the_variant_for_the_project(
     uv.venv(venv, "3.11")
     request = ProjectRequest(directory=project)
     result = swap.sync_and_swap(request, venv, plan, log=None, facts=h100_565)
-    assert result["torch_before"] == "2.9.1+cu130"
-    assert (result["variant"], result["torch_after"]) == ("cu126", "2.9.1+cu126")
-    changes = {c["name"]: c["after"] for c in result["changes"]}
+    assert result.torch_before == "2.9.1+cu130"
+    assert (result.variant, result.torch_after) == ("cu126", "2.9.1+cu126")
+    changes = {c.name: c.after for c in result.changes}
     assert changes["torch"] == "torch==2.9.1+cu126"
     assert changes[CU13_RUNTIME[0]] is None
-    assert "resolved for 2.9.1" in result["warnings"][0]
+    assert "resolved for 2.9.1" in result.warnings[0]
     assert run_in(venv, "import torchext; print(torchext.TORCH)") == "2.9.1+cu126"

@@ -16,8 +16,8 @@ import pytest
 from hpcenv.binaries import cudalibs
 from hpcenv.build import builder as build
 from hpcenv.build import fixes
-from hpcenv.build.swap import ProjectRequest
 from hpcenv.models.facts import Facts
+from hpcenv.project.request import ProjectRequest
 from hpcenv.tools import uv
 from hpcenv.utils.errors import BuildFailed
 from support.buildkit import StandInIndex, stand_in_plan
@@ -230,18 +230,18 @@ def test_nothing_to_swap_installs_the_lock_as_it_is(
 def test_plan_of_a_cuda_13_project_lists_no_cuda_13_package(
     uv_env: dict[str, str], cuda_index: StandInIndex, tmp_path: Path, hpcenv_home: Path
 ) -> None:
-    """``plan PROFILE --project`` (swap.project_plan) for the project whose lock sends torch
+    """``plan PROFILE --project`` (install_set.project_plan) for the project whose lock sends torch
     to cu130: the install list is torch's cu126 build and CUDA 12 wheels, not one CUDA 13
     package, and nothing is installed or downloaded but metadata. (The stand-in index on
     127.0.0.1 stands in for PyPI and download.pytorch.org, which this machine cannot reach.)"""
-    from hpcenv.build import swap
     from hpcenv.decide import cuda_packages
+    from hpcenv.project import install_set
 
     project = make_project(cuda_index, tmp_path / "trainer", uv_env)
     plan = stand_in_plan(cuda_index.url, profile="standin")
     request = ProjectRequest(directory=project)
     cuda_index.requested.clear()
-    wanted, _, install = swap.project_plan(request, plan, Facts(arch="x86_64"))
+    wanted, _, install = install_set.project_plan(request, plan, Facts(arch="x86_64"))
     assert wanted.torch_before == "2.9.1+cu130" and "torch==2.9.1+cu126" in install
     names = [line.split("==", 1)[0].split(" @ ", 1)[0] for line in install]
     versions = [line.split("==", 1)[1] if "==" in line else "" for line in install]

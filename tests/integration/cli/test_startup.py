@@ -1,11 +1,14 @@
 """Start-up: ``hpcenv --help``, ``--version`` and ``facts --json`` import only what they use
 (no command module for the first two, no builder, rich, packaging or yaml for any), and
-every command's own ``--help`` still works from the command table."""
+every command's own ``--help`` still works from the command table. ``audit uv.lock --json``
+imports no builder, rich, venv-binary reader, hand-written-file reader or host-fact
+collector, and starts ``uv export`` before it imports packaging."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from hpcenv import cli
+from support import DATA, FACTS, require
 
 HEAVY = ("hpcenv.build", "rich", "packaging", "yaml", "torch")
 
@@ -115,3 +119,70 @@ def test_an_unknown_command_names_the_commands_and_exits_2(
     assert exited.value.code == 2
     err = capsys.readouterr().err
     assert "invalid choice: 'bulid'" in err and "'build'" in err
+
+
+#: What ``hpcenv audit uv.lock --json`` does not use: the builder, rich, a venv's binaries,
+#: the readers of hand-written files and their resolver, the host-fact collectors, email.
+AUDIT_UNUSED = (
+    *HEAVY[:2],
+    "hpcenv.binaries",
+    "hpcenv.kit.fatbin",
+    "hpcenv.project.compile",
+    "hpcenv.project.readers",
+    "hpcenv.project.handwritten",
+    "hpcenv.facts.allocation",
+    "hpcenv.facts.fabric",
+    "hpcenv.facts.nvidia",
+    "email",
+)
+
+#: The audit of a lock in a fresh interpreter: the modules it loaded, and whether packaging
+#: was loaded when ``uv export`` started (it starts first, to run beside those imports).
+_AUDIT_SCRIPT = """
+import contextlib, io, json, sys
+from hpcenv.tools import uv
+export = uv.project_export
+started = []
+def project_export(*args, **kwargs):
+    started.append("packaging" in sys.modules)
+    return export(*args, **kwargs)
+uv.project_export = project_export
+from hpcenv.cli import main
+with contextlib.redirect_stdout(io.StringIO()) as out:
+    code = main(sys.argv[1:])
+print(json.dumps({"code": code, "out": out.getvalue(), "modules": sorted(sys.modules),
+                  "packaging_when_uv_started": started}))
+"""
+
+
+@pytest.fixture(scope="module")
+def audited(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    require("uv", shutil.which("uv") is not None, "uv is not on PATH")
+    home = tmp_path_factory.mktemp("home")
+    lock = DATA / "projects" / "prime-rl" / "uv.lock"
+    argv = ["audit", str(lock), "--facts", str(FACTS / "gh200-isambard.json"), "--json"]
+    done = subprocess.run(
+        [sys.executable, "-c", _AUDIT_SCRIPT, *argv],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "HPCENV_HOME": str(home)},
+        timeout=120,
+    )
+    return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def test_audit_of_a_lock_imports_only_what_judges_a_lock(audited: dict[str, object]) -> None:
+    assert audited["code"] == 0
+    assert json.loads(str(audited["out"]))["torch"].startswith("2.")
+    modules = audited["modules"]
+    assert isinstance(modules, list)
+    assert [m for m in modules if any(m == u or m.startswith(u + ".") for u in AUDIT_UNUSED)] == []
+    assert _commands(modules) == ["hpcenv.commands.audit"]
+
+
+def test_audit_of_a_lock_starts_uv_export_before_importing_packaging(
+    audited: dict[str, object],
+) -> None:
+    """Once, and first: the export runs beside the imports, and is not run again."""
+    assert audited["packaging_when_uv_started"] == [False]

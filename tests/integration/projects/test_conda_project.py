@@ -1,5 +1,5 @@
 """A conda ``environment.yml`` read as conda installs it, by every command that asks
-(audit, and plan/build through ``swap.project_set``): ``pytorch=1.11.0`` is torch 1.11.0
+(audit, and plan/build through ``install_set.project_set``): ``pytorch=1.11.0`` is torch 1.11.0
 (conda's ``=`` is a fuzzy prefix match), ``cudatoolkit=11.3`` / ``pytorch-cuda=12.1`` / a
 ``cuda11.3`` build string choose the torch variant, ``python=3.8.5`` is the Python.
 
@@ -17,13 +17,13 @@ from pathlib import Path
 import pytest
 from packaging.specifiers import SpecifierSet
 
-from hpcenv.build import swap
 from hpcenv.cli import main
 from hpcenv.decide.plan import make_plan
 from hpcenv.facts import collect
 from hpcenv.profile import schema as profile
-from hpcenv.project import readers
+from hpcenv.project import install_set, readers
 from hpcenv.project import uv_lock as uvlock
+from hpcenv.project.request import ProjectRequest
 from support import FACTS
 from support.buildkit import require_pypi
 
@@ -111,13 +111,13 @@ def test_audit_judges_the_conda_build_with_the_files_python(
 
 def test_plan_installs_the_conda_build_with_the_files_python(tmp_path: Path) -> None:
     plan = make_plan(profile.load("local"), A100, environ={})
-    request = swap.ProjectRequest(
+    request = ProjectRequest(
         directory=conda_project(tmp_path),
         file=None,
         selection=uvlock.DEFAULT_SELECTION,
         with_profile_packages=False,
     )
-    ps = swap.project_set(request, plan, A100)
+    ps = install_set.project_set(request, plan, A100)
     assert (ps.torch_after, ps.variant, ps.python.version) == (
         "torch==1.11.0+cu113",
         "cu113",
@@ -149,13 +149,13 @@ def test_plan_names_the_file_read_and_the_one_passed_over(tmp_path: Path) -> Non
     directory = conda_project(tmp_path, TORCH_1_11 + "  - pip:\n    - -e .\n")
     (directory / "setup.py").write_text("from setuptools import setup\nsetup(name='proj')\n")
     plan = make_plan(profile.load("local"), A100, environ={})
-    request = swap.ProjectRequest(
+    request = ProjectRequest(
         directory=directory,
         file=None,
         selection=uvlock.DEFAULT_SELECTION,
         with_profile_packages=False,
     )
-    ps = swap.project_set(request, plan, A100)
+    ps = install_set.project_set(request, plan, A100)
     assert ps.torch_after == "torch==1.11.0+cu113"
     assert any("passed over setup.py" in w for w in ps.warnings)
 

@@ -1,6 +1,6 @@
 """Real projects (tests/data/projects, origin in each ORIGIN) through the swap's first half:
 what ``hpcenv build PROFILE --project`` would install on the recorded GH200 and V100 nodes
-(``swap.project_set``: ``uv export`` of the real lock, then the rewrite), and the rules
+(``install_set.project_set``: ``uv export`` of the real lock, then the rewrite), and the rules
 around it: the project's Python, the environment's name. Installing them needs
 download.pytorch.org, which this machine cannot reach; the install itself is tested with
 stand-in wheels (test_swap_stack).
@@ -13,12 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from hpcenv.build import swap
 from hpcenv.decide.plan import make_plan
 from hpcenv.facts import collect
 from hpcenv.models import facts as facts_model
 from hpcenv.profile import schema as profile
+from hpcenv.project import install_set
 from hpcenv.project import uv_lock as uvlock
+from hpcenv.project.request import ProjectRequest, environment_name, python_for
 from hpcenv.utils.errors import BadInput
 from support import DATA, FACTS
 from support.buildkit import hpcenv, require_uv
@@ -43,20 +44,20 @@ def project_set(
     with_profile_packages: bool = True,
     file: str | None = None,
     **selection: object,
-) -> swap.ProjectSet:
+) -> install_set.ProjectSet:
     require_uv()
     plan = make_plan(profile.load(prof), facts, environ={})
     directory = copy(name, tmp_path)
-    request = swap.ProjectRequest(
+    request = ProjectRequest(
         directory=directory,
         file=directory / file if file else None,
         selection=uvlock.Selection(**selection),  # type: ignore[arg-type]
         with_profile_packages=with_profile_packages,
     )
-    return swap.project_set(request, plan, facts)
+    return install_set.project_set(request, plan, facts)
 
 
-def changes(ps: swap.ProjectSet) -> dict[str, str | None]:
+def changes(ps: install_set.ProjectSet) -> dict[str, str | None]:
     return {c.name: c.after for c in ps.changes}
 
 
@@ -162,11 +163,13 @@ def test_lerobot_on_both(tmp_path: Path) -> None:
 
 def test_requirements_with_includes_and_a_pytorch_index(tmp_path: Path) -> None:
     """kohya_ss pins torch 2.7.0+cu128 from the PyTorch cu128 index: the node's build of
-    2.7.0 instead, torchvision without its label, the PyTorch index not used."""
+    2.7.0 instead, torchvision 0.22.0 (2.7.0's pair) of that build, the PyTorch index not
+    used."""
     ps = project_set("kohya_ss", "supercloud", V100, tmp_path, file="requirements_linux.txt")
     assert ps.torch_before == "torch==2.7.0+cu128"
     assert ps.torch_after.startswith("torch==2.7.0+cu12") and ps.torch_after != "torch==2.7.0+cu128"
-    assert "torchvision==0.22.0" in ps.requirements
+    variant = ps.torch_after.rsplit("+", 1)[1]
+    assert f"torchvision==0.22.0+{variant}" in ps.requirements
     assert "transformers==4.54.1" in ps.requirements  # from -r requirements.txt
     assert ps.indexes == () and ps.local_deps
     assert any("PyTorch index https://download.pytorch.org/whl/cu128 not used" in w
@@ -203,33 +206,33 @@ def project(tmp_path: Path, requires: str | None, pin: str | None) -> uvlock.Pro
 
 def test_python_rule(tmp_path: Path) -> None:
     by = "profile isambard"
-    pinned = uvlock.python_for(project(tmp_path, ">=3.10", "3.11"), None, "3.12", by)
+    pinned = python_for(project(tmp_path, ">=3.10", "3.11"), "3.12", by)
     assert pinned.version == "3.11"
     assert "pins 3.11 in .python-version; profile isambard says 3.12: using 3.11" in pinned.why
-    same = uvlock.python_for(project(tmp_path, ">=3.10", "3.12"), None, "3.12", by)
+    same = python_for(project(tmp_path, ">=3.10", "3.12"), "3.12", by)
     assert same.version == "3.12" and "as profile isambard" in same.why
-    admitted = uvlock.python_for(project(tmp_path, ">=3.10", None), None, "3.12", by)
+    admitted = python_for(project(tmp_path, ">=3.10", None), "3.12", by)
     assert admitted.version == "3.12" and "admits" in admitted.why
-    outside = uvlock.python_for(project(tmp_path, "==3.12.*", None), None, "3.11", by)
+    outside = python_for(project(tmp_path, "==3.12.*", None), "3.11", by)
     assert outside.version == "3.12" and "outside the project's requires-python" in outside.why
     with pytest.raises(
         BadInput, match=r"pins Python 3\.10, which the project's requires-python >=3\.11"
     ):
-        uvlock.python_for(project(tmp_path, ">=3.11", "3.10"), None, "3.12", by)
+        python_for(project(tmp_path, ">=3.11", "3.10"), "3.12", by)
     with pytest.raises(BadInput, match="names no Python version"):
-        uvlock.python_for(project(tmp_path, None, "pypy"), None, "3.12", by)
+        python_for(project(tmp_path, None, "pypy"), "3.12", by)
 
 
 def test_environment_names(tmp_path: Path) -> None:
     proj = copy("nanochat", tmp_path)
-    assert swap.environment_name("isambard", swap.ProjectRequest(directory=proj)) == (
+    assert environment_name("isambard", ProjectRequest(directory=proj)) == (
         "isambard-nanochat"
     )
-    named = swap.ProjectRequest(directory=proj, name="chat")
-    assert swap.environment_name("isambard", named) == "chat"
+    named = ProjectRequest(directory=proj, name="chat")
+    assert environment_name("isambard", named) == "chat"
     for bad in ("../x", "a/b", "-rf", "x.lock"):
         with pytest.raises(BadInput, match="--name"):
-            swap.environment_name("isambard", swap.ProjectRequest(directory=proj, name=bad))
+            environment_name("isambard", ProjectRequest(directory=proj, name=bad))
 
 
 def test_build_cli_selection_needs_a_project(tmp_path: Path) -> None:

@@ -1,5 +1,5 @@
 """Every fix hpcenv prints is checked first: a Python or a torch it proposes runs on the
-node by hpcenv's own resolver (``torch_variant.runs_on``), or it is not proposed. The
+node by hpcenv's own resolver (``torch_choice.runs_on``), or it is not proposed. The
 case: ``torch==2.1.2`` audited on the recorded GH200 (Python 3.12): 2.1.2 has no cp312
 aarch64 wheel, and its aarch64 builds are CPU-only, so "use Python 3.11" would install a
 torch that cannot use the GPUs; PyPI's newest (2.15.0) is a CUDA 13 build the 565 driver
@@ -14,7 +14,7 @@ import pytest
 
 from hpcenv.cli import main
 from hpcenv.decide import torch_fit
-from hpcenv.decide.torch_variant import runs_on
+from hpcenv.decide.torch_choice import runs_on
 from hpcenv.facts import collect
 from support import FACTS
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from hpcenv.build.swap import other_major
 from hpcenv.decide import cuda_packages
 from hpcenv.decide.cuda_packages import Node, cuda_major, judge
+from hpcenv.project.install_set import other_major
 
 
 @pytest.mark.parametrize(

@@ -237,10 +237,15 @@ def update_all(
     vllm: bool = True,
     log: Log = _quiet,
 ) -> list[Written]:
-    """``hpcenv knowledge update``: torch from PyPI, vLLM from its sdists, and an index."""
+    """``hpcenv knowledge update``: torch from PyPI, torchvision/torchaudio's pairs from their
+    wheels, vLLM from its sdists, and an index."""
+    from hpcenv.knowledge.refresh import companions
     from hpcenv.knowledge.refresh import vllm as vllm_data
 
     done = [update_pypi(pypi, out=out, log=log)]
+    paired = companions.update_companions(pypi, out=out, log=log)
+    if paired is not None:
+        done.append(paired)
     if vllm:
         done.append(vllm_data.update_vllm(pypi, out=out, log=log))
     if index:
@@ -309,6 +314,26 @@ def missing_flash_attn(known: Iterable[str], pypi: str = DEFAULT_PYPI) -> list[s
     return sorted(out, key=Version)
 
 
+def missing_companions(known: Iterable[tuple[str, str]], pypi: str = DEFAULT_PYPI) -> list[str]:
+    """torchvision/torchaudio releases on PyPI with a wheel not yanked that ``known`` ((name,
+    version) read into torch_companions.toml) lacks: ``name version``, ascending."""
+    from hpcenv.knowledge.companions import NAMES
+    from hpcenv.knowledge.refresh.companions import pick_wheel
+
+    have = set(known)
+    out = []
+    for name in NAMES:
+        found = [
+            v
+            for v, files in _pypi_releases(name, pypi).items()
+            if _final(v) is not None
+            and (name, v) not in have
+            and not isinstance(pick_wheel(files or []), str)
+        ]
+        out += [f"{name} {v}" for v in sorted(found, key=Version)]
+    return out
+
+
 def check(pypi: str = DEFAULT_PYPI) -> str:
     """One line saying the data is current; ``Stale`` (exit 7) naming what PyPI has beyond it."""
     from hpcenv import knowledge
@@ -320,16 +345,19 @@ def check(pypi: str = DEFAULT_PYPI) -> str:
     vllm = newer_vllm(know.vllm_versions, pypi)
     flash = [w.version for w in know.flash_attn.wheels]
     fa = missing_flash_attn(flash, pypi)
-    if torch or vllm or fa:
+    pairs = missing_companions(((r.name, r.version) for r in know.companions.released), pypi)
+    if torch or vllm or fa or pairs:
         parts = []
         if torch:
             parts.append(f"torch {', '.join(torch)}")
+        if pairs:
+            parts.append(", ".join(pairs))
         if vllm:
             parts.append(f"vllm {', '.join(vllm)}")
         if fa:
             parts.append(f"flash-attn {', '.join(fa)}")
         fixes = []
-        if torch or vllm:
+        if torch or vllm or pairs:
             fixes.append(f"run '{FIX}' (or 'nox -s knowledge') and commit the regenerated files")
         if fa:
             fixes.append(
@@ -344,6 +372,7 @@ def check(pypi: str = DEFAULT_PYPI) -> str:
     newest_vllm = max(know.vllm_versions, key=Version)
     return (
         f"hpcenv's data is current with PyPI ({pypi}): torch {pypi_torch[0]} to "
-        f"{pypi_torch[-1]} ({len(pypi_torch)} releases), vllm up to {newest_vllm}, "
+        f"{pypi_torch[-1]} ({len(pypi_torch)} releases), torchvision/torchaudio paired "
+        f"({len(know.companions.released)} releases read), vllm up to {newest_vllm}, "
         f"flash-attn {flash[0]} to {flash[-1]} ({len(flash)} releases)"
     )

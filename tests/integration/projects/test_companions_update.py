@@ -1,0 +1,150 @@
+"""``hpcenv knowledge update`` writes torch_companions.toml from the companions' own wheels:
+a stand-in PyPI on 127.0.0.1 (tests/support/torch_standin.py) serves torch's wheels and
+torchvision/torchaudio's project JSON and wheels, each wheel a real zip whose
+``*.dist-info/METADATA`` says which torch it requires (as PyPI's do); only its central
+directory and that member are read, by range."""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from hpcenv.cli import main
+from hpcenv.knowledge import companions as read_model
+from hpcenv.knowledge.refresh import companions, update
+from support.torch_standin import StandIn, torch_wheel
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+#: (package, version, the Requires-Dist torch line or None, yanked reason or None)
+RELEASES = [
+    ("torchvision", "0.24.1", "torch (==2.9.1)", None),
+    ("torchvision", "0.29.0", "torch (==2.14.0)", None),
+    ("torchvision", "0.29.2", "torch (>=2.14.0)", None),
+    ("torchvision", "0.15.0", "torch (==2.0.0)", "Contains an incorrect torch dependency"),
+    ("torchaudio", "2.9.1", "torch==2.9.1", None),
+    ("torchaudio", "2.11.0", None, None),  # its METADATA names no torch, as PyPI's does
+]
+
+
+def _companion_wheel(folder: Path, package: str, version: str, requires: str | None) -> Path:
+    path = folder / f"{package}-{version}-cp311-cp311-manylinux_2_28_x86_64.whl"
+    meta = f"Metadata-Version: 2.1\nName: {package}\nVersion: {version}\n"
+    meta += "Requires-Dist: numpy\n" + (f"Requires-Dist: {requires}\n" if requires else "")
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as zf:
+        zf.writestr(f"{package}/_C.so", random.Random(version).randbytes(2 * 1024 * 1024))
+        zf.writestr(f"{package}-{version}.dist-info/METADATA", meta + "\nA description.\n")
+    return path
+
+
+def _serve_companions(
+    s: StandIn,
+    monkeypatch: pytest.MonkeyPatch,
+    more: tuple[tuple[str, str, str | None, str | None], ...] = (),
+) -> None:
+    pages: dict[str, dict[str, list[dict[str, object]]]] = {}
+    for package, version, requires, yanked in (*RELEASES, *more):
+        w = _companion_wheel(s.files, package, version, requires)
+        pages.setdefault(package, {})[version] = [
+            {
+                "filename": w.name,
+                "url": f"../../files/{w.name}",  # relative, as PyPI's are here
+                "digests": {"sha256": s.sha256(w)},
+                "packagetype": "bdist_wheel",
+                "size": w.stat().st_size,
+                "upload_time_iso_8601": "2026-10-28T15:21:31Z",
+                "yanked": yanked is not None,
+                "yanked_reason": yanked,
+            }
+        ]
+    served = s.page
+
+    def page(path: str, accept: str) -> bytes | None:
+        for package, releases in pages.items():
+            if path == f"/pypi/{package}/json":
+                return json.dumps({"info": {"name": package}, "releases": releases}).encode()
+        return served(path, accept)
+
+    monkeypatch.setattr(s, "page", page)
+
+
+@pytest.fixture
+def standin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[StandIn]:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # each test reads afresh
+    s = StandIn(tmp_path / "standin")
+    for version in ("2.9.1", "2.13.0", "2.14.0", "2.15.0"):
+        s.add_pypi(torch_wheel(s.files, version, cuda=None))
+    yield s.start()
+    s.stop()
+
+
+def test_update_pairs_each_torch_from_the_companions_metadata(
+    standin: StandIn, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _serve_companions(standin, monkeypatch)
+    written = companions.update_companions(standin.url, out=tmp_path)
+    assert written is not None and written.changed and written.rows == 4
+    data = tomllib.loads(written.path.read_text())
+    pairs = read_model.build(data)
+    got = {
+        p.torch: tuple(c.version if (c := p.companion(n)) else None for n in read_model.NAMES)
+        for p in pairs.pairs
+    }
+    assert got == {
+        "2.9.1": ("0.24.1", "2.9.1"),
+        "2.13.0": (None, None),
+        "2.14.0": ("0.29.0", None),  # the exact pin over 0.29.2's range
+        "2.15.0": ("0.29.2", None),  # admitted by torch>=2.14.0
+    }
+    row = pairs.pairing("2.13.0")
+    assert row is not None
+    assert (row.reason("torchvision") or "").startswith("none published for torch 2.13.0")
+    assert "torchaudio 2.11.0, names no torch at all" in (row.reason("torchaudio") or "")
+    vision = pairs.pairing("2.9.1").companion("torchvision")  # type: ignore[union-attr]
+    wheel = standin.files / "torchvision-0.24.1-cp311-cp311-manylinux_2_28_x86_64.whl"
+    assert vision is not None
+    assert vision.source == f"{standin.url}/files/{wheel.name}#sha256={standin.sha256(wheel)}"
+    assert data["left_out"] == [
+        {
+            "package": "torchvision",
+            "version": "0.15.0",
+            "reason": "every wheel is yanked on PyPI (Contains an incorrect torch dependency)",
+        }
+    ]
+    assert pairs.release("torchaudio", "2.11.0").requires is None  # type: ignore[union-attr]
+    # read by range: no wheel fetched whole, and a warm rerun reads none and changes nothing
+    assert standin.served.full_gets(".whl") == 0
+    before = standin.served.count(".whl")
+    again = companions.update_companions(standin.url, out=tmp_path)
+    assert again is not None and not again.changed
+    assert standin.served.count(".whl") == before
+
+
+def test_a_mirror_without_the_companions_leaves_the_file(standin: StandIn, tmp_path: Path) -> None:
+    assert companions.update_companions(standin.url, out=tmp_path) is None
+    assert not (tmp_path / companions.COMPANIONS_FILE).exists()
+    done = update.update_all(pypi=standin.url, out=tmp_path, vllm=False)
+    assert [w.path.name for w in done] == ["torch_pypi.toml"]
+
+
+def test_check_names_a_companion_release_the_data_lacks(
+    standin: StandIn, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # every release the stand-in serves is in hpcenv's own data: current
+    _serve_companions(standin, monkeypatch)
+    assert main(["knowledge", "check", "--pypi", standin.url]) == 0
+    assert "torchvision/torchaudio paired" in capsys.readouterr().out
+    # a torchaudio for torch 2.12 appears: the pairing data is stale, exit 7 in one line
+    _serve_companions(standin, monkeypatch, (("torchaudio", "2.12.0", "torch==2.12.0", None),))
+    assert main(["knowledge", "check", "--pypi", standin.url]) == 7
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "torchaudio 2.12.0" in err and "knowledge update" in err
