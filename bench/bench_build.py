@@ -248,8 +248,14 @@ def main() -> int:
     }
     if before is not None:
         b_wall, b_cpu = got["before"], got["before_cpu"]
+        rev = subprocess.run(
+            ["git", "-C", str(REPO), "rev-parse", args.baseline_rev],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
         result["before"] = {
-            "baseline_rev": args.baseline_rev,
+            "baseline_rev": rev,
             "build_s": spread(b_wall),
             "cpu_s": spread(b_cpu),
             "ratio_wall": spread([a / b for a, b in zip(b_wall, bare_probe_s, strict=True)]),
