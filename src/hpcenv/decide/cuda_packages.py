@@ -143,7 +143,8 @@ def judge(
 def _one(name: str, version: str, node: Node, know: knowledge.Knowledge) -> Verdict | None:
     problems: list[str] = []
     needs: list[str] = []
-    public = _public(version)
+    # only vllm's and flash-attn's versions are read: the rest are not parsed (~300 in a lock)
+    public = _public(version) if name in BY_NAME else None
     if name == "vllm" and public is not None:
         rng = know.vllm_min_cc(public)
         if rng is not None:

@@ -25,8 +25,9 @@ from hpcenv import knowledge
 from hpcenv.decide import torch_variant
 from hpcenv.decide.companions import Companions, companions_for
 from hpcenv.knowledge.lookup import Lookup
+from hpcenv.models import DEFAULT_INDEX_URL
 from hpcenv.models.facts import Facts
-from hpcenv.models.plan import DEFAULT_INDEX_URL, TorchChoice
+from hpcenv.models.plan import TorchChoice
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
@@ -49,11 +49,14 @@ from hpcenv.knowledge import (
     driver_key,
     variant_cuda,
 )
-from hpcenv.knowledge.lookup import Listed, Lookup
 from hpcenv.knowledge.releases import ARCHES
+from hpcenv.models import DEFAULT_INDEX_URL
 from hpcenv.models.facts import Facts
-from hpcenv.models.plan import DEFAULT_INDEX_URL, TorchChoice
 from hpcenv.utils.errors import BadInput, NoCompatibleBuild
+
+if TYPE_CHECKING:  # types only: an audit's verdict needs neither the plan nor a lookup
+    from hpcenv.knowledge.lookup import Listed, Lookup
+    from hpcenv.models.plan import TorchChoice
 
 INDEX_ENV = "HPCENV_TORCH_INDEX_URL"
 

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING
 from hpcenv import knowledge
 from hpcenv.knowledge import Knowledge, cuda_key
 from hpcenv.models.facts import Facts, Gpu
-from hpcenv.models.plan import TorchChoice
 
 if TYPE_CHECKING:
     from hpcenv.decide.torch_decision import Assessment, Candidate, Decision, Fixes
+    from hpcenv.models.plan import TorchChoice
 
 REFRESH = "'hpcenv knowledge update' refreshes hpcenv's data"
 
@@ -183,6 +183,8 @@ def _data_warnings(d: Decision, facts: Facts) -> list[str]:
 
 def explain(d: Decision, facts: Facts, know: Knowledge | None = None) -> TorchChoice:
     """The ``TorchChoice`` (reasons, warnings, error) for decision ``d``."""
+    from hpcenv.models.plan import TorchChoice  # here: an audit's words do not import the plan
+
     know = know or knowledge.load()
     words = _Words(reasons=_release_reasons(d, facts, know), warnings=_gpu_warnings(facts))
     error = None

@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-DEFAULT_INDEX_URL = "https://download.pytorch.org/whl"
+from hpcenv.models import DEFAULT_INDEX_URL
 
 
 @dataclass(frozen=True, kw_only=True)

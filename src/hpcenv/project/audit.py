@@ -47,7 +47,7 @@ from hpcenv import knowledge
 from hpcenv.decide import companions, cuda_packages, torch_fit
 from hpcenv.decide.torch_variant import assess, describe_gpus, driver_reason
 from hpcenv.models.facts import Facts
-from hpcenv.project import containment, torch_wish, uv_lock
+from hpcenv.project import containment, uv_lock
 from hpcenv.project.request import python_for
 from hpcenv.utils import fsio
 from hpcenv.utils.errors import BadInput, CommandFailed, NoCompatibleBuild
@@ -298,7 +298,7 @@ def resolve_for(
     index it names cannot be reached, its exact pins are judged as written, with a
     warning."""
     from hpcenv.project import compile as project_resolve
-    from hpcenv.project import readers
+    from hpcenv.project import readers, torch_wish
 
     request = pkgs.request
     if request is None:
@@ -368,6 +368,8 @@ def resolve_for(
 def _held_to_variant(request: readers.Request, arch: str) -> readers.Request:
     """A file that names its torch build resolves to the release ``torch_wish.variant_release``
     picks for it (conda's ``pytorch>=1.13`` + ``pytorch-cuda=11.7`` is 2.0.1)."""
+    from hpcenv.project import torch_wish
+
     version = torch_wish.variant_release(request, arch)
     if version is None:
         return request
@@ -828,6 +830,8 @@ def audit(
     )
     if pkgs.kind != "venv" and pkgs.lock is None and found.version:
         # a pinned torch of a hand-written file: PyPI's wheels of that release (hpcenv's data)
+        from hpcenv.project import torch_wish
+
         torch_fit.check(
             found.version,
             facts.arch or "",
@@ -978,6 +982,8 @@ def _judge(found: Found, facts: Facts, kernels: archs.KernelCheck | None) -> _Ve
 def _better(facts: Facts, pkgs: Packages, found: Found, advice: list[str]) -> str | None:
     """resolve's answer: the same release's build that runs here, else the newest release
     that has one (said with its version); resolve's warnings about it go to ``advice``."""
+    from hpcenv.project import torch_wish  # here: a lock that runs does not import it
+
     public = str(Version(found.version).public)
     if pkgs.kind == "uv.lock":
         where = Path(pkgs.source).parent

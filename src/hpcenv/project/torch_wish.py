@@ -32,8 +32,9 @@ from hpcenv.decide.torch_choice import (
 )
 from hpcenv.decide.torch_variant import assess
 from hpcenv.knowledge.lookup import Lookup
+from hpcenv.models import DEFAULT_INDEX_URL
 from hpcenv.models.facts import Facts
-from hpcenv.models.plan import DEFAULT_INDEX_URL, Plan, TorchChoice
+from hpcenv.models.plan import Plan, TorchChoice
 from hpcenv.tools import uv
 from hpcenv.utils.errors import BadInput, BuildFailed, NoCompatibleBuild
 

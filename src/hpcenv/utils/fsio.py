@@ -34,11 +34,9 @@ import io
 import json
 import os
 import pwd
-import secrets
 import shutil
 import stat
 import sys
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -127,6 +125,8 @@ def _free(path: Path) -> str:
 
 
 def disk_full(path: Path | str | None) -> DiskFull:
+    import tempfile  # tempfile and secrets are imported where used: a read imports neither
+
     where = Path(path or tempfile.gettempdir())
     return DiskFull(
         f"disk full at {where} ({_free(where)}): free space there, or point HPCENV_HOME "
@@ -271,6 +271,8 @@ WORK_PREFIXES = (
 def remove_dead_work_dirs() -> None:
     """Remove every work directory a SIGKILLed hpcenv process of this user left in
     $TMPDIR (called at the start of a build, which may run no command at all)."""
+    import tempfile
+
     root = Path(tempfile.gettempdir())
     for prefix in WORK_PREFIXES:
         _remove_dead_work_dirs(root, prefix)
@@ -281,6 +283,8 @@ def work_dir(prefix: str) -> Iterator[Path]:
     """A private temporary directory ``$TMPDIR/<prefix><pid>-XXXX``, removed on exit
     (also on SIGTERM/SIGHUP, which ``cli`` turns into exceptions); what a SIGKILLed
     process left is removed by the next one that makes a work directory."""
+    import tempfile
+
     root = Path(tempfile.gettempdir())
     _remove_dead_work_dirs(root, prefix)
     path: Path | None = None
@@ -300,6 +304,8 @@ def new_dir(parent: Path, prefix: str) -> Path:
     """A new, uniquely named directory in the container ``parent``, readable by the group
     (unlike ``mkdtemp``'s 0700: renamed into a shared place, the group must read it), never
     writable by it (the process's umask, ``modes``)."""
+    import secrets
+
     ensure_dir(parent)
     while True:
         path = Path(parent) / f"{prefix}{os.getpid()}-{secrets.token_hex(4)}"
@@ -314,6 +320,8 @@ def new_dir(parent: Path, prefix: str) -> Path:
 
 def temp_name(path: Path) -> Path:
     """A fresh name beside ``path`` for a file that will be renamed over it."""
+    import secrets
+
     return path.parent / f".{path.name}{TMP_MARK}{os.getpid()}-{secrets.token_hex(4)}"
 
 
@@ -671,6 +679,8 @@ def reflinks(directory: Path) -> bool:
         import fcntl
     except ImportError:  # not Linux
         return False
+    import tempfile
+
     src = dst = -1
     names: list[str] = []
     try:

@@ -121,8 +121,11 @@ def test_an_unknown_command_names_the_commands_and_exits_2(
     assert "invalid choice: 'bulid'" in err and "'build'" in err
 
 
-#: What ``hpcenv audit uv.lock --json`` does not use: the builder, rich, a venv's binaries,
-#: the readers of hand-written files and their resolver, the host-fact collectors, email.
+#: What ``hpcenv audit uv.lock --json`` of a lock that runs does not use: the builder, rich,
+#: a venv's binaries, the readers of hand-written files and their resolver, resolve's choice
+#: (only a lock that does not run is told a better build) with the plan and index lookups,
+#: the host-fact collectors, email, and tempfile (a work directory; its caches' files are
+#: named by ``fsio.temp_name``).
 AUDIT_UNUSED = (
     *HEAVY[:2],
     "hpcenv.binaries",
@@ -130,10 +133,15 @@ AUDIT_UNUSED = (
     "hpcenv.project.compile",
     "hpcenv.project.readers",
     "hpcenv.project.handwritten",
+    "hpcenv.project.torch_wish",
+    "hpcenv.decide.torch_choice",
+    "hpcenv.models.plan",
+    "hpcenv.knowledge.lookup",
     "hpcenv.facts.allocation",
     "hpcenv.facts.fabric",
     "hpcenv.facts.nvidia",
     "email",
+    "tempfile",
 )
 
 #: The audit of a lock in a fresh interpreter: the modules it loaded, and whether packaging
