@@ -14,14 +14,20 @@
 
 ``hpcenv``, ``uv_bare`` and ``uv_bare_plus_import`` run interleaved, one of each per round
 (``--runs`` rounds, default 3), so a machine whose speed drifts moves all three; medians,
-with min/max in ``spread`` and the round-by-round ratio of the build to install + import.
-Wall seconds and the CPU seconds of the children (user + system). Usage:
-``python bench/bench_build.py [--runs N]``.
+with min/max in ``spread`` and the round-by-round ratio of the build to install + import
+(``ratio_wall``, ``ratio_cpu``: min/median/max). Wall seconds and the CPU seconds of the
+children (user + system). hpcenv's bytecode is compiled first and nothing runs under
+PYTHONDONTWRITEBYTECODE, as an installed package and a user's Python have it: the build's
+import check writes the bytecode of what it imports, and the baseline's import does too.
+With ``--baseline-rev REV`` (``""`` for none) the build also runs from that revision's
+``src`` (``git archive``, ``PYTHONPATH``) in the same rounds: ``before``. Usage:
+``python bench/bench_build.py [--runs N] [--baseline-rev REV]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import os
 import shutil
@@ -30,8 +36,12 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import datetime, timezone
+from functools import partial
 from pathlib import Path
+
+from _timing import export_rev
 
 REPO = Path(__file__).resolve().parents[1]
 LOCK = REPO / "lockfiles" / "local-x86_64.txt"
@@ -57,11 +67,14 @@ def uv() -> str:
     return found
 
 
-def hpcenv_build(tmp: Path, *, fresh: bool, force: bool) -> float:
+def hpcenv_build(tmp: Path, *, fresh: bool, force: bool, src: Path | None = None) -> float:
+    """``src``: run hpcenv from that source tree (a baseline revision's)."""
     home = tmp / "home"
     if fresh:
         shutil.rmtree(home, ignore_errors=True)
     env = {**os.environ, "HPCENV_HOME": str(home), "HPCENV_LOCKFILES": str(tmp / "lockfiles")}
+    if src is not None:
+        env["PYTHONPATH"] = str(src)
     argv = [sys.executable, "-m", "hpcenv", "build", "local"] + (["--force"] if force else [])
     return timed(argv, env=env, cwd=REPO)
 
@@ -141,30 +154,51 @@ def wheel_cache(tmp: Path) -> dict[str, float]:
     }
 
 
+def spread(samples: list[float]) -> dict[str, float]:
+    med = statistics.median(samples)
+    return {"min": min(samples), "median": med, "max": max(samples), "runs": len(samples)}
+
+
+def rounds(tmp: Path, runs: int, before: Path | None) -> dict[str, list[float]]:
+    """``runs`` interleaved rounds: wall and CPU seconds of each side, by name."""
+    out: dict[str, list[float]] = {}
+
+    def one(name: str, fn: Callable[[], float]) -> None:
+        cpu = children_cpu()
+        out.setdefault(name, []).append(fn())
+        out.setdefault(f"{name}_cpu", []).append(children_cpu() - cpu)
+
+    for _ in range(runs):
+        one("build", lambda: hpcenv_build(tmp, fresh=True, force=True))
+        one("uv_bare_plus_import", lambda: uv_bare(tmp, probe=True))
+        one("uv_bare", lambda: uv_bare(tmp, probe=False))
+        if before is not None:
+            one("before", partial(hpcenv_build, tmp, fresh=True, force=True, src=before))
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--pip-runs", type=int, default=1)
+    parser.add_argument("--baseline-rev", default="")
     args = parser.parse_args()
     if not LOCK.is_file():
         sys.exit(f"{LOCK} missing: run 'hpcenv lock local' first")
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)  # both sides write bytecode
+    compileall.compile_dir(str(REPO / "src" / "hpcenv"), quiet=1)
     with tempfile.TemporaryDirectory(prefix="bench-build-") as t:
         tmp = Path(t)
+        before: Path | None = None
+        if args.baseline_rev:
+            before = export_rev(args.baseline_rev, tmp / "before")
+            compileall.compile_dir(str(before), quiet=1)
         shutil.copytree(REPO / "lockfiles", tmp / "lockfiles")
-        hpcenv_build(tmp, fresh=True, force=True)  # warm-up: uv cache and bytecode
+        hpcenv_build(tmp, fresh=True, force=True)  # warm-up: uv cache, proofs, bytecode
         uv_bare(tmp, probe=False)
-        build_s: list[float] = []
-        bare_s: list[float] = []
-        bare_probe_s: list[float] = []
-        cpu: dict[str, list[float]] = {"build": [], "uv_bare_plus_import": []}
-        for _ in range(args.runs):  # interleaved rounds
-            before = children_cpu()
-            build_s.append(hpcenv_build(tmp, fresh=True, force=True))
-            middle = children_cpu()
-            bare_probe_s.append(uv_bare(tmp, probe=True))
-            cpu["build"].append(middle - before)
-            cpu["uv_bare_plus_import"].append(children_cpu() - middle)
-            bare_s.append(uv_bare(tmp, probe=False))
+        got = rounds(tmp, args.runs, before)
+        build_s, bare_s, bare_probe_s = got["build"], got["uv_bare"], got["uv_bare_plus_import"]
+        cpu = {"build": got["build_cpu"], "uv_bare_plus_import": got["uv_bare_plus_import_cpu"]}
         hpcenv_build(tmp, fresh=False, force=False)
         noop_s = [hpcenv_build(tmp, fresh=False, force=False) for _ in range(max(args.runs, 5))]
         pip_s = [venv_pip(tmp) for _ in range(args.pip_runs)]
@@ -184,7 +218,7 @@ def main() -> int:
         "speedup_vs_venv_pip": round(med(pip_s) / med(build_s), 1),
         "wheel_cache": cache,
         "spread": {
-            name: {"min": min(v), "median": med(v), "max": max(v)}
+            name: spread(v)
             for name, v in (
                 ("build", build_s),
                 ("uv_bare", bare_s),
@@ -194,9 +228,11 @@ def main() -> int:
         "ratio_build_vs_uv_bare_plus_import_pairs": sorted(
             a / b for a, b in zip(build_s, bare_probe_s, strict=True)
         ),
-        "cpu_s": {
-            name: {"min": min(v), "median": med(v), "max": max(v)} for name, v in cpu.items()
-        },
+        "ratio_wall": spread([a / b for a, b in zip(build_s, bare_probe_s, strict=True)]),
+        "ratio_cpu": spread(
+            [a / b for a, b in zip(cpu["build"], cpu["uv_bare_plus_import"], strict=True)]
+        ),
+        "cpu_s": {name: spread(v) for name, v in cpu.items()},
         "ratio_cpu_build_vs_uv_bare_plus_import": round(
             med(cpu["build"]) / med(cpu["uv_bare_plus_import"]), 2
         ),
@@ -210,6 +246,24 @@ def main() -> int:
             "noop": noop_s,
         },
     }
+    if before is not None:
+        b_wall, b_cpu = got["before"], got["before_cpu"]
+        rev = subprocess.run(
+            ["git", "-C", str(REPO), "rev-parse", args.baseline_rev],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        result["before"] = {
+            "baseline_rev": rev,
+            "build_s": spread(b_wall),
+            "cpu_s": spread(b_cpu),
+            "ratio_wall": spread([a / b for a, b in zip(b_wall, bare_probe_s, strict=True)]),
+            "ratio_cpu": spread(
+                [a / b for a, b in zip(b_cpu, cpu["uv_bare_plus_import"], strict=True)]
+            ),
+            "ratio_after_vs_before": spread([a / b for a, b in zip(build_s, b_wall, strict=True)]),
+        }
     json.dump(result, sys.stdout, indent=2)
     sys.stdout.write("\n")
     return 0

@@ -9,7 +9,8 @@ Interleaved, ``--runs`` times each, after one warm-up of each (uv's cache warm):
   the file, the plan, ``uv pip compile`` of the set, ``uv pip sync`` into a fresh venv,
   the import check of the packages built against torch, the switch);
 - ``hpcenv_first``: the same into an HPCENV_HOME emptied before each run: a first build,
-  with no build to take bytecode over from and no record of earlier RECORD proofs;
+  with no build to take bytecode over from (the record of earlier RECORD proofs is kept
+  per user and uv cache, so it knows the warm cache's files);
 - ``uv_pip_install``: ``uv venv`` + ``uv pip install -r requirements.txt`` with the same
   torch (``-c`` a constraint ``torch==2.13.0+cpu``, ``--find-links`` the wheelhouse);
 - ``uv_pip_install_plus_import``: the same plus importing torch, numba, numpy and

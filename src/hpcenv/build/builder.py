@@ -645,9 +645,10 @@ def _install(
         log.write(f"# {carried} bytecode files taken over from {current.name}\n")
     # with a project: every package built against torch, and the profile's (swap names them)
     names = package_names(plan) if project_report is None else list(project_report.checked)
+    seen: dict[str, os.stat_result] = {}  # the walk's lstat of each file, for the proof
     steps("protect", "files shared with uv's cache made read-only",
-          lambda: venv_check.protect(target))  # fmt: skip
-    repaired, imports = _prove_and_probe(target, plan, names, steps, log=log)
+          lambda: venv_check.protect(target, seen))  # fmt: skip
+    repaired, imports = _prove_and_probe(target, plan, names, steps, log=log, seen=seen)
     if project_report is not None:
         isolation = project_report.no_build_isolation
     return replace(
@@ -687,14 +688,9 @@ def _switch_in(
 
 
 def _complete(target: Path, report: BuildReport, *, log: IO[str]) -> BuildReport:
-    """What a proven build gets last: its file list (after the import check wrote its
-    bytecode: what a no-op compares with) and the list of what is installed, side by side."""
-    installed = threads.Beside(lambda: uv.freeze(target, log=log))
-    try:
-        venv_check.record_tree(target)
-    finally:
-        frozen = installed.result()
-    return replace(report, installed=frozen)
+    """What a proven build gets last: the list of what is installed (its file list was
+    written once the import check passed: :func:`_prove_and_probe`)."""
+    return replace(report, installed=uv.freeze(target, log=log))
 
 
 def _sync(target: Path, lock_path: Path, plan: Plan, log: IO[str]) -> results.NoIsolation | None:
@@ -705,22 +701,33 @@ def _sync(target: Path, lock_path: Path, plan: Plan, log: IO[str]) -> results.No
 
 
 def _prove_and_probe(
-    target: Path, plan: Plan, names: list[str], steps: _Steps, *, log: IO[str]
+    target: Path,
+    plan: Plan,
+    names: list[str],
+    steps: _Steps,
+    *,
+    log: IO[str],
+    seen: Mapping[str, os.stat_result],
 ) -> tuple[tuple[str, ...], import_check.ImportCheck]:
     """The RECORD proof (:func:`_prove`) and the import check, at the same time: the files
     are hashed in threads while the import check's interpreters start (both only read the
     tree; the check's bytecode lands in ``__pycache__``, which no RECORD hashes). When the
     proof repairs a distribution, the check runs again on the repaired tree, and only
-    that answer counts; a failed check before a repair is no verdict either."""
+    that answer counts; a failed check before a repair is no verdict either. Last, the
+    file list a no-op compares with (``venv_check.record_tree``)."""
     stop = threading.Event()
     hashed: dict[str, float] = {}
+    listed: list[list[str]] = []  # the file list from protect's walk, made meanwhile
 
     def hash_tree() -> venv_check.Proof:
         start = time.monotonic()
         try:
-            return venv_check.prove(target, stop=stop, record=venv_check.proofs_path())
+            record = venv_check.proofs_path()
+            proof = venv_check.prove(target, stop=stop, record=record, seen=seen)
         finally:
             hashed["seconds"] = round(time.monotonic() - start, 3)
+        listed.append(venv_check.tree_of(target, seen))
+        return proof
 
     hashing = threads.Beside(hash_tree)
     probe_error: BuildFailed | None = None
@@ -752,6 +759,9 @@ def _prove_and_probe(
     elif probe_error is not None:
         raise probe_error
     assert imports is not None
+    # the list a no-op compares with, once the import check wrote its bytecode (which it
+    # leaves out): protect's walk unless the check or a repair changed the tree since
+    venv_check.record_tree(target, None if repaired else listed[0])
     return repaired, imports
 
 

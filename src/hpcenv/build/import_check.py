@@ -2,7 +2,9 @@
 
 Run by the environment's own Python (``python -m hpcenv.kit.imports``, with the probe
 kit on ``PYTHONPATH``): torch, the slowest import by far, in one process and the other
-packages in another, at the same time. Bytecode is written on purpose (even under
+packages in another, at the same time, where there are CPUs for both; what torch's own
+import loads (numpy: ``[[import_with_torch]]`` of ``knowledge/packages.toml``) goes with
+torch, so nothing is imported twice (:func:`groups`). Bytecode is written on purpose (even under
 PYTHONDONTWRITEBYTECODE): the imports then compile the modules once, and every later
 start is faster. ``hpcenv.build.builder`` checks a fresh build with it and ``hpcenv.build.swap`` the
 packages compiled against a swapped torch.
@@ -17,6 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, TypeGuard
 
+from packaging.utils import canonicalize_name
+
+from hpcenv.knowledge import tables
 from hpcenv.tools import command
 from hpcenv.utils import paths
 from hpcenv.utils.errors import BuildFailed
@@ -41,16 +46,43 @@ class ImportCheck:
         }
 
 
+#: CPUs from which torch and the other packages are imported in two processes at once.
+#: Measured here (2 CPUs, fresh venvs, torch, numpy and ray): one process 4.2-5.2 s and
+#: 4.1-5.1 s of CPU; torch beside numpy and ray 3.3-4.5 s, 0.3-0.45 s more CPU (numpy
+#: compiled and imported by both: torch imports it). With numpy in torch's process the
+#: second one adds only its own start.
+PARALLEL_CPUS = 2
+
+
+def with_torch() -> frozenset[str]:
+    """The distributions torch's own import loads (``[[import_with_torch]]``)."""
+    rows = tables.read("packages.toml").get("import_with_torch", ())
+    return frozenset(canonicalize_name(str(row["name"])) for row in rows)
+
+
+def groups(names: Sequence[str], cpus: int, loaded: frozenset[str]) -> list[list[str]]:
+    """The distributions each import process takes: torch with what its import
+    ``loaded`` anyway, beside the others, with :data:`PARALLEL_CPUS` or more; else all in
+    one process, torch first."""
+    first = ["torch", *(n for n in names if n != "torch" and canonicalize_name(n) in loaded)]
+    others = [n for n in names if n not in first]
+    if others and cpus >= PARALLEL_CPUS:
+        return [first, others]
+    return [first + others]
+
+
 def check(venv: Path, names: Sequence[str], *, log: IO[str] | None) -> ImportCheck:
     """Import torch and ``names`` (distribution names) in ``venv``; ``BuildFailed`` naming
     the first one that does not import."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["PYTHONPATH"] = paths.kit_pythonpath(env.get("PYTHONPATH"))
     python = str(paths.venv_python(venv))
-    others = [n for n in names if n != "torch"]
-    groups = [["torch"], *([others] if others else [])]
+    cpus = len(os.sched_getaffinity(0))
     runs = command.run_parallel(
-        [[python, "-m", "hpcenv.kit.imports", json.dumps(group)] for group in groups],
+        [
+            [python, "-m", "hpcenv.kit.imports", json.dumps(group)]
+            for group in groups(names, cpus, with_torch())
+        ],
         env=env,
         # not the caller's directory: ``-m`` puts it first on sys.path, and from a
         # project's tree the check would import (and write bytecode into) its sources

@@ -27,7 +27,7 @@ from pathlib import Path
 from packaging.utils import canonicalize_name
 
 from hpcenv.kit import threads
-from hpcenv.utils import fsio, modes, paths
+from hpcenv.utils import data_cache, fsio, modes, paths
 from hpcenv.utils.errors import HpcenvError
 
 #: Files at least this big have their size compared with RECORD's.
@@ -158,25 +158,67 @@ def _walk(
             yield entry, st
 
 
+def _line(rel: str, path: str, st: os.stat_result) -> str:
+    if stat.S_ISLNK(st.st_mode):
+        return f"{rel}\tl\t0\t0\t{os.readlink(path)}"
+    if stat.S_ISDIR(st.st_mode):
+        return f"{rel}\td\t0\t0"
+    return f"{rel}\tf\t{st.st_size}\t{st.st_mtime_ns}"
+
+
 def tree(venv: Path) -> list[str]:
     """One line per file, link and directory under ``venv`` (bytecode left out), sorted."""
-    out: list[str] = []
     cut = len(str(venv)) + 1
-    for entry, st in _walk(venv):
-        rel = entry.path[cut:]
-        if stat.S_ISLNK(st.st_mode):
-            out.append(f"{rel}\tl\t0\t0\t{os.readlink(entry.path)}")
-        elif stat.S_ISDIR(st.st_mode):
-            out.append(f"{rel}\td\t0\t0")
-        else:
-            out.append(f"{rel}\tf\t{st.st_size}\t{st.st_mtime_ns}")
+    return sorted(_line(entry.path[cut:], entry.path, st) for entry, st in _walk(venv))
+
+
+def tree_of(venv: Path, seen: Mapping[str, os.stat_result]) -> list[str]:
+    """:func:`tree` from the ``lstat`` of every entry (``protect``'s walk) instead of a
+    walk of its own; a link that is gone since is left out (the check of
+    :func:`record_tree` then walks again)."""
+    cut = len(str(venv)) + 1
+    out: list[str] = []
+    for path, st in seen.items():
+        rel = path[cut:]
+        parts = rel.split("/")
+        if any(p in _SKIP_NAMES for p in parts) or rel.endswith(".pyc"):
+            continue
+        with contextlib.suppress(OSError):
+            out.append(_line(rel, path, st))
     out.sort()
     return out
 
 
-def record_tree(venv: Path) -> None:
-    """Write ``venv``'s file list (called last, once the environment is complete)."""
-    text = "\n".join(tree(venv)) + "\n"
+def _names(venv: Path) -> set[str]:
+    """The path of every entry :func:`tree` lists, from the directories' listings alone
+    (no ``stat`` per file)."""
+    cut = len(str(venv)) + 1
+    out: set[str] = set()
+    todo = [str(venv)]
+    while todo:
+        try:
+            entries = list(os.scandir(todo.pop()))
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.name in _SKIP_NAMES or entry.name.endswith(".pyc"):
+                continue
+            out.add(entry.path[cut:])
+            with contextlib.suppress(OSError):
+                if entry.is_dir(follow_symlinks=False):
+                    todo.append(entry.path)
+    return out
+
+
+def record_tree(venv: Path, before: list[str] | None = None) -> None:
+    """Write ``venv``'s file list (once the environment is complete and checked).
+    ``before``: the list as :func:`tree_of` made it from ``protect``'s walk, before the
+    import check; kept when the check added and removed nothing (it writes bytecode, which
+    the list leaves out), else ``venv`` is walked again. A file the check changed in place
+    (no package of a build does) would make the next no-op rebuild, naming it."""
+    if before is None or _names(venv) != {line.partition("\t")[0] for line in before}:
+        before = tree(venv)
+    text = "\n".join(before) + "\n"
     fsio.write_bytes(venv / FILES, text.encode())  # paths, not prose: written as they are
 
 
@@ -251,56 +293,86 @@ class Proof:
     known: int
 
 
-def proofs_path() -> Path:
-    """This user's record of earlier proofs (``$HPCENV_HOME/cache``)."""
-    return paths.cache_dir() / f"record-proofs-{os.getuid()}.txt"
+def proofs_path() -> Path | None:
+    """This user's record of earlier proofs, kept with the files it is about: in uv's
+    cache (``<uv cache>/hpcenv-proofs-<uid>/record.txt``), so a build in a new $HPCENV_HOME
+    that links the same cache entries does not read them again. None when uv cannot name
+    its cache (every file is then read)."""
+    from hpcenv.tools import uv
+
+    cache = uv.cache_dir()
+    return cache / f"hpcenv-proofs-{os.getuid()}" / "record.txt" if cache else None
 
 
 def _load_proofs(path: Path) -> dict[_Identity, str]:
     """The record at ``path``: identity -> sha256; empty when missing, unreadable, not a
-    regular file of this user, or damaged (its lines are then read again from disk)."""
+    regular file, damaged, or when it or its directory is not only this user's to write
+    (another user, the group or everyone could have added lines: its lines are then read
+    again from disk)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        if not data_cache.trusted(os.stat(path.parent)):
+            return {}
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
     except OSError:
         return {}
     with os.fdopen(fd, "rb") as fh:
         st = os.fstat(fh.fileno())
-        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o022:
+        if not stat.S_ISREG(st.st_mode) or not data_cache.trusted(st):
             return {}  # a record the group could add entries to proves nothing
         lines = fh.read().decode("ascii", errors="replace").splitlines()
     known: dict[_Identity, str] = {}
     for line in lines:
         fields = line.split()
-        if len(fields) == 5 and all(f.isdigit() and len(f) < 24 for f in fields[:4]):
-            dev, ino, size, mtime = (int(f) for f in fields[:4])
-            known[(dev, ino, size, mtime)] = fields[4]
+        if len(fields) == 5 and len(line) < 200 and "".join(fields[:4]).isdigit():
+            known[(int(fields[0]), int(fields[1]), int(fields[2]), int(fields[3]))] = fields[4]
     return known
 
 
 def _save_proofs(path: Path, new: dict[_Identity, str], old: dict[_Identity, str]) -> None:
     """This proof's identities first, then the older ones, :data:`PROOFS_KEPT` at most;
-    written atomically (never through a symlink). A record that cannot be written only
-    costs the next build its reads (a read-only or full $HPCENV_HOME)."""
+    written atomically (never through a symlink) at 0644 in a directory of this user's
+    made 0755, whatever the umask (a record the group could write would be ignored). A
+    record that cannot be written only costs the next build its reads (a read-only or
+    full cache, a directory of someone else's)."""
     merged = {**new, **{k: v for k, v in old.items() if k not in new}}
     rows = [f"{' '.join(map(str, k))} {v}\n" for k, v in list(merged.items())[:PROOFS_KEPT]]
     with contextlib.suppress(OSError, HpcenvError):
-        fsio.write_bytes(path, "".join(rows).encode("ascii"))
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(path.parent, 0o755)
+            os.chmod(path.parent, 0o755)  # not the umask's group write: it would be ignored
+        if data_cache.trusted(os.stat(fsio.check_dir(path.parent))):
+            fsio.write_bytes(path, "".join(rows).encode("ascii"), mode=0o644)
 
 
-def prove(venv: Path, *, stop: threading.Event | None = None, record: Path | None = None) -> Proof:
+def prove(
+    venv: Path,
+    *,
+    stop: threading.Event | None = None,
+    record: Path | None = None,
+    seen: Mapping[str, os.stat_result] | None = None,
+) -> Proof:
     """Check every file a RECORD of ``venv`` lists with a sha256 against it.
 
     A new environment's files come from uv's cache: a cache entry changed after uv
     unpacked it (an edit through a hard link of an older build) shows up here. Each file
     is read in full (:data:`HASH_THREADS` at a time) unless ``record`` (the file of
-    :func:`proofs_path`) says an earlier proof read this very file: uv links the same cache
-    entries into build after build, and a write through any link sets the entry's mtime,
-    so a file whose device, inode, size and mtime are as they were holds what was hashed
-    then (as git's index trusts them; the ctime cannot serve: every new link changes it).
-    Only a write followed by setting the mtime back on purpose (``touch -d``) escapes it:
-    remove the record (:func:`proofs_path`) to have the next build read every file.
+    :func:`proofs_path`, one per user and uv cache) says an earlier proof read this very
+    file: uv links the same cache entries into build after build, whatever $HPCENV_HOME,
+    and a write through any link sets the entry's mtime, so a file whose device, inode,
+    size and mtime are as they were holds what was hashed then (as git's index trusts
+    them; the ctime cannot serve: every new link changes it). Only the file's owner can
+    set an mtime back after a write (``touch -d``), so only files this user owns and
+    nobody else may write are taken from the record (another user's cache entry is read
+    every time); remove the record to have the next build read every file. A file this
+    build alone holds (one link: its RECORD, scripts uv wrote) is never linked into
+    another build, and is not recorded.
     The answer is in distribution and RECORD order. ``stop`` set: the threads hash no
-    further file (the answer is then incomplete; the caller is stopping)."""
+    further file (the answer is then incomplete; the caller is stopping). ``seen``: the
+    ``lstat`` of the venv's regular files from :func:`protect`'s walk just before, taken
+    instead of a ``stat`` each (a file it lacks is ``stat``-ed). Either way the proof is of
+    the files as they were at that ``stat``: both run beside the import check, which is
+    the environment's own code, running as you, as every job will."""
+    stats = seen or {}
     rows: list[tuple[str, str, str, str]] = []  # (distribution, RECORD path, full path, hash)
     for site in paths.site_packages(venv):
         base = str(site)
@@ -313,7 +385,9 @@ def prove(venv: Path, *, stop: threading.Event | None = None, record: Path | Non
             for row in records:
                 if len(row) < 2 or not row[1].startswith("sha256="):
                     continue
-                full = os.path.normpath(os.path.join(base, row[0]))
+                rel = row[0]
+                plain = not rel.startswith("/") and ".." not in rel and "." not in rel[:1]
+                full = f"{base}/{rel}" if plain else os.path.normpath(os.path.join(base, rel))
                 rows.append((name, row[0], full, row[1][len("sha256=") :]))
     old = _load_proofs(record) if record is not None else {}
     settled = time.time_ns() - SETTLED_NS
@@ -322,31 +396,34 @@ def prove(venv: Path, *, stop: threading.Event | None = None, record: Path | Non
     def check(path: str) -> Seen:
         if stop is not None and stop.is_set():
             return None, None, False
+        st = stats.get(path)
         try:
-            st = os.stat(path)
+            st = st if st and stat.S_ISREG(st.st_mode) else os.stat(path)
         except OSError:
             return None, None, False
         key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
-        if key in old:
+        mine = data_cache.trusted(st)
+        if mine and key in old:
             return old[key], key, False
         digest = _sha256_b64(path)
-        return digest, (key if digest and st.st_mtime_ns < settled else None), True
+        keep = mine and st.st_nlink > 1 and st.st_mtime_ns < settled
+        return digest, (key if digest and keep else None), True
 
     def check_batch(batch: list[str]) -> list[Seen]:
         return [check(p) for p in batch]
 
     files = [r[2] for r in rows]
     batches = [files[i : i + 128] for i in range(0, len(files), 128)]
-    seen = [s for done in threads.map_threads(check_batch, batches, HASH_THREADS) for s in done]
+    checked = [s for done in threads.map_threads(check_batch, batches, HASH_THREADS) for s in done]
     bad: dict[str, list[str]] = {}
     new: dict[_Identity, str] = {}
-    for (name, rel, _, want), (digest, key, _) in zip(rows, seen, strict=True):
+    for (name, rel, _, want), (digest, key, _) in zip(rows, checked, strict=True):
         if digest is not None and digest != want:
             bad.setdefault(name, []).append(rel)
         elif key is not None and digest is not None:
             new[key] = digest
-    read = sum(1 for *_, was_read in seen if was_read)
-    known = sum(1 for digest, _, was_read in seen if digest is not None and not was_read)
+    read = sum(1 for *_, was_read in checked if was_read)
+    known = sum(1 for digest, _, was_read in checked if digest is not None and not was_read)
     if record is not None and any(k not in old for k in new):
         _save_proofs(record, new, old)
     return Proof(bad=bad, read=read, known=known)
@@ -426,7 +503,7 @@ def carry_bytecode(old: Path, new: Path) -> int:
 # -- what a build shares with uv's cache ------------------------------------------------
 
 
-def protect(venv: Path) -> int:
+def protect(venv: Path, seen: dict[str, os.stat_result] | None = None) -> int:
     """Take the write bits off every file ``venv`` shares with uv's cache (a hard link;
     none where the filesystem clones). An in-place write (an editor, ``>>``, a patch to
     debug) then fails instead of changing the cache, the kept previous build and every
@@ -437,9 +514,13 @@ def protect(venv: Path) -> int:
     ``local``'s 1.0 GB, and a CUDA torch's gigabytes of disk quota per build. Returns how
     many files were made read-only. What uv made writable by others (its ``.lock``,
     0666 whatever the umask) loses that too: nobody else writes in a build
-    (``fsio.untrusted``)."""
+    (``fsio.untrusted``). ``seen`` gets each entry's ``lstat`` (from before its mode
+    changed), which :func:`prove` then takes instead of a ``stat`` of its own, and
+    :func:`tree_of` instead of a walk."""
     protected = 0
     for entry, st in _walk(venv, everything=True):
+        if seen is not None:
+            seen[entry.path] = st
         if stat.S_ISLNK(st.st_mode):
             continue
         if stat.S_ISREG(st.st_mode) and st.st_nlink > 1 and st.st_mode & 0o222:

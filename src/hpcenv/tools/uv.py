@@ -30,7 +30,7 @@ from typing import IO, TYPE_CHECKING
 from hpcenv.tools import command
 from hpcenv.tools.command import Completed
 from hpcenv.utils import fsio
-from hpcenv.utils.errors import BadInput
+from hpcenv.utils.errors import BadInput, CommandFailed
 
 if TYPE_CHECKING:  # packaging and the plan are imported where used: audit starts uv first
     from hpcenv.models.plan import Plan
@@ -274,6 +274,17 @@ def uninstall(venv_path: Path, names: Sequence[str], *, log: IO[str] | None = No
     return _run(
         ["pip", "uninstall", "--python", str(venv_path / "bin" / "python"), *names], log=log
     )
+
+
+def cache_dir() -> Path | None:
+    """Where uv keeps its cache (``uv cache dir``: ``UV_CACHE_DIR``, uv.toml's
+    ``cache-dir``, else the XDG default); None when uv cannot say."""
+    try:
+        done = _run(["cache", "dir"], log=None, timeout=60)
+    except (CommandFailed, BadInput, OSError):
+        return None
+    where = done.stdout.strip()
+    return Path(where) if where.startswith("/") else None
 
 
 def cache_clean(names: Sequence[str], *, log: IO[str] | None = None) -> Completed:

@@ -205,7 +205,7 @@ def _forced(env: dict[str, str]) -> tuple[int, int]:
 
 def _recorded(env: dict[str, str], path: Path) -> bool:
     st = path.stat()
-    record = Path(env["HPCENV_HOME"]) / "cache" / f"record-proofs-{os.getuid()}.txt"
+    record = Path(env["UV_CACHE_DIR"]) / f"hpcenv-proofs-{os.getuid()}" / "record.txt"
     key = f"{st.st_dev} {st.st_ino} {st.st_size} {st.st_mtime_ns} "
     return any(line.startswith(key) for line in record.read_text().splitlines())
 
@@ -223,6 +223,18 @@ def test_a_rebuild_reads_only_the_files_no_earlier_proof_read(env: dict[str, str
     init = _site(env) / "torch" / "__pycache__" / f"__init__.{sys.implementation.cache_tag}.pyc"
     assert init.stat().st_nlink >= 2, "torch's bytecode was compiled again"
     assert _imports_torch(env)
+
+
+def test_a_first_build_in_a_new_home_reads_only_what_no_earlier_proof_read(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    """The record of proofs is kept per user and uv cache, not per $HPCENV_HOME: a first
+    build in a new home links the cache entries that builds in another home proved, and
+    does not hash torch's gigabyte again (before: all 19,287 files read, 0 known)."""
+    _forced(env)
+    _forced(env)  # files unpacked less than a second before a proof are read again once
+    read, known = _forced({**env, "HPCENV_HOME": str(tmp_path / "new-home")})
+    assert known > 10_000 and read < known / 20, (read, known)
 
 
 def test_a_damaged_cache_entry_is_cleaned_and_reinstalled(env: dict[str, str]) -> None:

@@ -69,9 +69,10 @@ def test_a_pyc_planted_in_a_group_writable_pycache_is_not_carried(tmp_path: Path
 def test_a_proof_record_others_may_write_proves_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("HPCENV_HOME", str(tmp_path))
+    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path))
     record = venv_check.proofs_path()
-    record.parent.mkdir(parents=True)
+    assert record is not None
+    record.parent.mkdir(mode=0o755, parents=True)
     record.write_text("1 2 3 4 47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU\n")
     record.chmod(0o644)
     assert len(venv_check._load_proofs(record)) == 1

@@ -207,11 +207,10 @@ def test_nothing_a_build_writes_is_writable_by_the_group_under_umask_002(
     build = (home / "venvs" / "shared").resolve()
     assert list(build.rglob("__pycache__"))  # the import check compiled bytecode
     kits = list((home / "kit").iterdir())
-    record = next((home / "cache").glob("record-proofs-*.txt"))
-    for root in (build, *kits):
+    record = _record(site, a)
+    for root in (build, *kits, record.parent):
         assert _writable_by_others(root) == [], root
         assert not os.lstat(root).st_mode & 0o022, root
-    assert not record.stat().st_mode & 0o022
     assert stat.S_IMODE((home / "venvs").stat().st_mode) == 0o775  # containers: shared
     pycache = next(build.rglob("torch/__pycache__"))
     planted = _as_shell(site, b, f"echo x > '{pycache}/planted.pyc'")
@@ -220,18 +219,22 @@ def test_nothing_a_build_writes_is_writable_by_the_group_under_umask_002(
     assert moved.returncode != 0  # the rename race into a build: no way in
 
 
+def _record(site: dict[str, object], user: str) -> Path:
+    """``user``'s record of proofs: in their uv cache (``venv_check.proofs_path``)."""
+    uid = _run(["id", "-u", user]).stdout.strip()
+    return Path(str(site["root"])) / user / "uv-cache" / f"hpcenv-proofs-{uid}" / "record.txt"
+
+
 def test_a_proof_record_the_group_could_write_proves_nothing(site: dict[str, object]) -> None:
     """A member added an entry to your group-writable record tying their file to the hash
     RECORD promises; the build then took their file as proven. Now such a record is read
     as empty (every file is hashed again)."""
     a, b = site["users"]  # type: ignore[misc]
     assert _as(site, a, "build", "shared", "--force").returncode == 0
-    home = Path(str(site["shared"])) / "home"
-    uid = _run(["id", "-u", a]).stdout.strip()
-    record = home / "cache" / f"record-proofs-{uid}.txt"
+    record = _record(site, a)
     code = (
-        "from hpcenv.build import venv_check as v; "
-        "print(len(v._load_proofs(v.proofs_path())))"
+        "import pathlib; from hpcenv.build import venv_check as v; "
+        f"print(len(v._load_proofs(pathlib.Path({str(record)!r}))))"
     )
     assert int(_python_of(site, a, code).stdout) > 0
     record.chmod(0o664)  # as an older hpcenv left it under umask 002
