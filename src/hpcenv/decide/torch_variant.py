@@ -110,15 +110,6 @@ def pinned_version(wanted: SpecifierSet) -> str | None:
     return ".".join(str(p) for p in parts)
 
 
-def pick_version(spec: str, know: Knowledge | None = None) -> str:
-    """The newest release hpcenv knows that satisfies ``spec`` (ignoring the node)."""
-    know = know or knowledge.load()
-    matches = sorted(parse_spec(spec).filter(know.known_versions()), key=Version)
-    if not matches:
-        raise NoCompatibleBuild(_no_release(spec, know))
-    return str(matches[-1])
-
-
 def _no_release(spec: str, know: Knowledge, looked: str = "") -> str:
     known = know.known_versions()
     return (
@@ -469,7 +460,6 @@ __all__ = [
     "describe_gpus",
     "driver_reason",
     "index_base",
-    "pick_version",
     "raise_if_none",
     "resolve_torch",
     "try_resolve_torch",

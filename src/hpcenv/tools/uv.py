@@ -270,12 +270,6 @@ def install(
     )
 
 
-def uninstall(venv_path: Path, names: Sequence[str], *, log: IO[str] | None = None) -> Completed:
-    return _run(
-        ["pip", "uninstall", "--python", str(venv_path / "bin" / "python"), *names], log=log
-    )
-
-
 def cache_dir() -> Path | None:
     """Where uv keeps its cache (``uv cache dir``: ``UV_CACHE_DIR``, uv.toml's
     ``cache-dir``, else the XDG default); None when uv cannot say."""

@@ -15,7 +15,6 @@ from hpcenv.decide.torch_variant import (
     assess,
     decide,
     index_base,
-    pick_version,
     resolve_torch,
     try_resolve_torch,
 )
@@ -255,14 +254,6 @@ def test_choice_carries_pin_and_index_base_as_fields() -> None:
     assert (pinned.pin, pinned.index_base) == ("cu128", DEFAULT_INDEX_URL)
     nothing = try_resolve_torch(node("x86_64", "450.51.06", ("7.0",)), "==2.9.1")
     assert nothing.error and (nothing.pin, nothing.index_base) == ("auto", DEFAULT_INDEX_URL)
-
-
-def test_version_picking() -> None:
-    assert pick_version(">=2.9,<2.11") == "2.10.0"
-    assert pick_version("==2.9.*") == "2.9.1"
-    assert pick_version("2.12") == "2.12.0"
-    assert pick_version("torch==2.9.1") == "2.9.1"
-    assert pick_version(">=2.6") == KNOW.known_versions()[-1]
 
 
 @pytest.mark.parametrize("spec", ["=>2.9", "two", "", "==2.9.1 junk"])
