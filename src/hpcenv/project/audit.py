@@ -997,8 +997,10 @@ def _better(facts: Facts, pkgs: Packages, found: Found, advice: list[str]) -> st
     if pkgs.kind == "uv.lock":
         where = Path(pkgs.source).parent
         how = f"'hpcenv build PROFILE --project {where}' installs the project with it"
-    else:
-        how = "'hpcenv plan PROFILE' picks it"
+    elif pkgs.kind == "venv":
+        how = f"'hpcenv resolve --torch =={public}' gives its install line"
+    else:  # a hand-written file: the build installs the node's build of the release it pins
+        how = f"'hpcenv build PROFILE --project {pkgs.source}' installs the project with it"
     for spec in (f"=={public}", ">=0"):
         try:
             choice = torch_wish.choice_for(facts, spec)
@@ -1011,7 +1013,8 @@ def _better(facts: Facts, pkgs: Packages, found: Found, advice: list[str]) -> st
             return f"use the {choice.backend} build from {choice.index_url} ({how})"
         return (
             f"no build of torch {public} runs here; use torch {choice.version} (its "
-            f"{choice.backend} build from {choice.index_url} runs here; {how})"
+            f"{choice.backend} build from {choice.index_url} runs here; "
+            f"'hpcenv resolve --torch =={choice.version}' gives its install line)"
         )
     return None
 

@@ -70,3 +70,18 @@ def test_plan_checks_its_fix_too(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert rc == 3
     assert "use Python 3.13" in err  # 2.6.0's cu126 runs on the V100: a checked fix
     assert runs_on(V100)(_proposed(err))
+
+
+def test_a_fix_names_the_command_that_does_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A requirements file's fix names what really installs it (``build --project FILE``
+    installs the node's build of the release it pins), not ``plan PROFILE``, which plans
+    the profile's own torch."""
+    req = tmp_path / "requirements.txt"
+    req.write_text("torch==2.9.1+cu130\n")
+    rc = main(["audit", str(req), "--facts", str(FACTS / "v100-supercloud.json")])
+    err = capsys.readouterr().err
+    assert rc == 3
+    assert f"'hpcenv build PROFILE --project {req}' installs the project with it" in err, err
+    assert "plan PROFILE" not in err
