@@ -28,7 +28,6 @@ from packaging.utils import canonicalize_name
 
 from hpcenv.kit import threads
 from hpcenv.utils import data_cache, fsio, modes, paths
-from hpcenv.utils.errors import HpcenvError
 
 #: Files at least this big have their size compared with RECORD's.
 SIZE_CHECK_BYTES = 64 << 10
@@ -304,24 +303,29 @@ def proofs_path() -> Path | None:
     return cache / f"hpcenv-proofs-{os.getuid()}" / "record.txt" if cache else None
 
 
+#: the most a record may hold (:data:`PROOFS_KEPT` lines of at most 200 bytes): a bigger
+#: file is not hpcenv's record and is ignored, never read whole
+PROOFS_MAX_BYTES = PROOFS_KEPT * 200
+
+
 def _load_proofs(path: Path) -> dict[_Identity, str]:
     """The record at ``path``: identity -> sha256; empty when missing, unreadable, not a
-    regular file, damaged, or when it or its directory is not only this user's to write
-    (another user, the group or everyone could have added lines: its lines are then read
-    again from disk)."""
-    try:
-        if not data_cache.trusted(os.stat(path.parent)):
-            return {}
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
-    except OSError:
+    regular file, bigger than :data:`PROOFS_MAX_BYTES`, damaged, or when it or its
+    directory is not only this user's to write (another user, the group or everyone
+    could have added lines: its lines are then read again from disk). Its directory is
+    never entered through a symlink (``fsio.private_dir``): one planted or swapped in
+    for it could lead to a file of yours that you did not write as a record."""
+    directory = fsio.private_dir(path.parent)
+    if directory is None:
         return {}
-    with os.fdopen(fd, "rb") as fh:
-        st = os.fstat(fh.fileno())
-        if not stat.S_ISREG(st.st_mode) or not data_cache.trusted(st):
-            return {}  # a record the group could add entries to proves nothing
-        lines = fh.read().decode("ascii", errors="replace").splitlines()
+    try:
+        data = fsio.read_at(directory, path.name, PROOFS_MAX_BYTES)
+    finally:
+        os.close(directory)
+    if data is None:
+        return {}  # a record the group could add entries to proves nothing
     known: dict[_Identity, str] = {}
-    for line in lines:
+    for line in data.decode("ascii", errors="replace").splitlines():
         fields = line.split()
         if len(fields) == 5 and len(line) < 200 and "".join(fields[:4]).isdigit():
             known[(int(fields[0]), int(fields[1]), int(fields[2]), int(fields[3]))] = fields[4]
@@ -330,18 +334,22 @@ def _load_proofs(path: Path) -> dict[_Identity, str]:
 
 def _save_proofs(path: Path, new: dict[_Identity, str], old: dict[_Identity, str]) -> None:
     """This proof's identities first, then the older ones, :data:`PROOFS_KEPT` at most;
-    written atomically (never through a symlink) at 0644 in a directory of this user's
-    made 0755, whatever the umask (a record the group could write would be ignored). A
-    record that cannot be written only costs the next build its reads (a read-only or
-    full cache, a directory of someone else's)."""
+    written atomically at 0644 in a directory of this user's made 0755, whatever the umask
+    (a record the group could write would be ignored), all of it through the directory's
+    descriptor (``fsio.private_dir``, ``write_at``): never through a symlink, also one
+    swapped in for the directory between a check and the write. A record that cannot be
+    written only costs the next build its reads (a read-only or full cache, a directory
+    of someone else's)."""
     merged = {**new, **{k: v for k, v in old.items() if k not in new}}
     rows = [f"{' '.join(map(str, k))} {v}\n" for k, v in list(merged.items())[:PROOFS_KEPT]]
-    with contextlib.suppress(OSError, HpcenvError):
-        with contextlib.suppress(FileExistsError):
-            os.mkdir(path.parent, 0o755)
-            os.chmod(path.parent, 0o755)  # not the umask's group write: it would be ignored
-        if data_cache.trusted(os.stat(fsio.check_dir(path.parent))):
-            fsio.write_bytes(path, "".join(rows).encode("ascii"), mode=0o644)
+    directory = fsio.private_dir(path.parent, make=True)
+    if directory is None:
+        return
+    try:
+        with contextlib.suppress(OSError):
+            fsio.write_at(directory, path.name, "".join(rows).encode("ascii"))
+    finally:
+        os.close(directory)
 
 
 def prove(

@@ -388,6 +388,89 @@ def write_bytes(
     return path
 
 
+def private_dir(path: Path, *, make: bool = False) -> int | None:
+    """A descriptor of the directory ``path`` when it is yours and nobody else may write it
+    (a per-user record in a cache others share: the proof record), else None. ``path``
+    itself is opened without following a symlink, and all that is done in it afterwards
+    goes through the descriptor (:func:`read_at`, :func:`write_at`): a directory swapped
+    for a link after any check (a neighbour who can rename entries of a group-writable
+    uv cache) is never entered, never read from, written to or chmod-ed by its name.
+    ``make``: made when missing; an empty one of yours gets exactly 0755 (on the
+    descriptor), whatever the umask, since a group-writable one would not be trusted."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        check_dir(path.parent)
+        if make:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(path, 0o755)
+        fd = os.open(path, flags)
+    except (OSError, BadInput):
+        return None
+    try:
+        st = os.fstat(fd)
+        fresh = make and st.st_uid == os.geteuid() and stat.S_IMODE(st.st_mode) != 0o755
+        if fresh and not os.listdir(fd):  # only one just made: never a directory in use
+            os.fchmod(fd, 0o755)
+            st = os.fstat(fd)
+    except OSError:
+        os.close(fd)
+        return None
+    if st.st_uid != os.geteuid() or st.st_mode & NOT_SHARED:
+        os.close(fd)
+        return None
+    return fd
+
+
+def read_at(directory: int, name: str, limit: int) -> bytes | None:
+    """The bytes of ``name`` in the directory open at ``directory`` (:func:`private_dir`)
+    when it is a regular file that is yours, writable by nobody else, and at most
+    ``limit`` bytes; None otherwise (a symlink, a FIFO, another user's, too big)."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        fd = os.open(name, flags, dir_fd=directory)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fd)
+        mine = st.st_uid == os.geteuid() and not st.st_mode & NOT_SHARED
+        if not (stat.S_ISREG(st.st_mode) and mine and st.st_size <= limit):
+            return None
+        data = fh.read(limit + 1)
+    return data if len(data) <= limit else None
+
+
+def write_at(directory: int, name: str, data: bytes, *, mode: int = 0o644) -> None:
+    """Write ``data`` atomically as ``name`` in the directory open at ``directory``
+    (:func:`private_dir`): a temporary file made and renamed relative to the descriptor,
+    so no symlink, at the name or in place of the directory, is ever written through;
+    ``mode`` exactly, whatever the umask. A killed writer's temporary file is removed."""
+    import secrets
+
+    with os.scandir(directory) as entries:
+        stale = [e.name for e in entries if _stale_temp(e.name)]
+    for old in stale:
+        with contextlib.suppress(OSError):
+            os.unlink(old, dir_fd=directory)
+    tmp = f".{name}{TMP_MARK}{os.getpid()}-{secrets.token_hex(4)}"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(tmp, flags, 0o600, dir_fd=directory)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            os.fchmod(fh.fileno(), mode)
+            fh.write(data)
+        os.replace(tmp, name, src_dir_fd=directory, dst_dir_fd=directory)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp, dir_fd=directory)
+        raise
+
+
+def _stale_temp(name: str) -> bool:
+    _, mark, rest = name.partition(TMP_MARK)
+    pid = rest.split("-", 1)[0]
+    return bool(mark) and pid.isdigit() and not _alive(int(pid))
+
+
 def write_text(path: Path, text: str, *, executable: bool = False) -> Path:
     """Write ``text``, masked (``redact.text``), to ``path`` atomically."""
     return write_bytes(path, redact.text(text).encode(), executable=executable)

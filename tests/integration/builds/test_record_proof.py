@@ -204,3 +204,119 @@ def test_the_proof_takes_the_protect_walks_stats_with_the_same_answer(
     del seen[str(site / "pkg" / "core.py")]
     again = venv_check.prove(venv, record=record, seen=seen)
     assert (again.bad, again.read, again.known) == ({}, 1, 2)
+
+
+# -- a neighbour who can rename entries of a group-writable uv cache ---------------------
+
+NEIGHBOUR = 12345  # another user's uid: the symlinks they plant are theirs (``lchown``)
+
+
+def _plant_link(link: Path, target: Path) -> None:
+    """What the neighbour does: the record's directory renamed away (the parent is
+    group-writable, without the sticky bit), a symlink of theirs standing in its place."""
+    if link.exists() or link.is_symlink():
+        link.rename(link.with_name(link.name + "-moved"))
+    link.symlink_to(target)
+    os.lchown(link, NEIGHBOUR, NEIGHBOUR)
+
+
+def _victim(tmp_path: Path, record: bytes | None = None) -> Path:
+    """A directory of yours the neighbour points at (a checkout, ~/.ssh), 0700, maybe
+    holding a ``record.txt`` of yours whose lines they chose (a file of their repo)."""
+    victim = tmp_path / "victim"
+    victim.mkdir(mode=0o700)
+    victim.chmod(0o700)
+    if record is not None:
+        (victim / "record.txt").write_bytes(record)
+        (victim / "record.txt").chmod(0o644)
+    return victim
+
+
+def _needs_root() -> None:
+    if os.geteuid() != 0:
+        pytest.skip("a symlink of another user needs root's lchown")
+
+
+def test_a_record_directory_planted_as_a_symlink_is_never_read(
+    tmp_path: Path, proven: tuple[Path, Path]
+) -> None:
+    """Before, ``os.stat`` followed the link to a directory of yours, and a ``record.txt``
+    of yours there with the neighbour's lines vouched for a damaged file."""
+    _needs_root()
+    entry, record = proven
+    core = entry / "pkg" / "core.py"
+    core.chmod(0o644)
+    core.write_bytes(b"def f():\n    return 7\n")  # damaged in place, as long as before
+    st = core.stat()
+    line = f"{st.st_dev} {st.st_ino} {st.st_size} {st.st_mtime_ns} {_sha(FILES['pkg/core.py'])}\n"
+    victim = _victim(tmp_path, line.encode())
+    _plant_link(record.parent, victim)
+    _build(tmp_path / "home-2" / "venv", entry)
+    again = venv_check.prove(tmp_path / "home-2" / "venv", record=record)
+    assert again.bad == {"pkg": ["pkg/core.py"]}
+    assert (victim / "record.txt").read_bytes() == line.encode()  # not written through
+    assert sorted(p.name for p in victim.iterdir()) == ["record.txt"]
+
+
+def test_a_record_directory_swapped_for_a_symlink_as_it_is_made_is_not_chmod_ed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The neighbour wins the race right after ``mkdir``: before, ``os.chmod`` by name
+    followed their link and made a 0700 directory of yours 0755."""
+    _needs_root()
+    entry = _cache_entry(tmp_path / "uv-cache" / "archive" / "pkg")
+    record = tmp_path / "uv-cache" / f"hpcenv-proofs-{os.getuid()}" / "record.txt"
+    victim = _victim(tmp_path)
+    _build(tmp_path / "home-1" / "venv", entry)
+    real_mkdir = os.mkdir
+
+    def mkdir(path: str | os.PathLike[str], mode: int = 0o777, **kw: object) -> None:
+        real_mkdir(path, mode, **kw)  # type: ignore[arg-type]
+        if Path(path) == record.parent:
+            _plant_link(record.parent, victim)
+
+    monkeypatch.setattr(os, "mkdir", mkdir)
+    venv_check.prove(tmp_path / "home-1" / "venv", record=record)
+    monkeypatch.undo()
+    assert victim.stat().st_mode & 0o777 == 0o700
+    assert list(victim.iterdir()) == []
+
+
+def test_a_record_directory_swapped_for_a_symlink_before_the_write_is_not_written_through(
+    tmp_path: Path, proven: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The neighbour wins the race between the checks and the write: before, the
+    temporary file was opened by its path, through their link, and renamed over
+    ``record.txt`` in the directory it led to."""
+    _needs_root()
+    entry, record = proven
+    core = entry / "pkg" / "core.py"
+    core.unlink()  # a new cache file (a new inode): the proof has a line to add
+    core.write_bytes(FILES["pkg/core.py"])
+    _settle(core)
+    victim = _victim(tmp_path, b"mine\n")
+    real_open = os.open
+
+    def opening(path: str | os.PathLike[str], flags: int, mode: int = 0o777, **kw: object) -> int:
+        swapped = record.parent.is_symlink()
+        if flags & os.O_CREAT and "record.txt" in os.fspath(path) and not swapped:
+            _plant_link(record.parent, victim)
+        return real_open(path, flags, mode, **kw)  # type: ignore[arg-type]
+
+    _build(tmp_path / "home-2" / "venv", entry)
+    monkeypatch.setattr(os, "open", opening)
+    venv_check.prove(tmp_path / "home-2" / "venv", record=record)
+    monkeypatch.undo()
+    assert record.parent.is_symlink()  # the neighbour did swap it
+    assert sorted(p.name for p in victim.iterdir()) == ["record.txt"]
+    assert (victim / "record.txt").read_bytes() == b"mine\n"
+
+
+def test_a_record_bigger_than_any_hpcenv_writes_is_not_read(proven: tuple[Path, Path]) -> None:
+    """Bounded input: a record past ``PROOFS_MAX_BYTES`` is ignored, not read whole."""
+    _, record = proven
+    lines = record.read_bytes()
+    assert venv_check._load_proofs(record)
+    pad = b"#" * 150 + b"\n"
+    record.write_bytes(lines + pad * (venv_check.PROOFS_MAX_BYTES // len(pad) + 1))
+    assert venv_check._load_proofs(record) == {}
