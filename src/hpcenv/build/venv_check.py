@@ -382,6 +382,7 @@ def prove(
     the environment's own code, running as you, as every job will."""
     stats = seen or {}
     rows: list[tuple[str, str, str, str]] = []  # (distribution, RECORD path, full path, hash)
+    inside = os.path.normpath(venv) + "/"
     for site in paths.site_packages(venv):
         base = str(site)
         for name, (_, info) in sorted(_dist_infos(site).items()):
@@ -396,7 +397,8 @@ def prove(
                 rel = row[0]
                 plain = not rel.startswith("/") and ".." not in rel and "." not in rel[:1]
                 full = f"{base}/{rel}" if plain else os.path.normpath(os.path.join(base, rel))
-                rows.append((name, row[0], full, row[1][len("sha256=") :]))
+                if plain or full.startswith(inside):  # never a file outside the venv
+                    rows.append((name, row[0], full, row[1][len("sha256=") :]))
     old = _load_proofs(record) if record is not None else {}
     settled = time.time_ns() - SETTLED_NS
     Seen = tuple[str | None, _Identity | None, bool]  # digest, identity to keep, was read
@@ -408,6 +410,8 @@ def prove(
         try:
             st = st if st and stat.S_ISREG(st.st_mode) else os.stat(path)
         except OSError:
+            return None, None, False
+        if not stat.S_ISREG(st.st_mode):  # a RECORD naming a FIFO or /dev/zero: never read
             return None, None, False
         key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
         mine = data_cache.trusted(st)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -320,3 +321,30 @@ def test_a_record_bigger_than_any_hpcenv_writes_is_not_read(proven: tuple[Path, 
     pad = b"#" * 150 + b"\n"
     record.write_bytes(lines + pad * (venv_check.PROOFS_MAX_BYTES // len(pad) + 1))
     assert venv_check._load_proofs(record) == {}
+
+
+def test_a_record_naming_a_device_a_fifo_or_a_file_outside_the_venv_is_not_read(
+    tmp_path: Path,
+) -> None:
+    """A wheel's RECORD is the wheel's data: ``/dev/zero`` (directly or through ``..``),
+    a FIFO or another user's file named in it were hashed (forever, or blocking for
+    ever: the build hung in the proof, before any timeout of the import check)."""
+    entry = _cache_entry(tmp_path / "uv-cache" / "archive" / "pkg")
+    venv = tmp_path / "home-1" / "venv"
+    site = _build(venv, entry)
+    os.mkfifo(site / "pkg" / "pipe")
+    outside = tmp_path / "outside.txt"
+    outside.write_bytes(b"not the venv's\n")
+    ups = "../" * len(site.relative_to("/").parts)
+    with (site / "pkg-1.0.dist-info" / "RECORD").open("a") as fh:
+        for rel in ("/dev/zero", f"{ups}dev/zero", "pkg/pipe", str(outside)):
+            fh.write(f"{rel},sha256={_sha(b'')},0\n")
+    code = (
+        "import sys; from pathlib import Path; from hpcenv.build import venv_check; "
+        "p = venv_check.prove(Path(sys.argv[1])); print(p.bad, p.read)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(venv)], capture_output=True, text=True, timeout=20
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "{} 3"  # the two files and INSTALLER, nothing else
