@@ -17,11 +17,12 @@ import contextlib
 import hashlib
 import marshal
 import os
-import stat
 import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
+
+from hpcenv.utils import modes
 
 #: Bumped when what is stored changes shape (every key changes with it).
 FORMAT = 1
@@ -48,35 +49,44 @@ def entry(kind: str, digest: str, base: Path | None = None) -> Path | None:
 
 
 def trusted(st: os.stat_result) -> bool:
-    """Owned by this user and writable by nobody else."""
-    return st.st_uid == os.geteuid() and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+    """Owned by this user and writable by nobody else (``modes.yours_alone``)."""
+    return modes.yours_alone(st)
+
+
+#: the biggest entry read back (a large project's uv.lock takes a few MB): a bigger file
+#: is not one hpcenv wrote, and is a miss without being read
+MAX_BYTES = 64 << 20
 
 
 def read(path: Path | None, digest: str) -> Any:
-    """The value stored at ``path`` under ``digest`` when the entry is trusted, else None."""
+    """The value stored at ``path`` under ``digest`` when the entry is trusted, else None.
+    Its directory is never entered through a symlink (``fsio.private_dir``): one planted
+    or swapped in there could lead to a directory of yours that you did not fill."""
+    from hpcenv.utils import fsio
+
     if path is None:
         return None
-    try:
-        if not trusted(os.stat(path.parent)):
-            return None
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
-    except OSError:
+    directory = fsio.private_dir(path.parent)
+    if directory is None:
         return None
-    with os.fdopen(fd, "rb") as fh:
-        st = os.fstat(fh.fileno())
-        if not (stat.S_ISREG(st.st_mode) and trusted(st)):
-            return None
-        try:
-            stored = marshal.loads(fh.read())
-        except (EOFError, ValueError, TypeError, OSError):
-            return None
+    try:
+        data = fsio.read_at(directory, path.name, MAX_BYTES)
+    finally:
+        os.close(directory)
+    if data is None:
+        return None
+    try:
+        stored = marshal.loads(data)
+    except (EOFError, ValueError, TypeError):
+        return None
     if not (isinstance(stored, dict) and stored.get("key") == digest):
         return None
     return stored.get("value")
 
 
 def write(path: Path | None, digest: str, value: Any, *, keep: int) -> bool:
-    """Store ``value`` (plain data) at ``path`` atomically, never through a symlink, and
+    """Store ``value`` (plain data) at ``path`` atomically, never through a symlink (also
+    one swapped in for the directory mid-way: all is done through its descriptor), and
     drop all but the ``keep`` newest entries beside it; False when it was not written (a
     read-only or foreign cache directory: the caller goes on uncached)."""
     from hpcenv.utils import fsio
@@ -87,27 +97,31 @@ def write(path: Path | None, digest: str, value: Any, *, keep: int) -> bool:
     try:
         blob = marshal.dumps({"key": digest, "value": value})
         fsio.ensure_dir(path.parent.parent)
-        with contextlib.suppress(FileExistsError):
-            os.mkdir(path.parent, 0o755)
-            os.chmod(path.parent, 0o755)  # not the umask's group write: it would be untrusted
-        if not trusted(os.stat(fsio.check_dir(path.parent))):
+        directory = fsio.private_dir(path.parent, make=True)
+        if directory is None:
             return False
-        fsio.write_bytes(path, blob, mode=0o644)
-        _prune(path, keep)
+        try:
+            fsio.write_at(directory, path.name, blob)
+            _prune(directory, path.name, keep)
+        finally:
+            os.close(directory)
     except (HpcenvError, OSError, ValueError):
         return False
     return True
 
 
-def _prune(written: Path, keep: int) -> None:
-    """All but the ``keep`` newest entries beside ``written`` removed (never ``written``)."""
+def _prune(directory: int, written: str, keep: int) -> None:
+    """All but the ``keep`` newest entries in ``directory`` (a descriptor) removed (never
+    ``written``)."""
     entries = []
-    for p in written.parent.glob("*.marshal"):
-        with contextlib.suppress(OSError):
-            if p != written:
-                entries.append((p.stat().st_mtime, p))
+    with os.scandir(directory) as found:
+        for e in found:
+            with contextlib.suppress(OSError):
+                if e.name.endswith(".marshal") and e.name != written:
+                    entries.append((e.stat(follow_symlinks=False).st_mtime, e.name))
     for _, old in sorted(entries, reverse=True)[max(keep - 1, 0) :]:
-        old.unlink(missing_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(old, dir_fd=directory)
 
 
 def load_toml(path: Path, what: str, *, keep: int = 32) -> dict[str, Any]:

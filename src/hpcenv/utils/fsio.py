@@ -415,7 +415,7 @@ def private_dir(path: Path, *, make: bool = False) -> int | None:
     except OSError:
         os.close(fd)
         return None
-    if st.st_uid != os.geteuid() or st.st_mode & NOT_SHARED:
+    if not modes.yours_alone(st):
         os.close(fd)
         return None
     return fd
@@ -432,8 +432,7 @@ def read_at(directory: int, name: str, limit: int) -> bytes | None:
         return None
     with os.fdopen(fd, "rb") as fh:
         st = os.fstat(fd)
-        mine = st.st_uid == os.geteuid() and not st.st_mode & NOT_SHARED
-        if not (stat.S_ISREG(st.st_mode) and mine and st.st_size <= limit):
+        if not (stat.S_ISREG(st.st_mode) and modes.yours_alone(st) and st.st_size <= limit):
             return None
         data = fh.read(limit + 1)
     return data if len(data) <= limit else None

@@ -49,3 +49,9 @@ def shared_mode() -> int:
     current = os.umask(0o077)
     os.umask(current)
     return 0o777 & ~current
+
+
+def yours_alone(st: os.stat_result) -> bool:
+    """Owned by this user and writable by nobody else: what hpcenv trusts of a file or
+    directory it reads back (a cache entry, the proof record) or runs."""
+    return st.st_uid == os.geteuid() and not st.st_mode & NOT_SHARED

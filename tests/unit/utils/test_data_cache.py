@@ -103,3 +103,48 @@ def test_without_a_usable_cache_directory_the_file_is_parsed(
     blocked.write_text("a file where the cache directory would go")
     monkeypatch.setenv("HPCENV_CACHE", str(blocked))
     assert uv_lock.read_lock(LOCK) == uv_lock.read_lock(LOCK, fsio.load_toml(LOCK, "uv.lock"))
+
+
+def test_a_kind_directory_swapped_for_a_symlink_as_it_is_made_is_not_chmod_ed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A neighbour who can rename entries of a shared home's ``cache/`` (group-writable,
+    no sticky bit) swaps the new ``toml/`` for a link to a 0700 directory of yours right
+    after ``mkdir``: before, ``os.chmod`` by name followed it and made it 0755, and the
+    entry was written there."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("HPCENV_CACHE", str(cache))
+    victim = tmp_path / "ssh"
+    victim.mkdir()
+    victim.chmod(0o700)
+    kind = cache / "toml"
+    real_mkdir = os.mkdir
+
+    def mkdir(path: str | os.PathLike[str], mode: int = 0o777, **kw: object) -> None:
+        real_mkdir(path, mode, **kw)  # type: ignore[arg-type]
+        if Path(path) == kind:
+            kind.rename(cache / "toml-moved")
+            kind.symlink_to(victim)
+            if os.geteuid() == 0:
+                os.lchown(kind, 12345, 12345)  # the neighbour's link
+
+    toml = tmp_path / "a.toml"
+    toml.write_text('answer = "parsed"\n')
+    monkeypatch.setattr(os, "mkdir", mkdir)
+    assert data_cache.load_toml(toml, "TOML file") == {"answer": "parsed"}
+    monkeypatch.undo()
+    assert victim.stat().st_mode & 0o777 == 0o700
+    assert list(victim.iterdir()) == []
+
+
+def test_an_entry_bigger_than_hpcenv_writes_is_a_miss(cache: Path, tmp_path: Path) -> None:
+    toml = tmp_path / "a.toml"
+    toml.write_text('answer = "parsed"\n')
+    digest = data_cache.key([("toml", toml.read_bytes())])
+    where = data_cache.entry("toml", digest)
+    assert where is not None
+    assert data_cache.write(where, digest, {"answer": "cached"}, keep=4)
+    assert data_cache.read(where, digest) == {"answer": "cached"}
+    with where.open("ab") as fh:
+        fh.truncate(data_cache.MAX_BYTES + 1)
+    assert data_cache.read(where, digest) is None
