@@ -66,7 +66,19 @@ def lock_of(target: str | Path) -> Path | None:
     lock = p / "uv.lock" if p.is_dir() and not (p / "pyvenv.cfg").exists() else p
     if lock.name != "uv.lock" or lock.is_symlink() or not lock.is_file():
         return None
-    return lock if (lock.parent / "pyproject.toml").is_file() else None
+    pyproject = lock.parent / "pyproject.toml"
+    return lock if beside(pyproject) and pyproject.is_file() else None
+
+
+def beside(path: Path) -> bool:
+    """False for a file read with a lock (its ``pyproject.toml``, ``.python-version``) that
+    is a symlink leaving the project (``containment``): uv is not run on it early, and
+    ``uv_lock`` refuses it, naming it, before hpcenv or uv reads it."""
+    if not path.is_symlink():
+        return True
+    from hpcenv.project import containment
+
+    return containment.inside(path, containment.root_of(path))
 
 
 @contextlib.contextmanager
@@ -96,4 +108,4 @@ def run(directory: Path, selection: Selection) -> str:
     return uv.project_export(directory, selection=selection.uv_args())
 
 
-__all__ = ["DEFAULT_SELECTION", "Selection", "early", "lock_of", "run"]
+__all__ = ["DEFAULT_SELECTION", "Selection", "beside", "early", "lock_of", "run"]

@@ -401,10 +401,22 @@ def _from_plain(path: Path, data: dict[str, Any]) -> Lock:
     )
 
 
+def _beside(directory: Path, name: str) -> Path:
+    """``directory/name``, a file of the project read with its lock; a symlink there that
+    leaves the project is refused naming it (``uv_export.beside``), before anything reads
+    it (hpcenv, or uv's export)."""
+    path = directory / name
+    if not uv_export.beside(path):
+        from hpcenv.project import containment
+
+        containment.require_inside(path, containment.root_of(path), "a file read with the lock")
+    return path
+
+
 def python_pin_of(directory: Path) -> str | None:
     """The first line of ``directory/.python-version`` (uv's pin of the project's Python),
     comments skipped; None without one."""
-    pin_file = directory / ".python-version"
+    pin_file = _beside(directory, ".python-version")
     if not pin_file.is_file():
         return None
     try:
@@ -417,7 +429,7 @@ def python_pin_of(directory: Path) -> str | None:
 def read_project(directory: Path) -> Project:
     """The install settings of the project in ``directory`` (missing files: defaults)."""
     data: dict[str, object] = {}
-    pyproject = directory / "pyproject.toml"
+    pyproject = _beside(directory, "pyproject.toml")
     if pyproject.is_file():  # parsed once per content, like the lock (data_cache)
         data = data_cache.load_toml(pyproject, "pyproject.toml")
     project = data.get("project") if isinstance(data.get("project"), dict) else {}

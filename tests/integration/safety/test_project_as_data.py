@@ -24,7 +24,7 @@ from hpcenv.project import containment, static_meta
 from hpcenv.project import readers as project_files
 from hpcenv.project.copy_tree import copy_project
 from hpcenv.utils.errors import BadInput
-from support import FACTS
+from support import FACTS, REPO
 from support.buildkit import hpcenv
 
 V100_FILE = str(FACTS / "v100-supercloud.json")
@@ -327,3 +327,33 @@ def test_a_conda_files_pip_include_outside_the_project_is_refused(tmp_path: Path
     with pytest.raises(BadInput, match=r"-r/-c include .*secret.txt leaves the project") as err:
         project_files.read(repo / "environment.yml")
     assert "not-for-your-eyes" not in str(err.value)
+
+
+@pytest.mark.parametrize("name", ["pyproject.toml", ".python-version"])
+def test_a_locks_pyproject_or_python_version_leaving_the_project_is_refused_unread(
+    tmp_path: Path, name: str
+) -> None:
+    """A uv.lock's project files are read with it (by hpcenv, and by ``uv export``, which
+    audit starts before anything else): a symlink among them leaving the project was
+    followed, ``.python-version``'s first line read from the file it led to."""
+    from hpcenv.project import uv_export
+
+    lock = REPO / "tests" / "data" / "projects" / "nanochat"
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / ".git").mkdir()
+    (repo / "uv.lock").write_bytes((lock / "uv.lock").read_bytes())
+    (repo / "pyproject.toml").write_bytes((lock / "pyproject.toml").read_bytes())
+    outside = tmp_path / "outside"
+    if name == "pyproject.toml":
+        outside.write_bytes((repo / "pyproject.toml").read_bytes())
+        (repo / "pyproject.toml").unlink()
+    else:
+        outside.write_text(SECRET + "\n")
+    (repo / name).symlink_to(outside)
+    if name == "pyproject.toml":
+        assert uv_export.lock_of(repo) is None  # uv is not started on it early
+    for target in (repo, repo / "uv.lock"):
+        code, out = _audit(str(target), home=tmp_path / "cache")
+        assert code == 2 and f"{name} leaves the project" in out, out
+        assert "not-for-your-eyes" not in out and "Traceback" not in out
