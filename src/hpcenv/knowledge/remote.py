@@ -30,6 +30,8 @@ from hpcenv.utils.errors import BadInput
 MIN_WINDOW = 256 * 1024
 MAX_WINDOW = 32 * 1024 * 1024
 TIMEOUT_S = 60.0
+#: the biggest page :func:`fetch` reads (PyPI's JSON of torch is a few MB)
+MAX_PAGE = 64 * 1024 * 1024
 USER_AGENT = "hpcenv-knowledge-update"
 
 
@@ -51,13 +53,27 @@ def fetch(url: str, *, accept: str | None = None, timeout: float = TIMEOUT_S) ->
     req = http_get(url, headers={"Accept": accept} if accept else None)
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:
-            body: bytes = resp.read()
-            return body
+            body: bytes = resp.read(MAX_PAGE + 1)
     except urllib.error.HTTPError as exc:
         raise BadInput(f"{_where(url)}: HTTP {exc.code} {exc.reason}") from exc
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
         raise BadInput(f"{_where(url)} is unreachable ({reason})") from exc
+    if len(body) > MAX_PAGE:
+        raise BadInput(f"{_where(url)}: the answer is over {MAX_PAGE >> 20} MiB; not an index page")
+    return body
+
+
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def sha256_of(digest: str | None, url: str) -> str | None:
+    """The index's sha256 of the file at ``url``, checked to be one (64 hex digits) before
+    it names a cache file: a hostile or broken index's ``../../x`` would otherwise make
+    ``<cache>/../../x.json`` a path outside the cache, read and written. None stays None."""
+    if digest is None or _SHA256.fullmatch(digest := digest.lower()):
+        return digest
+    raise BadInput(f"{_where(url)}: the index's sha256 {digest[:80]!r} is not a sha256")
 
 
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+)")
@@ -91,17 +107,22 @@ class RangeFile(io.RawIOBase):
                 match = _CONTENT_RANGE.fullmatch(resp.headers.get("Content-Range", "").strip())
                 if not match:
                     raise NoRanges(f"{_where(self.url)}: no usable Content-Range in a 206 answer")
-                body: bytes = resp.read()
+                first, last, total = (int(g) for g in match.groups())
+                if not first <= last < total or last - first >= MAX_WINDOW:
+                    raise BadInput(
+                        f"{_where(self.url)}: a range answer of bytes {first}-{last}/{total} "
+                        f"to {spec}"
+                    )
+                body: bytes = resp.read(last - first + 2)  # one more: a body too long
         except urllib.error.HTTPError as exc:
             raise BadInput(f"{_where(self.url)}: HTTP {exc.code} {exc.reason}") from exc
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
             raise BadInput(f"{_where(self.url)} is unreachable ({reason})") from exc
-        first, last, total = (int(g) for g in match.groups())
         if len(body) != last - first + 1:
+            size = f"{len(body)}" if len(body) <= last - first else "more"
             raise BadInput(
-                f"{_where(self.url)}: range answer cut short "
-                f"({len(body)} of {last - first + 1} bytes)"
+                f"{_where(self.url)}: range answer of {size} bytes for bytes {first}-{last}"
             )
         self.bytes_read += len(body)
         return body, first, total
@@ -149,8 +170,13 @@ class RangeFile(io.RawIOBase):
     def _fill(self, want: int) -> None:
         sequential = self._pos == self._last_end
         self._window = min(self._window * 2, MAX_WINDOW) if sequential else MIN_WINDOW
-        end = min(self.size, self._pos + max(want, self._window)) - 1
+        end = min(self.size, self._pos + min(max(want, self._window), MAX_WINDOW)) - 1
         body, first, _ = self._get(f"bytes={self._pos}-{end}")
+        if not first <= self._pos < first + len(body):  # never asked again and again
+            raise BadInput(
+                f"{_where(self.url)}: asked for bytes {self._pos}-{end}, got {first}-"
+                f"{first + len(body) - 1}"
+            )
         self._buf, self._buf_start = body, first
         self._last_end = first + len(body)
 
@@ -229,4 +255,13 @@ def copy_member(wheel: Wheel, name: str, into: IO[bytes]) -> bool:
     return True
 
 
-__all__ = ["NoRanges", "RangeFile", "Wheel", "copy_member", "fetch", "open_wheel", "read_member"]
+__all__ = [
+    "NoRanges",
+    "RangeFile",
+    "Wheel",
+    "copy_member",
+    "fetch",
+    "open_wheel",
+    "read_member",
+    "sha256_of",
+]

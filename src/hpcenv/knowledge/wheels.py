@@ -135,6 +135,7 @@ def cache_dir() -> Path:
 
 def read_cached(url: str, *, sha256: str | None, cache: Path | None = None) -> WheelFacts:
     """:func:`read`, cached by sha256 (no cache when the index gives no sha256)."""
+    sha256 = remote.sha256_of(sha256 or None, url)
     if not sha256:
         return read(url, sha256=None)
     folder = cache or cache_dir()

@@ -18,6 +18,7 @@ import pytest
 from hpcenv.cli import main
 from hpcenv.knowledge import companions as read_model
 from hpcenv.knowledge.refresh import companions, update
+from hpcenv.utils.errors import BadInput
 from support.torch_standin import StandIn, torch_wheel
 
 if sys.version_info >= (3, 11):
@@ -148,3 +149,38 @@ def test_check_names_a_companion_release_the_data_lacks(
     assert main(["knowledge", "check", "--pypi", standin.url]) == 7
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "torchaudio 2.12.0" in err and "knowledge update" in err
+
+
+def test_an_index_whose_sha256_is_a_path_writes_nothing_outside_the_cache(
+    standin: StandIn, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cache of read METADATA is named by the index's sha256: a hostile or broken
+    index's ``../../../victim`` made ``<cache>/../../../victim.json`` (outside the cache,
+    any ``*.json`` of yours) the file read and written. Now one line, exit 2."""
+    _serve_companions(standin, monkeypatch)
+    served = standin.page
+
+    def page(path: str, accept: str) -> bytes | None:
+        body = served(path, accept)
+        if path == "/pypi/torchvision/json" and body is not None:
+            data = json.loads(body)
+            for files in data["releases"].values():
+                for f in files:
+                    f["digests"]["sha256"] = "../../../victim"
+            return json.dumps(data).encode()
+        return body
+
+    monkeypatch.setattr(standin, "page", page)
+    assert main(["knowledge", "update", "--pypi", standin.url, "--out", str(tmp_path)]) == 2
+    assert not (tmp_path / "victim.json").exists()
+    assert not [p for p in tmp_path.rglob("*.json") if not p.is_relative_to(tmp_path / "cache")]
+
+
+def test_a_metadata_member_inflating_past_the_bound_is_one_line(standin: StandIn) -> None:
+    """A METADATA of 100 MB (deflated to ~100 KB: a zip bomb) was inflated whole."""
+    wheel = standin.files / "torchvision-9.9.9-cp311-cp311-manylinux_2_28_x86_64.whl"
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as zf:
+        meta = "Metadata-Version: 2.1\nName: torchvision\nRequires-Dist: torch==2.9.1\n"
+        zf.writestr("torchvision-9.9.9.dist-info/METADATA", meta + " " * (100 << 20))
+    with pytest.raises(BadInput, match=r"METADATA is \d+ bytes; not a METADATA file"):
+        companions.read_requires(f"{standin.url}/files/{wheel.name}", sha256=None)

@@ -3,11 +3,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import http.server
 import io
 import json
 import re
 import sys
 import tarfile
+import threading
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -375,3 +378,57 @@ def test_vllm_update_from_sdists(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 def test_python_tags() -> None:
     assert update.python_of("cp311") == "3.11"
     assert update.python_of("cp313t") == "3.13t"
+
+
+class _Hostile(http.server.BaseHTTPRequestHandler):
+    """A server on 127.0.0.1 that answers every range request with the same 10 bytes of a
+    file it says is 1 MB (``wrong``), or a 10-byte range with a body that goes on (``long``:
+    256 MB, no length, until the client stops reading); after 40 requests it answers 404
+    (so a client asking again and again ends). ``sent``: the bytes of body written."""
+
+    mode = "wrong"
+    seen = 0
+    sent = 0
+
+    def do_GET(self) -> None:
+        type(self).seen += 1
+        if type(self).seen > 40:
+            self.send_error(404)
+            return
+        self.send_response(206)
+        self.send_header("Content-Range", "bytes 0-9/1000000")
+        if self.mode == "wrong":
+            self.send_header("Content-Length", "10")
+        self.end_headers()
+        chunk = b"x" * (10 if self.mode == "wrong" else 1 << 20)
+        with contextlib.suppress(OSError):
+            for _ in range(1 if self.mode == "wrong" else 256):
+                self.wfile.write(chunk)
+                type(self).sent += len(chunk)
+        self.close_connection = True
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.mark.parametrize("mode", ["wrong", "long"])
+def test_a_server_answering_other_ranges_is_one_line_after_one_request(mode: str) -> None:
+    """Before, a server answering another range than asked was asked again and again (for
+    ever: a loop of requests), and a body longer than its range was read whole first."""
+    handler = type("Handler", (_Hostile,), {"mode": mode, "seen": 0})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/x.whl"
+        with (
+            pytest.raises(BadInput, match=r"x\.whl: .*(asked for bytes|range answer)"),
+            remote.open_wheel(url),
+        ):
+            pass
+        assert handler.seen <= 2
+        server.shutdown()  # the handler has finished writing (or found the client gone)
+        assert handler.sent < 64 << 20  # not read whole (before: all 256 MB)
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -86,6 +86,10 @@ def torch_requirement(metadata: str) -> str | None:
     return None
 
 
+#: the biggest METADATA read (torchvision's is ~6 KB; a long description a few hundred KB)
+MAX_METADATA = 4 * 1024 * 1024
+
+
 def read_requires(url: str, *, sha256: str | None) -> str | None:
     """``torch_requirement`` of the remote wheel at ``url`` (its METADATA read by ranges)."""
     with remote.open_wheel(url, sha256=sha256) as wheel:
@@ -96,7 +100,11 @@ def read_requires(url: str, *, sha256: str | None) -> str | None:
         ]
         if len(names) != 1:
             raise BadInput(f"{url}: {len(names)} top-level *.dist-info/METADATA members, not 1")
-        text = wheel.zip.read(names[0]).decode("utf-8", "replace")
+        info = wheel.zip.getinfo(names[0])
+        if info.file_size > MAX_METADATA:
+            raise BadInput(f"{url}: {names[0]} is {info.file_size} bytes; not a METADATA file")
+        with wheel.zip.open(info) as member:  # at most what it claims, inflated
+            text = member.read(MAX_METADATA + 1)[:MAX_METADATA].decode("utf-8", "replace")
     return torch_requirement(text)
 
 
@@ -108,6 +116,7 @@ def cache_dir() -> Path:
 
 def read_requires_cached(url: str, *, sha256: str | None) -> str | None:
     """``read_requires``, cached by the wheel's sha256 (content-addressed: never stale)."""
+    sha256 = remote.sha256_of(sha256 or None, url)
     if not sha256:
         return read_requires(url, sha256=None)
     path = cache_dir() / f"{sha256}.json"
