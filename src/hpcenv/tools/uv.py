@@ -311,9 +311,13 @@ def project_export(
     platform (uv resolves the conflict markers of groups and extras itself). Local
     packages (the project, workspace members) come as ``-e ./path`` lines. ``fmt``
     ``pylock.toml``: the same set as PEP 751 ``[[packages]]`` tables, each with its
-    version, index or URL and marker. Reads the project's files and writes none."""
+    version, index or URL and marker. Reads the project's files and writes none:
+    ``--no-config``, since a repo under audit is data and its ``uv.toml`` or ``[tool.uv]``
+    settings (``cache-dir = "/anywhere"``) made uv write outside it (the export's text is
+    the same without them: the groups, extras and conflicts are the project's, not
+    settings)."""
     return _run(
-        ["export", "--frozen", "--no-hashes", "--no-annotate", "--no-header",
+        ["export", "--frozen", "--no-config", "--no-hashes", "--no-annotate", "--no-header",
          "--format", fmt, "--project", str(project.absolute()), *selection],
         log=log,
         cwd=project,

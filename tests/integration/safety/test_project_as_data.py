@@ -357,3 +357,28 @@ def test_a_locks_pyproject_or_python_version_leaving_the_project_is_refused_unre
         code, out = _audit(str(target), home=tmp_path / "cache")
         assert code == 2 and f"{name} leaves the project" in out, out
         assert "not-for-your-eyes" not in out and "Traceback" not in out
+
+
+@pytest.mark.parametrize("where", ["uv.toml", "pyproject.toml"])
+def test_a_locks_uv_settings_never_make_audit_write_outside_the_project(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """``uv export``, which audit runs on a lock, read the repo's uv settings: its
+    ``cache-dir`` made uv create a cache (``CACHEDIR.TAG``, a 0666 ``.lock``) anywhere."""
+    monkeypatch.delenv("UV_CACHE_DIR", raising=False)  # it would mask the repo's setting
+    lock = REPO / "tests" / "data" / "projects" / "prime-rl"
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "uv.lock").write_bytes((lock / "uv.lock").read_bytes())
+    pyproject = (lock / "pyproject.toml").read_text()
+    elsewhere = tmp_path / "elsewhere"
+    setting = f"cache-dir = {str(elsewhere)!r}\n"
+    if where == "uv.toml":
+        (repo / "uv.toml").write_text(setting)
+    else:
+        pyproject = pyproject.replace("[tool.uv]\n", f"[tool.uv]\n{setting}", 1)
+        assert setting in pyproject
+    (repo / "pyproject.toml").write_text(pyproject)
+    code, out = _audit(str(repo), home=tmp_path / "cache")
+    assert code in (0, 3) and "Traceback" not in out, out  # judged, as without the setting
+    assert not elsewhere.exists()
