@@ -11,7 +11,6 @@ x86_64/aarch64 wheels of final releases are kept.
 from __future__ import annotations
 
 import hashlib
-import json
 import urllib.parse
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
@@ -156,10 +155,7 @@ def _from_simple_html(url: str, text: str) -> list[WheelFile]:
 def _parse_simple(url: str, body: bytes) -> list[WheelFile]:
     text = body.decode("utf-8", "replace")
     if text.lstrip().startswith("{"):
-        try:
-            return _from_simple_json(url, json.loads(text))
-        except json.JSONDecodeError as exc:
-            raise BadInput(f"{url}: invalid JSON ({exc.msg})") from exc
+        return _from_simple_json(url, remote.parse_json(url, body))
     return _from_simple_html(url, text)
 
 
@@ -187,11 +183,7 @@ def _read(
 
 
 def _parse_pypi(url: str, body: bytes) -> list[WheelFile]:
-    try:
-        data = json.loads(body)
-    except json.JSONDecodeError as exc:
-        raise BadInput(f"{url}: invalid JSON ({exc.msg})") from exc
-    return _from_pypi_json(url, data)
+    return _from_pypi_json(url, remote.parse_json(url, body))
 
 
 def pypi_files(base: str = "https://pypi.org", *, timeout: float = remote.TIMEOUT_S) -> Listing:

@@ -23,7 +23,7 @@ import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import IO
+from typing import IO, Any
 
 from hpcenv.utils.errors import BadInput
 
@@ -62,6 +62,15 @@ def fetch(url: str, *, accept: str | None = None, timeout: float = TIMEOUT_S) ->
     if len(body) > MAX_PAGE:
         raise BadInput(f"{_where(url)}: the answer is over {MAX_PAGE >> 20} MiB; not an index page")
     return body
+
+
+def parse_json(url: str, body: bytes) -> Any:
+    """A JSON answer of ``url`` (an index page, PyPI's project JSON), parsed as every JSON
+    input is (``fsio.parse_json``: nesting and numbers bounded): a hostile server's
+    ``[[[[...`` is one line naming the URL, never a ``RecursionError``."""
+    from hpcenv.utils import fsio
+
+    return fsio.parse_json(body.decode("utf-8", "replace"), _where(url))
 
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
@@ -262,6 +271,7 @@ __all__ = [
     "copy_member",
     "fetch",
     "open_wheel",
+    "parse_json",
     "read_member",
     "sha256_of",
 ]

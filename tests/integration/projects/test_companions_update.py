@@ -184,3 +184,27 @@ def test_a_metadata_member_inflating_past_the_bound_is_one_line(standin: StandIn
         zf.writestr("torchvision-9.9.9.dist-info/METADATA", meta + " " * (100 << 20))
     with pytest.raises(BadInput, match=r"METADATA is \d+ bytes; not a METADATA file"):
         companions.read_requires(f"{standin.url}/files/{wheel.name}", sha256=None)
+
+
+@pytest.mark.parametrize("page", ["/pypi/torch/json", "/pypi/torchvision/json"])
+def test_json_nested_past_the_bound_from_the_index_is_one_line(
+    standin: StandIn,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    page: str,
+) -> None:
+    """A hostile index's ``[[[[...`` was a RecursionError (a traceback) in ``json.loads``;
+    every JSON answer is parsed as every JSON input is (``remote.parse_json``)."""
+    _serve_companions(standin, monkeypatch)
+    served = standin.page
+
+    def deep(path: str, accept: str) -> bytes | None:
+        return b"[" * 200_000 if path == page else served(path, accept)
+
+    monkeypatch.setattr(standin, "page", deep)
+    assert main(["knowledge", "update", "--pypi", standin.url, "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    last = err.splitlines()[-1]  # after the 'reading ...' progress lines
+    assert last.startswith("hpcenv: error: ") and page in last and "nested deeper" in last
+    assert "Traceback" not in err, err

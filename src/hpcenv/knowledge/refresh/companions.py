@@ -245,9 +245,7 @@ def _project_json(pypi: str, package: str) -> tuple[str, dict[str, Any]] | None:
     """``<pypi>/pypi/<package>/json``'s releases; None where a mirror lacks the project."""
     url = f"{pypi.rstrip('/')}/pypi/{package}/json"
     try:
-        data = json.loads(remote.fetch(url))
-    except json.JSONDecodeError as exc:
-        raise BadInput(f"{url}: invalid JSON ({exc.msg})") from exc
+        data = remote.parse_json(url, remote.fetch(url))
     except BadInput as exc:
         if "HTTP 404" in str(exc):
             return None

@@ -262,15 +262,12 @@ def load_toolkits() -> tuple[Any, ...]:
 
 def _pypi_releases(project: str, pypi: str) -> dict[str, list[dict[str, Any]]]:
     """``releases`` of ``<pypi>/pypi/<project>/json``; {} where a mirror lacks the project."""
-    import json
 
     from hpcenv.knowledge import remote
 
     url = f"{pypi.rstrip('/')}/pypi/{project}/json"
     try:
-        data = json.loads(remote.fetch(url))
-    except json.JSONDecodeError as exc:
-        raise BadInput(f"{url}: invalid JSON ({exc.msg})") from exc
+        data = remote.parse_json(url, remote.fetch(url))
     except BadInput as exc:
         if "HTTP 404" in str(exc):  # a mirror without the project has nothing newer
             return {}

@@ -14,7 +14,6 @@ as PyPI publishes it); ``hpcenv.knowledge.vllm`` reads it.
 
 from __future__ import annotations
 
-import json
 import re
 import tarfile
 import urllib.error
@@ -146,10 +145,9 @@ def update_vllm(
 ) -> Written:
     """Regenerate ``vllm.toml`` from vLLM's sdists on PyPI (or a stand-in at ``pypi``)."""
     url = f"{pypi.rstrip('/')}/pypi/vllm/json"
-    try:
-        data = json.loads(remote.fetch(url))
-    except json.JSONDecodeError as exc:
-        raise BadInput(f"{url}: invalid JSON ({exc.msg})") from exc
+    data = remote.parse_json(url, remote.fetch(url))
+    if not isinstance(data, dict):
+        raise BadInput(f"{url}: not PyPI project JSON (no 'releases' object)")
     rows = []
     for version, files in sorted(
         data.get("releases", {}).items(), key=lambda kv: _version(kv[0]) or Version("0")
