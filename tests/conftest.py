@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -43,6 +44,22 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if cluster is None and item.get_closest_marker("slurm"):
             cluster = "slurm"
         item.add_marker(pytest.mark.xdist_group(f"slurm-{cluster}" if cluster else str(item.path)))
+
+
+@pytest.fixture(autouse=True, scope="session")
+def per_user_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """hpcenv's per-user cache (``paths.per_user_cache_dir``: the parsed knowledge tables,
+    uv.lock and pyproject.toml files) in a directory of this session's, not the machine's
+    ``~/.cache/hpcenv``: no test finds it warm from another session or writes the user's.
+    uv's and pip's caches stay where they were (they follow ``XDG_CACHE_HOME`` too, and
+    a cold uv cache would unpack every wheel again)."""
+    real = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    where = tmp_path_factory.mktemp("xdg-cache")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("UV_CACHE_DIR", os.environ.get("UV_CACHE_DIR") or os.path.join(real, "uv"))
+        mp.setenv("PIP_CACHE_DIR", os.environ.get("PIP_CACHE_DIR") or os.path.join(real, "pip"))
+        mp.setenv("XDG_CACHE_HOME", str(where))
+        yield where
 
 
 @pytest.fixture

@@ -2,7 +2,7 @@
 
 Parsing the files (~215 KB) with ``tomllib`` costs ~40 ms, more than a plan's decisions.
 So their parsed data is kept as one entry of ``utils/data_cache`` (a ``marshal`` file of
-plain data under the user cache's ``knowledge/``), keyed by the sha256 of every file's
+plain data under this user's own cache, ``knowledge/``), keyed by the sha256 of every file's
 name and bytes: reading it back takes ~1 ms, and a changed file is a new key, parsed and
 cached again. An entry someone else could have written is ignored (``data_cache``), and
 the files are then parsed in memory: the tables are the same either way.

@@ -17,7 +17,6 @@ be stale) under ``$XDG_CACHE_HOME/hpcenv/wheel-facts/``.
 from __future__ import annotations
 
 import json
-import os
 import re
 import tempfile
 from dataclasses import asdict, dataclass, field
@@ -129,8 +128,9 @@ def read(url: str, *, sha256: str | None, tmpdir: str | None = None) -> WheelFac
 
 
 def cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "hpcenv" / "wheel-facts"
+    from hpcenv.utils import paths
+
+    return paths.per_user_cache_dir() / "wheel-facts"
 
 
 def read_cached(url: str, *, sha256: str | None, cache: Path | None = None) -> WheelFacts:

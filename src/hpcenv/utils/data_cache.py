@@ -1,14 +1,18 @@
-"""Parsed data kept between runs: plain dicts and lists as ``marshal`` files in the user
-cache (``paths.user_cache_dir()/<kind>/<key>.marshal``), keyed by the sha256 of what they
-were parsed from. ``tomllib`` reads ~5 KB per millisecond; ``marshal`` reads the same data
-back ~40x faster, and runs no code doing it (unlike pickle).
+"""Parsed data kept between runs: plain dicts and lists as ``marshal`` files in this
+user's own cache (``paths.per_user_cache_dir()/<kind>/<key>.marshal``, not under
+``$HPCENV_HOME``: an entry depends only on the bytes it was parsed from, whose sha256 is
+its key, so a new home, or a home the group shares, finds it warm). ``tomllib`` reads ~5 KB
+per millisecond; ``marshal`` reads the same data back ~40x faster, and runs no code doing
+it (unlike pickle).
 
 What hpcenv acts on must be what it parsed, so a cache file is trusted only when nobody
 else could have written it: the file and its directory owned by you and writable by
-nobody else. The file is written 0644 and the directory made 0755 whatever the umask
-(a umask that lets the group write would otherwise make every entry untrusted). Anything
-else (another user's file, group-writable, a symlink, unreadable, another key, not the
-shape asked for) is a miss: the caller parses again, with the same result.
+nobody else, reached through no symlink another user owns (``fsio.private_dir``). The file
+is written 0644 and the directories made 0755 whatever the umask (a umask that lets the
+group write would otherwise make every entry untrusted). Anything else (another user's
+file, group-writable, a symlink, unreadable, another key, not the shape asked for) is a
+miss, and so is a cache that cannot be written (a read-only or foreign home, no home at
+all): the caller parses again, with the same result.
 """
 
 from __future__ import annotations
@@ -37,14 +41,13 @@ def key(parts: Iterable[tuple[str, bytes]]) -> str:
 
 
 def entry(kind: str, digest: str, base: Path | None = None) -> Path | None:
-    """Where the entry of ``digest`` lives (under ``base``, else the user cache); None
-    when there is no usable cache directory (an unusable HPCENV_HOME, no home)."""
+    """Where the entry of ``digest`` lives (under ``base``, else this user's own cache);
+    None when there is no usable cache directory (no home directory)."""
     from hpcenv.utils import paths
-    from hpcenv.utils.errors import HpcenvError
 
     try:
-        return (base or paths.user_cache_dir()) / kind / f"{digest[:32]}.marshal"
-    except (HpcenvError, RuntimeError):
+        return (base or paths.per_user_cache_dir()) / kind / f"{digest[:32]}.marshal"
+    except (RuntimeError, KeyError):
         return None
 
 
@@ -96,7 +99,7 @@ def write(path: Path | None, digest: str, value: Any, *, keep: int) -> bool:
         return False
     try:
         blob = marshal.dumps({"key": digest, "value": value})
-        fsio.ensure_dir(path.parent.parent)
+        _make_dirs(fsio.check_dir(path.parent.parent))
         directory = fsio.private_dir(path.parent, make=True)
         if directory is None:
             return False
@@ -108,6 +111,16 @@ def write(path: Path | None, digest: str, value: Any, *, keep: int) -> bool:
     except (HpcenvError, OSError, ValueError):
         return False
     return True
+
+
+def _make_dirs(directory: Path) -> None:
+    """``directory`` and its missing parents made 0755 whatever the umask: a cache of one
+    user's, not a container the group adds to (``fsio.ensure_dir``)."""
+    missing = [p for p in (directory, *directory.parents) if not os.path.lexists(p)]
+    for made in reversed(missing):
+        with contextlib.suppress(FileExistsError):  # a concurrent run made it first
+            os.mkdir(made, 0o755)
+            os.chmod(made, 0o755)
 
 
 def _prune(directory: int, written: str, keep: int) -> None:

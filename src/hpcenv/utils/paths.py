@@ -6,7 +6,8 @@
   atomically to the latest complete build ``venvs/<profile>-<stamp>``;
 - ``venvs/<profile>-<project>`` (or ``build --project --name``): a user's uv project
   built for that profile, the same way, beside the profile's own environment;
-- ``cache/``: built wheels (flash-attn) keyed by their ABI;
+- ``cache/``: built wheels (flash-attn) keyed by their ABI (parsed data files are kept
+  per user instead, outside it: :func:`per_user_cache_dir`);
 - ``logs/``: build logs and JSON build reports;
 - ``kit/<hash>``: the probe kit alone, for target environments' ``PYTHONPATH``.
 """
@@ -114,12 +115,25 @@ def cache_dir(env: Mapping[str, str] | None = None) -> Path:
 
 def user_cache_dir(env: Mapping[str, str] | None = None) -> Path:
     """A cache that follows the user rather than the working directory: ``$HPCENV_CACHE``,
-    else ``$HPCENV_HOME/cache``, else ``$XDG_CACHE_HOME/hpcenv`` (``~/.cache/hpcenv``), so
-    a command run anywhere does not leave a ``.hpcenv/`` behind."""
+    else ``$HPCENV_HOME/cache``, else :func:`per_user_cache_dir`, so a command run
+    anywhere does not leave a ``.hpcenv/`` behind."""
     env = os.environ if env is None else env
     if env.get("HPCENV_CACHE") or env.get("HPCENV_HOME"):
         return cache_dir(env)
-    return Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache").absolute() / "hpcenv"
+    return per_user_cache_dir(env)
+
+
+def per_user_cache_dir(env: Mapping[str, str] | None = None) -> Path:
+    """This user's own cache, whatever ``$HPCENV_HOME`` or ``$HPCENV_CACHE``:
+    ``$XDG_CACHE_HOME/hpcenv`` (an absolute ``XDG_CACHE_HOME`` only, as the XDG base
+    directory spec says), else ``~/.cache/hpcenv``. It holds what depends on nothing but
+    the bytes it was made from (``utils/data_cache``: the parsed knowledge tables, uv.lock
+    and pyproject.toml files), so a new or group-shared home finds it warm. RuntimeError
+    when there is no home directory to put it in."""
+    env = os.environ if env is None else env
+    xdg = env.get("XDG_CACHE_HOME") or ""
+    base = Path(xdg) if os.path.isabs(xdg) else Path.home() / ".cache"
+    return base / "hpcenv"
 
 
 def logs_dir() -> Path:

@@ -147,3 +147,53 @@ def test_an_unwritable_cache_directory_still_gives_the_tables(data: Path, tmp_pa
     base.mkdir()
     (base / "knowledge").write_text("a file where the directory would go")
     assert tables.load(data, base) == tables.parse(tables.sources(data))
+
+
+def test_a_fresh_home_with_a_warm_per_user_cache_parses_no_toml(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The tables depend on the data files alone: kept in this user's own cache
+    (``$XDG_CACHE_HOME/hpcenv``), not under ``$HPCENV_HOME``, a first command in a new home
+    (a first build) reads them back instead of parsing ~215 KB of TOML."""
+    xdg = tmp_path / "xdg"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(xdg))
+    monkeypatch.setenv("HPCENV_HOME", str(tmp_path / "first-home"))
+    parsed: list[int] = []
+    real_parse = tables.parse
+    monkeypatch.setattr(tables, "parse", lambda files: parsed.append(1) or real_parse(files))
+    first = tables.load()
+    assert parsed == [1]
+    assert len(_cached(xdg / "hpcenv")) == 1
+    monkeypatch.setenv("HPCENV_HOME", str(tmp_path / "second-home"))
+    monkeypatch.setenv("HPCENV_CACHE", str(tmp_path / "second-home" / "cache"))
+    assert tables.load() == first
+    assert parsed == [1]  # read back, not parsed
+
+
+def test_a_per_user_cache_another_user_could_write_is_not_believed(
+    data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    xdg = tmp_path / "xdg"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(xdg))
+    monkeypatch.setenv("HPCENV_HOME", str(tmp_path / "home"))
+    path = _plant(xdg / "hpcenv", data, FAKE)
+    assert tables.load(data) == FAKE  # the control: yours alone, believed
+    path.parent.chmod(0o777)
+    assert tables.load(data) == tables.parse(tables.sources(data))
+
+
+def test_an_unusable_per_user_cache_still_gives_the_tables(
+    data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocked = tmp_path / "xdg"
+    blocked.write_text("a file where the cache directory would go")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocked))
+    assert tables.load(data) == tables.parse(tables.sources(data))
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.delenv("HOME", raising=False)
+    monkeypatch.setattr(Path, "home", _no_home)
+    assert tables.load(data) == tables.parse(tables.sources(data))
+
+
+def _no_home() -> Path:
+    raise RuntimeError("Could not determine home directory.")  # as Path.home() without one

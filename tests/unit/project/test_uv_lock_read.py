@@ -21,8 +21,8 @@ LOCKS = sorted((DATA / "projects").glob("*/uv.lock"))
 
 @pytest.fixture
 def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("HPCENV_CACHE", str(tmp_path / "cache"))
-    return tmp_path / "cache" / "uv-lock"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    return tmp_path / "xdg" / "hpcenv" / "uv-lock"
 
 
 def _no_parse(*_: object) -> object:

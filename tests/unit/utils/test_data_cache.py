@@ -22,9 +22,8 @@ LOCK = REPO / "tests" / "data" / "projects" / "prime-rl" / "uv.lock"
 
 @pytest.fixture
 def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    where = tmp_path / "cache"
-    monkeypatch.setenv("HPCENV_CACHE", str(where))
-    return where / "toml"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    return tmp_path / "xdg" / "hpcenv" / "toml"
 
 
 def _no_parse(*_: object) -> object:
@@ -99,21 +98,21 @@ def test_only_the_newest_entries_are_kept(cache: Path, tmp_path: Path) -> None:
 def test_without_a_usable_cache_directory_the_file_is_parsed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    blocked = tmp_path / "cache"
+    blocked = tmp_path / "xdg"
     blocked.write_text("a file where the cache directory would go")
-    monkeypatch.setenv("HPCENV_CACHE", str(blocked))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocked))
     assert uv_lock.read_lock(LOCK) == uv_lock.read_lock(LOCK, fsio.load_toml(LOCK, "uv.lock"))
 
 
 def test_a_kind_directory_swapped_for_a_symlink_as_it_is_made_is_not_chmod_ed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A neighbour who can rename entries of a shared home's ``cache/`` (group-writable,
-    no sticky bit) swaps the new ``toml/`` for a link to a 0700 directory of yours right
+    """A neighbour who can rename entries of the cache directory (group-writable, no
+    sticky bit: a shared ``XDG_CACHE_HOME``, or one an older hpcenv made) swaps the new ``toml/`` for a link to a 0700 directory of yours right
     after ``mkdir``: before, ``os.chmod`` by name followed it and made it 0755, and the
     entry was written there."""
-    cache = tmp_path / "cache"
-    monkeypatch.setenv("HPCENV_CACHE", str(cache))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    cache = tmp_path / "xdg" / "hpcenv"
     victim = tmp_path / "ssh"
     victim.mkdir()
     victim.chmod(0o700)
@@ -148,3 +147,56 @@ def test_an_entry_bigger_than_hpcenv_writes_is_a_miss(cache: Path, tmp_path: Pat
     with where.open("ab") as fh:
         fh.truncate(data_cache.MAX_BYTES + 1)
     assert data_cache.read(where, digest) is None
+
+
+def test_a_lock_read_in_a_fresh_home_comes_from_the_per_user_cache(
+    cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The entry depends on the lock's bytes alone: a new (or group-shared) HPCENV_HOME or
+    HPCENV_CACHE finds it in this user's own cache, under ``$XDG_CACHE_HOME/hpcenv``."""
+    monkeypatch.setenv("HPCENV_HOME", str(tmp_path / "first-home"))
+    first = uv_lock.read_lock(LOCK)
+    assert len(list(cache.parent.glob("uv-lock/*.marshal"))) == 1
+    assert not (tmp_path / "first-home").exists()  # nothing of it under the home
+    monkeypatch.setenv("HPCENV_HOME", str(tmp_path / "second-home"))
+    monkeypatch.setenv("HPCENV_CACHE", str(tmp_path / "second-home" / "cache"))
+    monkeypatch.setattr(fsio, "parse_toml", _no_parse)
+    assert uv_lock.read_lock(LOCK) == first
+
+
+def test_a_relative_xdg_cache_home_is_not_a_cache_location(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The XDG base directory spec: a relative XDG_CACHE_HOME is ignored (it would follow
+    the working directory, like the home hpcenv keeps these entries out of)."""
+    monkeypatch.setenv("HOME", str(tmp_path / "me"))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative")
+    where = data_cache.entry("toml", "0" * 64)
+    assert where == tmp_path / "me" / ".cache" / "hpcenv" / "toml" / f"{'0' * 32}.marshal"
+
+
+def test_an_entry_reached_through_another_users_symlink_is_not_believed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    toml = tmp_path / "a.toml"
+    toml.write_text('answer = "parsed"\n')
+    real = tmp_path / "theirs"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(real))
+    data_cache.load_toml(toml, "test file")
+    (entry,) = (real / "hpcenv" / "toml").glob("*.marshal")
+    digest = data_cache.key([("toml", toml.read_bytes())])
+    entry.write_bytes(marshal.dumps({"key": digest, "value": {"answer": "planted"}}))
+    entry.chmod(0o644)
+    assert data_cache.load_toml(toml, "test file") == {"answer": "planted"}  # the control
+    link = tmp_path / "link"
+    link.symlink_to(real)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(link))
+    assert data_cache.load_toml(toml, "test file") == {"answer": "planted"}  # your own link
+    if os.geteuid() == 0:
+        os.lchown(link, 65534, 65534)  # nobody's link
+    else:  # stands in for another user's link, which a non-root test cannot make
+        me = os.getuid()
+        monkeypatch.setattr(os, "getuid", lambda: me + 1)
+    assert data_cache.load_toml(toml, "test file") == {"answer": "parsed"}
+    assert marshal.loads(entry.read_bytes())["value"] == {"answer": "planted"}  # not written
