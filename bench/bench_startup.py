@@ -19,8 +19,10 @@ and min/median/max of the round-by-round ratio. hpcenv's bytecode is compiled fi
 ``main``; ``""`` for none) each hpcenv command also runs from that revision's ``src``
 (``git archive``, ``PYTHONPATH``; same interpreter and dependencies) in the same rounds:
 ``before_wall_s`` and ``ratio_after_vs_before``. Usage:
-``python bench/bench_startup.py [--runs N] [--baseline-rev REV] [--only PREFIX]`` (``--only
-audit``: the audit pairs alone).
+``python bench/bench_startup.py [--runs N] [--baseline-rev REV] [--only PREFIX]
+[--fresh-home]`` (``--only audit``: the audit pairs alone; ``--fresh-home``: every run in a
+new, empty ``HPCENV_HOME``, as a first command in a new home, whose knowledge and lock
+caches are the user's own, ``$XDG_CACHE_HOME/hpcenv``).
 """
 
 from __future__ import annotations
@@ -97,6 +99,7 @@ def main() -> int:
     ap.add_argument(
         "--only", default="", metavar="PREFIX", help="only the pairs whose name starts so"
     )
+    ap.add_argument("--fresh-home", action="store_true", help="each run in a new HPCENV_HOME")
     args = ap.parse_args()
     uv = shutil.which("uv")
     if not uv:
@@ -115,12 +118,16 @@ def main() -> int:
         if before_env:
             sides += (("before", 0, before_env),)
         raw: dict[str, dict[str, list[float]]] = {name: {} for name in todo}
+        homes = iter(range(10**6))
         for warm in (True, *([False] * args.runs)):  # warm-up: caches filled, page cache
             for name, (a, b, cwd) in todo.items():
                 for side, which, side_env in sides:
                     if side == "before" and name.endswith("_vs_facts"):
                         continue  # the same command as audit_<lock>'s
-                    wall, cpu = run_once((a, b)[which], side_env, cwd)
+                    run_env = side_env
+                    if args.fresh_home:
+                        run_env = {**side_env, "HPCENV_HOME": f"{tmp}/home-{next(homes)}"}
+                    wall, cpu = run_once((a, b)[which], run_env, cwd)
                     if not warm:
                         raw[name].setdefault(f"{side}_wall", []).append(wall)
                         raw[name].setdefault(f"{side}_cpu", []).append(cpu)
@@ -146,6 +153,7 @@ def main() -> int:
                 ),
             }
     out["baseline_rev"] = args.baseline_rev
+    out["fresh_home"] = args.fresh_home
     out["measured"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
     out["load_average"] = list(os.getloadavg())
     print(json.dumps(out, indent=2))
