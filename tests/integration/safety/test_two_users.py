@@ -287,3 +287,23 @@ def test_a_kit_copy_someone_appended_to_is_made_again(site: dict[str, object]) -
     done = _as(site, a, "probe", "imports", "--env", "shared")
     assert done.returncode == 0, done.stderr + done.stdout
     assert "planted" not in init.read_text() and _writable_by_others(kit) == []
+
+
+def test_each_member_keeps_the_parsed_knowledge_in_their_own_cache(
+    site: dict[str, object],
+) -> None:
+    """The parsed knowledge tables depend on the data files alone: each member keeps them
+    in their own ``~/.cache/hpcenv`` (0755 under umask 002: theirs alone, so believed), not
+    in the shared home, where only the member who made the directory could use them."""
+    shared_cache = Path(str(site["shared"])) / "home" / "cache" / "knowledge"
+    for user in site["users"]:  # type: ignore[attr-defined]
+        done = _as(site, user, "plan", "shared", "--json")
+        assert done.returncode == 0, done.stderr
+        own = Path(str(site["root"])) / user / ".cache" / "hpcenv" / "knowledge"
+        (entry,) = own.glob("*.marshal")
+        uid = int(_run(["id", "-u", user]).stdout)
+        assert entry.stat().st_uid == uid and own.stat().st_uid == uid
+        assert stat.S_IMODE(entry.stat().st_mode) == 0o644
+        for d in (own, own.parent, own.parent.parent):
+            assert stat.S_IMODE(d.stat().st_mode) == 0o755, d
+    assert not shared_cache.exists()
