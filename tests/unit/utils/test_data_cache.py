@@ -108,9 +108,9 @@ def test_a_kind_directory_swapped_for_a_symlink_as_it_is_made_is_not_chmod_ed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A neighbour who can rename entries of the cache directory (group-writable, no
-    sticky bit: a shared ``XDG_CACHE_HOME``, or one an older hpcenv made) swaps the new ``toml/`` for a link to a 0700 directory of yours right
-    after ``mkdir``: before, ``os.chmod`` by name followed it and made it 0755, and the
-    entry was written there."""
+    sticky bit: a shared ``XDG_CACHE_HOME``, or one an older hpcenv made) swaps the new
+    ``toml/`` for a link to a 0700 directory of yours right after ``mkdir``: before,
+    ``os.chmod`` by name followed it and made it 0755, and the entry was written there."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     cache = tmp_path / "xdg" / "hpcenv"
     victim = tmp_path / "ssh"
