@@ -14,7 +14,8 @@ from packaging.version import Version
 
 from hpcenv import knowledge
 from hpcenv.knowledge import companions
-from hpcenv.knowledge.refresh.companions import Read, pair, pick_wheel, torch_requirement
+from hpcenv.knowledge.companions import Released
+from hpcenv.knowledge.refresh.companions import pair, pick_wheel, torch_requirement
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -78,8 +79,8 @@ def test_the_releases_read_and_those_left_out() -> None:
 # --- the pairing rule and the METADATA reader (knowledge/refresh/companions.py) -----------
 
 
-def _read(version: str, requires: str | None) -> Read:
-    return Read(package="torchvision", version=version, requires=requires, source="s")
+def _read(version: str, requires: str | None) -> Released:
+    return Released(name="torchvision", version=version, requires=requires, source="s")
 
 
 def test_an_exact_pin_wins_over_a_newer_range() -> None:
@@ -90,7 +91,7 @@ def test_an_exact_pin_wins_over_a_newer_range() -> None:
 
 
 def test_no_requirement_is_never_paired() -> None:
-    assert pair("2.11.0", [Read(package="torchaudio", version="2.11.0", requires=None,
+    assert pair("2.11.0", [Released(name="torchaudio", version="2.11.0", requires=None,
                                 source="s")]) is None  # fmt: skip
 
 

@@ -32,6 +32,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from hpcenv.knowledge import listing, remote
+from hpcenv.knowledge.companions import Released
 from hpcenv.knowledge.refresh.toml_out import Written, data_dir, render, write_if_changed
 from hpcenv.utils import fsio
 from hpcenv.utils.errors import BadInput
@@ -46,16 +47,6 @@ Log = Callable[[str], None]
 
 def _quiet(_: str) -> None:
     pass
-
-
-@dataclass(frozen=True, kw_only=True)
-class Read:
-    """One companion release and the torch requirement its wheel's METADATA carries."""
-
-    package: str  # "torchvision"
-    version: str  # "0.28.0"
-    requires: str | None  # "==2.13.0" as written; None: its METADATA names no torch
-    source: str  # the wheel read: URL#sha256
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -170,7 +161,7 @@ def _exact(spec: str, torch: Version) -> bool:
     return len(parts) == 1 and parts[0].operator == "==" and parts[0].contains(torch, True)
 
 
-def pair(torch: str, reads: Iterable[Read]) -> Read | None:
+def pair(torch: str, reads: Iterable[Released]) -> Released | None:
     """The companion release paired with ``torch`` (see the module docstring), or None."""
     v = Version(torch)
     ordered = sorted(reads, key=lambda r: Version(r.version), reverse=True)
@@ -182,7 +173,7 @@ def pair(torch: str, reads: Iterable[Read]) -> Read | None:
     )
 
 
-def none_reason(package: str, torch: str, reads: Sequence[Read]) -> str:
+def none_reason(package: str, torch: str, reads: Sequence[Released]) -> str:
     """Why ``torch`` has no ``package``: said from what was read, never guessed."""
     if not reads:
         return f"no {package} release was read from PyPI"
@@ -198,7 +189,7 @@ def none_reason(package: str, torch: str, reads: Sequence[Read]) -> str:
     )
 
 
-def torch_row(torch: str, reads: Mapping[str, Sequence[Read]]) -> dict[str, object]:
+def torch_row(torch: str, reads: Mapping[str, Sequence[Released]]) -> dict[str, object]:
     row: dict[str, object] = {"version": torch}
     for package in COMPANIONS:
         found = pair(torch, reads.get(package, ()))
@@ -236,7 +227,7 @@ Current to PyPI's uploads up to {newest} (the newest upload among the releases r
 class Project:
     """A companion's releases as read: what each requires, what was not read."""
 
-    reads: tuple[Read, ...]
+    reads: tuple[Released, ...]
     left_out: tuple[LeftOut, ...]
     newest_upload: str
 
@@ -263,7 +254,7 @@ def read_project(pypi: str, package: str, *, log: Log = _quiet) -> Project | Non
     if found is None:
         return None
     url, releases = found
-    reads: list[Read] = []
+    reads: list[Released] = []
     left: list[LeftOut] = []
     newest = ""
     for version in sorted(releases, key=lambda v: _final(v) or Version("0")):
@@ -278,7 +269,7 @@ def read_project(pypi: str, package: str, *, log: Log = _quiet) -> Project | Non
         log(f"reading {package} {version}: {chosen['filename']}")
         requires = read_requires_cached(file_url, sha256=sha)
         source = f"{file_url}#sha256={sha}" if sha else file_url
-        reads.append(Read(package=package, version=version, requires=requires, source=source))
+        reads.append(Released(name=package, version=version, requires=requires, source=source))
         newest = max(newest, str(chosen.get("upload_time_iso_8601") or "")[:10])
     return Project(reads=tuple(reads), left_out=tuple(left), newest_upload=newest)
 
@@ -298,7 +289,7 @@ def render_file(
     count = len(rows)
     for p in projects.values():
         rows += [
-            ("read", {"package": r.package, "version": r.version, "requires": r.requires,
+            ("read", {"package": r.name, "version": r.version, "requires": r.requires,
                       "source": r.source})
             for r in p.reads
         ]  # fmt: skip
@@ -337,4 +328,4 @@ def update_companions(
     return Written(path=path, changed=write_if_changed(path, text), rows=rows)
 
 
-__all__ = ["Read", "pair", "torch_requirement", "update_companions"]
+__all__ = ["pair", "torch_requirement", "update_companions"]
