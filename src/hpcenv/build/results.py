@@ -12,12 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from hpcenv.utils.errors import BadInput
 
 if TYPE_CHECKING:
     from hpcenv.binaries.cudalibs import LinkCheck
+    from hpcenv.project.install_set import Change
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -168,20 +169,6 @@ class InstalledDist:
     local: bool = False
 
 
-class SetChange(Protocol):
-    """A change to a project's set for the node's torch (the project owner's ``Change``):
-    the package, its pin before, the requirement installed instead (None: left out), why."""
-
-    @property
-    def name(self) -> str: ...
-    @property
-    def before(self) -> str | None: ...
-    @property
-    def after(self) -> str | None: ...
-    @property
-    def why(self) -> str: ...
-
-
 @dataclass(frozen=True, kw_only=True)
 class ProjectInstall:
     """What installing a project with the node's torch did (``swap.sync_and_swap``): the
@@ -196,7 +183,7 @@ class ProjectInstall:
     torch_before: str
     variant: str | None
     warnings: tuple[str, ...] = ()
-    changes: tuple[SetChange, ...] = ()
+    changes: tuple[Change, ...] = ()  # project/install_set.Change: each change and why
     copy_skipped: tuple[str, ...] = ()  # what the copy of the project's tree left out
     no_build_isolation: NoIsolation | None = None
     installed_from_copy: tuple[str, ...] | None = None  # None: nothing installed from a copy

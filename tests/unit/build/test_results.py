@@ -5,26 +5,16 @@ from __future__ import annotations
 
 import ast
 import json
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from hpcenv.binaries.cudalibs import LinkCheck
 from hpcenv.build import results
+from hpcenv.project.install_set import Change
 from hpcenv.utils.errors import BadInput
 
 BUILD = Path(results.__file__).parent
-
-
-@dataclass(frozen=True, kw_only=True)
-class Change:
-    """A change to a project's set, shaped as the project owner's (``results.SetChange``)."""
-
-    name: str
-    before: str | None
-    after: str | None
-    why: str
 
 
 #: The edge: where a typed result becomes JSON (the report file, the marker, --json).

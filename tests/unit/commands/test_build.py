@@ -3,20 +3,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from hpcenv.build.results import ProjectInstall
 from hpcenv.commands.build import _project_lines
-
-
-@dataclass(frozen=True, kw_only=True)
-class Change:
-    """A change to a project's set, shaped as the project owner's (``results.SetChange``)."""
-
-    name: str
-    before: str | None
-    after: str | None
-    why: str
+from hpcenv.project.install_set import Change
 
 
 def test_a_project_build_says_what_it_decided() -> None:
