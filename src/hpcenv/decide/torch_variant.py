@@ -35,7 +35,6 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from hpcenv import knowledge
@@ -52,9 +51,12 @@ from hpcenv.knowledge import (
 from hpcenv.knowledge.releases import ARCHES
 from hpcenv.models import DEFAULT_INDEX_URL
 from hpcenv.models.facts import Facts
+from hpcenv.utils import answers
 from hpcenv.utils.errors import BadInput, NoCompatibleBuild
 
 if TYPE_CHECKING:  # types only: an audit's verdict needs neither the plan nor a lookup
+    from packaging.specifiers import SpecifierSet
+
     from hpcenv.knowledge.lookup import Listed, Lookup
     from hpcenv.models.plan import TorchChoice
 
@@ -81,6 +83,8 @@ def parse_spec(spec: str) -> SpecifierSet:
         text = text[5:].strip()
     if not text:
         raise BadInput(f"torch spec {spec!r} is empty; write e.g. '==2.9.1' or '>=2.9,<2.11'")
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
     try:
         Version(text)
     except InvalidVersion:
@@ -197,18 +201,36 @@ def auto_choice(
 # --- which releases the spec names --------------------------------------------------------
 
 
+def selected(spec: str, known: tuple[str, ...]) -> tuple[str | None, tuple[str, ...]]:
+    """(the release an exact ``spec`` pins (:func:`pinned_version`), the releases of
+    ``known`` it matches, newest first): packaging's answer, kept for a lock's next audit
+    (``utils/answers``). ``BadInput`` for a malformed spec (:func:`parse_spec`)."""
+
+    def compute() -> tuple[str | None, tuple[str, ...]]:
+        wanted = parse_spec(spec)
+        return pinned_version(wanted), tuple(
+            sorted(wanted.filter(known), key=Version, reverse=True)
+        )
+
+    return answers.remembered("torch_spec", (spec, known), compute)
+
+
 def candidates(
-    wanted: SpecifierSet, spec: str, arch: str, know: Knowledge, lookup: Lookup | None
+    spec: str,
+    chosen: tuple[str | None, tuple[str, ...]],
+    arch: str,
+    know: Knowledge,
+    lookup: Lookup | None,
 ) -> list[Candidate]:
-    """Releases matching ``wanted``, newest first (see the module docstring).
+    """Releases matching ``spec`` (``chosen``: what :func:`selected` says of it), newest
+    first (see the module docstring).
 
     A release the data lacks is looked up; its variants come only from a listing of that
     release (the PyTorch index, or a lead for exactly that release), never from a
     neighbour's row. Offline, or where nothing lists its variants: ``NoCompatibleBuild``.
     """
     known = know.known_versions()
-    exact = pinned_version(wanted)
-    matches = sorted(wanted.filter(known), key=Version, reverse=True)
+    exact, matches = chosen
     if matches and (exact is None or exact in known):
         out = []
         for v in matches:
@@ -225,7 +247,7 @@ def candidates(
             f"hpcenv knows ({known[0]} to {known[-1]})"
         )
     hint = {v for r in know.releases[-3:] for p in r.platforms.values() for v in p.variants}
-    found = lookup(wanted, known, sorted(hint))
+    found = lookup(parse_spec(spec), known, sorted(hint))
     if found.releases:
         return _listed(found.releases, arch, know, lookup)
     if found.consulted:
@@ -340,7 +362,7 @@ def decide(
     ``chosen=None`` and its ``fixes``.
     """
     know = know or knowledge.load()
-    wanted = parse_spec(spec)
+    picked = selected(spec, know.known_versions())
     if not facts.arch:
         raise BadInput(
             f"{facts.source or 'facts'}: 'arch' is unknown; record facts on the node "
@@ -348,7 +370,7 @@ def decide(
         )
     _driver(facts)  # a driver string that is not a version is bad input, named here
     arch = facts.arch
-    cands = candidates(wanted, spec, arch, know, lookup)
+    cands = candidates(spec, picked, arch, know, lookup)
     with_arch = [c for c in cands if c.platform is not None]
     if not with_arch:
         top = cands[0]
