@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 from packaging.version import InvalidVersion, Version
 
 from hpcenv import knowledge
-from hpcenv.decide.torch_decision import Assessment, Blocked, Candidate, Decision, Fixes
+from hpcenv.decide.torch_assessment import Assessment
 from hpcenv.decide.torch_variant_words import REFRESH, describe_gpus, driver_reason, explain
 from hpcenv.kit.coverage import covers
 from hpcenv.knowledge import (
@@ -54,9 +54,11 @@ from hpcenv.models.facts import Facts
 from hpcenv.utils import answers
 from hpcenv.utils.errors import BadInput, NoCompatibleBuild
 
-if TYPE_CHECKING:  # types only: an audit's verdict needs neither the plan nor a lookup
+if TYPE_CHECKING:  # types only: an audit's verdict needs neither the plan nor a lookup,
+    # nor the decision's types (imported where a decision is made)
     from packaging.specifiers import SpecifierSet
 
+    from hpcenv.decide.torch_decision import Candidate, Decision, Fixes
     from hpcenv.knowledge.lookup import Listed, Lookup
     from hpcenv.models.plan import TorchChoice
 
@@ -229,6 +231,8 @@ def candidates(
     release (the PyTorch index, or a lead for exactly that release), never from a
     neighbour's row. Offline, or where nothing lists its variants: ``NoCompatibleBuild``.
     """
+    from hpcenv.decide.torch_decision import Candidate
+
     known = know.known_versions()
     exact, matches = chosen
     if matches and (exact is None or exact in known):
@@ -265,6 +269,8 @@ def _listed(
 ) -> list[Candidate]:
     """Candidates for releases a lookup found: variants from the index's listing of that
     release (or a lead for exactly it); a release only PyPI lists has unknown variants."""
+    from hpcenv.decide.torch_decision import Candidate
+
     out = []
     unknown = []
     for listed in releases:
@@ -311,6 +317,8 @@ def _nearest_with_arch(version: str, arch: str, know: Knowledge) -> str | None:
 
 
 def _fixes(facts: Facts, c: Candidate, assessed: tuple[Assessment, ...], know: Knowledge) -> Fixes:
+    from hpcenv.decide.torch_decision import Fixes
+
     older = None
     for other in reversed(know.known_versions()):
         if other == c.version:
@@ -361,6 +369,8 @@ def decide(
     release at all. A release with no build that runs is a ``Decision`` with
     ``chosen=None`` and its ``fixes``.
     """
+    from hpcenv.decide.torch_decision import Blocked, Decision
+
     know = know or knowledge.load()
     picked = selected(spec, know.known_versions())
     if not facts.arch:
@@ -475,8 +485,6 @@ def raise_if_none(choice: TorchChoice, where: str = "this node") -> TorchChoice:
 __all__ = [
     "DEFAULT_INDEX_URL",
     "Assessment",
-    "Decision",
-    "Fixes",
     "assess",
     "decide",
     "describe_gpus",

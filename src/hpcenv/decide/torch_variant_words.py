@@ -17,7 +17,8 @@ from hpcenv.knowledge import Knowledge, cuda_key
 from hpcenv.models.facts import Facts, Gpu
 
 if TYPE_CHECKING:
-    from hpcenv.decide.torch_decision import Assessment, Candidate, Decision, Fixes
+    from hpcenv.decide.torch_assessment import Assessment
+    from hpcenv.decide.torch_decision import Candidate, Decision, Fixes
     from hpcenv.models.plan import TorchChoice
 
 REFRESH = "'hpcenv knowledge update' refreshes hpcenv's data"

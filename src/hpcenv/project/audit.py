@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 from packaging.version import InvalidVersion, Version
 
 from hpcenv import knowledge
-from hpcenv.decide import companions, cuda_packages, torch_fit
+from hpcenv.decide import companions, cuda_packages
 from hpcenv.decide.torch_variant import assess, describe_gpus, driver_reason
 from hpcenv.models.facts import Facts
 from hpcenv.project import containment, uv_lock
@@ -330,6 +330,8 @@ def resolve_for(
     target = project_resolve.Target(arch=arch, glibc=facts.glibc, python=py)
     pinned = _pinned_torch(request.requirements)
     if pinned:  # before uv: exit 3 naming the fix, not uv's resolver error
+        from hpcenv.decide import torch_fit
+
         torch_fit.check(
             pinned, arch, py, facts.glibc, where="the node",
             python_where="--python" if python else "--python X.Y, or the node's Python",
@@ -868,6 +870,7 @@ def _audit_of(
     )
     if pkgs.kind != "venv" and pkgs.lock is None and found.version:
         # a pinned torch of a hand-written file: PyPI's wheels of that release (hpcenv's data)
+        from hpcenv.decide import torch_fit
         from hpcenv.project import torch_wish
 
         torch_fit.check(
