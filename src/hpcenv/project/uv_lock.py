@@ -573,12 +573,19 @@ def _marker(text: str) -> Marker:
     return Marker(text)
 
 
-def _holds(marker: str, env: Mapping[str, str], where: Path) -> bool:
+def _holds(
+    marker: str, env: Mapping[str, str], where: Path, env_key: tuple[object, ...] | None = None
+) -> bool:
     """A PEP 508 marker (as ``uv export`` prints it) evaluated for the node by ``packaging``
-    (its answer kept for the next audit of the lock: ``utils/answers``)."""
-    return answers.remembered(
-        "marker", (marker, tuple(sorted(env.items()))), lambda: _evaluated(marker, env, where)
-    )
+    (its answer kept for the next audit of the lock: ``utils/answers``, under ``env_key``,
+    :func:`_env_key` of ``env``, made once per node by the caller that asks many)."""
+    key = env_key or _env_key(env)
+    return answers.remembered("marker", (marker, key), lambda: _evaluated(marker, env, where))
+
+
+def _env_key(env: Mapping[str, str]) -> tuple[object, ...]:
+    """A marker environment as plain data, the same for the same values."""
+    return tuple(sorted(env.items()))
 
 
 def _evaluated(marker: str, env: Mapping[str, str], where: Path) -> bool:
@@ -702,13 +709,15 @@ class _Markers:
         self.env = env
         self.where = where
         self._seen: dict[tuple[str, str | None], bool] = {}
+        self._keys: dict[str | None, tuple[object, ...]] = {}  # per extra: one object, kept once
 
     def holds(self, marker: str, extra: str | None = None) -> bool:
         key = (marker, extra)
         hit = self._seen.get(key)
         if hit is None:
             env = self.env if extra is None else {**self.env, "extra": extra}
-            hit = self._seen[key] = _holds(marker, env, self.where)
+            env_key = self._keys.get(extra) or self._keys.setdefault(extra, _env_key(env))
+            hit = self._seen[key] = _holds(marker, env, self.where, env_key)
         return hit
 
     def holds_with(self, marker: str, active: Iterable[str]) -> bool:
