@@ -25,7 +25,7 @@ from hpcenv.decide import torch_variant
 from hpcenv.decide.companions import Companions, companions_for
 from hpcenv.models import DEFAULT_INDEX_URL
 from hpcenv.models.facts import Facts
-from hpcenv.models.plan import TorchChoice
+from hpcenv.models.torch_choice import TorchChoice
 
 if TYPE_CHECKING:  # types only: audit's fix asks no index and no spec of packaging's
     from packaging.specifiers import SpecifierSet

@@ -60,7 +60,7 @@ if TYPE_CHECKING:  # types only: an audit's verdict needs neither the plan nor a
 
     from hpcenv.decide.torch_decision import Candidate, Decision, Fixes
     from hpcenv.knowledge.lookup import Listed, Lookup
-    from hpcenv.models.plan import TorchChoice
+    from hpcenv.models.torch_choice import TorchChoice
 
 INDEX_ENV = "HPCENV_TORCH_INDEX_URL"
 

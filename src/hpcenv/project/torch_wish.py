@@ -30,7 +30,7 @@ from hpcenv.decide.torch_choice import (
 from hpcenv.decide.torch_variant import assess
 from hpcenv.models import DEFAULT_INDEX_URL
 from hpcenv.models.facts import Facts
-from hpcenv.models.plan import Plan, TorchChoice
+from hpcenv.models.torch_choice import TorchChoice
 from hpcenv.tools import uv
 from hpcenv.utils.errors import BadInput, BuildFailed, NoCompatibleBuild
 
@@ -39,6 +39,7 @@ if TYPE_CHECKING:  # imported where used: an audit of a uv.lock needs no file re
     from packaging.requirements import Requirement
 
     from hpcenv.knowledge.lookup import Lookup
+    from hpcenv.models.plan import Plan
     from hpcenv.project import readers
 
 #: Packages published per torch variant with the variant as local label.
