@@ -24,7 +24,8 @@ from hpcenv.decide.torch_variant import index_base, raise_if_none
 from hpcenv.facts import collect
 from hpcenv.knowledge.lookup import Lookup, pypi_base
 from hpcenv.models.facts import Facts
-from hpcenv.models.plan import FlashAttnChoice, TorchChoice
+from hpcenv.models.plan import FlashAttnChoice
+from hpcenv.models.torch_choice import TorchChoice
 from hpcenv.profile.schema import BACKEND, FlashAttnSection
 from hpcenv.project.torch_wish import choice_for, runs_on
 from hpcenv.utils.errors import BadInput, NoCompatibleBuild

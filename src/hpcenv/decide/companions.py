@@ -14,11 +14,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from hpcenv import knowledge
 from hpcenv.knowledge.companions import FILE, NAMES, CompanionData, Pairing
+from hpcenv.utils import answers
 from hpcenv.utils.errors import BadInput
 
 
@@ -116,7 +116,18 @@ class Mismatch:
 
 
 def _admits(requires: str | None, torch: Version) -> bool:
-    return bool(requires) and SpecifierSet(requires or "").contains(torch.public, True)
+    """Whether a companion's torch requirement admits ``torch`` (its answer kept for a
+    lock's next audit: ``utils/answers``)."""
+    if not requires:
+        return False
+    public = torch.public
+
+    def contains() -> bool:
+        from packaging.specifiers import SpecifierSet
+
+        return SpecifierSet(requires).contains(public, True)
+
+    return answers.remembered("in_specifier_pre", (requires, public), contains)
 
 
 def _fix(name: str, torch: str, pair: Companions) -> str:

@@ -62,10 +62,12 @@ class Node:
 
 def cuda_major(name: str, version: str) -> int | None:
     """The CUDA major a package names in its version label or its name (None: none)."""
-    try:
-        local = Version(version).local or ""
-    except InvalidVersion:
-        local = ""
+    local = ""
+    if "+" in version:  # only a version with a ``+`` has a local label (~300 in a lock)
+        try:
+            local = Version(version).local or ""
+        except InvalidVersion:
+            local = ""
     for text, pattern in ((local, _LABEL_MAJOR), (name, _NAME_MAJOR)):
         m = pattern.search(text)
         if m:

@@ -16,7 +16,8 @@ from hpcenv import knowledge
 from hpcenv.decide.torch_variant import describe_gpus
 from hpcenv.knowledge import FlashAttnWheels, cap_key, variant_cuda
 from hpcenv.models.facts import Facts
-from hpcenv.models.plan import FlashAttnChoice, TorchChoice
+from hpcenv.models.plan import FlashAttnChoice
+from hpcenv.models.torch_choice import TorchChoice
 from hpcenv.utils.errors import BadInput
 
 MODES = ("auto", "wheel", "build", "skip")

@@ -24,7 +24,8 @@ from hpcenv.decide.torch_variant import describe_gpus, index_base, raise_if_none
 from hpcenv.knowledge import cap_key
 from hpcenv.models import wheel_fit
 from hpcenv.models.facts import Facts
-from hpcenv.models.plan import Plan, Step, TorchChoice
+from hpcenv.models.plan import Plan, Step
+from hpcenv.models.torch_choice import TorchChoice
 from hpcenv.profile.schema import Profile
 from hpcenv.utils.errors import BadInput
 

@@ -18,16 +18,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-
-from packaging.specifiers import SpecifierSet
+from typing import TYPE_CHECKING
 
 from hpcenv import knowledge
 from hpcenv.decide import torch_variant
 from hpcenv.decide.companions import Companions, companions_for
-from hpcenv.knowledge.lookup import Lookup
 from hpcenv.models import DEFAULT_INDEX_URL
 from hpcenv.models.facts import Facts
-from hpcenv.models.plan import TorchChoice
+from hpcenv.models.torch_choice import TorchChoice
+
+if TYPE_CHECKING:  # types only: audit's fix asks no index and no spec of packaging's
+    from packaging.specifiers import SpecifierSet
+
+    from hpcenv.knowledge.lookup import Lookup
 
 
 @dataclass(frozen=True, kw_only=True)

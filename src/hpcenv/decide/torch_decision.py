@@ -1,36 +1,16 @@
-"""The torch variant decision as data: each variant judged (``Assessment``), the release
-chosen (``Candidate``), what would fix a node where none runs (``Fixes``), and the whole
-``Decision``. ``torch_variant`` decides, ``torch_variant_words`` words it; both read these
-types, so neither imports the other's half."""
+"""The torch variant decision as data: the release chosen (``Candidate``), a newer one that
+cannot run (``Blocked``), what would fix a node where none runs (``Fixes``), and the whole
+``Decision``; each variant judged is ``torch_assessment.Assessment``. ``torch_variant``
+decides, ``torch_variant_words`` words it; both read these types, so neither imports the
+other's half. Only a decision imports this module: an audit whose torch runs judges one
+variant (``Assessment``) and creates none of these types (start-up time)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hpcenv.knowledge import ArchSet, PlatformVariants
-
-
-@dataclass(frozen=True, kw_only=True)
-class Assessment:
-    """Whether one variant of one torch release can run on one node, and why (not)."""
-
-    variant: str
-    cuda: str | None  # "12.6"; None for cpu
-    min_driver: str | None  # GA minimum driver of that toolkit; None: unknown
-    outright: bool  # driver >= min_driver
-    minor_compat: bool  # not outright, but same-major minor-version compatibility holds
-    major_min_driver: str | None
-    archs: ArchSet | None
-    missing: tuple[str, ...]  # compute capabilities the variant has no code for
-    covered_by: tuple[str, ...]  # per GPU cap: how it is covered ("sm_90", "PTX 12.0")
-
-    @property
-    def arch_ok(self) -> bool:
-        return self.archs is not None and not self.missing
-
-    @property
-    def runs(self) -> bool:
-        return self.arch_ok and (self.outright or self.minor_compat)
+from hpcenv.decide.torch_assessment import Assessment
+from hpcenv.knowledge import PlatformVariants
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -35,11 +35,10 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from hpcenv import knowledge
-from hpcenv.decide.torch_decision import Assessment, Blocked, Candidate, Decision, Fixes
+from hpcenv.decide.torch_assessment import Assessment
 from hpcenv.decide.torch_variant_words import REFRESH, describe_gpus, driver_reason, explain
 from hpcenv.kit.coverage import covers
 from hpcenv.knowledge import (
@@ -52,11 +51,16 @@ from hpcenv.knowledge import (
 from hpcenv.knowledge.releases import ARCHES
 from hpcenv.models import DEFAULT_INDEX_URL
 from hpcenv.models.facts import Facts
+from hpcenv.utils import answers
 from hpcenv.utils.errors import BadInput, NoCompatibleBuild
 
-if TYPE_CHECKING:  # types only: an audit's verdict needs neither the plan nor a lookup
+if TYPE_CHECKING:  # types only: an audit's verdict needs neither the plan nor a lookup,
+    # nor the decision's types (imported where a decision is made)
+    from packaging.specifiers import SpecifierSet
+
+    from hpcenv.decide.torch_decision import Candidate, Decision, Fixes
     from hpcenv.knowledge.lookup import Listed, Lookup
-    from hpcenv.models.plan import TorchChoice
+    from hpcenv.models.torch_choice import TorchChoice
 
 INDEX_ENV = "HPCENV_TORCH_INDEX_URL"
 
@@ -81,6 +85,8 @@ def parse_spec(spec: str) -> SpecifierSet:
         text = text[5:].strip()
     if not text:
         raise BadInput(f"torch spec {spec!r} is empty; write e.g. '==2.9.1' or '>=2.9,<2.11'")
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
     try:
         Version(text)
     except InvalidVersion:
@@ -197,18 +203,38 @@ def auto_choice(
 # --- which releases the spec names --------------------------------------------------------
 
 
+def selected(spec: str, known: tuple[str, ...]) -> tuple[str | None, tuple[str, ...]]:
+    """(the release an exact ``spec`` pins (:func:`pinned_version`), the releases of
+    ``known`` it matches, newest first): packaging's answer, kept for a lock's next audit
+    (``utils/answers``). ``BadInput`` for a malformed spec (:func:`parse_spec`)."""
+
+    def compute() -> tuple[str | None, tuple[str, ...]]:
+        wanted = parse_spec(spec)
+        return pinned_version(wanted), tuple(
+            sorted(wanted.filter(known), key=Version, reverse=True)
+        )
+
+    return answers.remembered("torch_spec", (spec, known), compute)
+
+
 def candidates(
-    wanted: SpecifierSet, spec: str, arch: str, know: Knowledge, lookup: Lookup | None
+    spec: str,
+    chosen: tuple[str | None, tuple[str, ...]],
+    arch: str,
+    know: Knowledge,
+    lookup: Lookup | None,
 ) -> list[Candidate]:
-    """Releases matching ``wanted``, newest first (see the module docstring).
+    """Releases matching ``spec`` (``chosen``: what :func:`selected` says of it), newest
+    first (see the module docstring).
 
     A release the data lacks is looked up; its variants come only from a listing of that
     release (the PyTorch index, or a lead for exactly that release), never from a
     neighbour's row. Offline, or where nothing lists its variants: ``NoCompatibleBuild``.
     """
+    from hpcenv.decide.torch_decision import Candidate
+
     known = know.known_versions()
-    exact = pinned_version(wanted)
-    matches = sorted(wanted.filter(known), key=Version, reverse=True)
+    exact, matches = chosen
     if matches and (exact is None or exact in known):
         out = []
         for v in matches:
@@ -225,7 +251,7 @@ def candidates(
             f"hpcenv knows ({known[0]} to {known[-1]})"
         )
     hint = {v for r in know.releases[-3:] for p in r.platforms.values() for v in p.variants}
-    found = lookup(wanted, known, sorted(hint))
+    found = lookup(parse_spec(spec), known, sorted(hint))
     if found.releases:
         return _listed(found.releases, arch, know, lookup)
     if found.consulted:
@@ -243,6 +269,8 @@ def _listed(
 ) -> list[Candidate]:
     """Candidates for releases a lookup found: variants from the index's listing of that
     release (or a lead for exactly it); a release only PyPI lists has unknown variants."""
+    from hpcenv.decide.torch_decision import Candidate
+
     out = []
     unknown = []
     for listed in releases:
@@ -289,6 +317,8 @@ def _nearest_with_arch(version: str, arch: str, know: Knowledge) -> str | None:
 
 
 def _fixes(facts: Facts, c: Candidate, assessed: tuple[Assessment, ...], know: Knowledge) -> Fixes:
+    from hpcenv.decide.torch_decision import Fixes
+
     older = None
     for other in reversed(know.known_versions()):
         if other == c.version:
@@ -339,8 +369,10 @@ def decide(
     release at all. A release with no build that runs is a ``Decision`` with
     ``chosen=None`` and its ``fixes``.
     """
+    from hpcenv.decide.torch_decision import Blocked, Decision
+
     know = know or knowledge.load()
-    wanted = parse_spec(spec)
+    picked = selected(spec, know.known_versions())
     if not facts.arch:
         raise BadInput(
             f"{facts.source or 'facts'}: 'arch' is unknown; record facts on the node "
@@ -348,7 +380,7 @@ def decide(
         )
     _driver(facts)  # a driver string that is not a version is bad input, named here
     arch = facts.arch
-    cands = candidates(wanted, spec, arch, know, lookup)
+    cands = candidates(spec, picked, arch, know, lookup)
     with_arch = [c for c in cands if c.platform is not None]
     if not with_arch:
         top = cands[0]
@@ -453,8 +485,6 @@ def raise_if_none(choice: TorchChoice, where: str = "this node") -> TorchChoice:
 __all__ = [
     "DEFAULT_INDEX_URL",
     "Assessment",
-    "Decision",
-    "Fixes",
     "assess",
     "decide",
     "describe_gpus",

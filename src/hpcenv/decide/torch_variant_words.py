@@ -17,8 +17,9 @@ from hpcenv.knowledge import Knowledge, cuda_key
 from hpcenv.models.facts import Facts, Gpu
 
 if TYPE_CHECKING:
-    from hpcenv.decide.torch_decision import Assessment, Candidate, Decision, Fixes
-    from hpcenv.models.plan import TorchChoice
+    from hpcenv.decide.torch_assessment import Assessment
+    from hpcenv.decide.torch_decision import Candidate, Decision, Fixes
+    from hpcenv.models.torch_choice import TorchChoice
 
 REFRESH = "'hpcenv knowledge update' refreshes hpcenv's data"
 
@@ -183,7 +184,9 @@ def _data_warnings(d: Decision, facts: Facts) -> list[str]:
 
 def explain(d: Decision, facts: Facts, know: Knowledge | None = None) -> TorchChoice:
     """The ``TorchChoice`` (reasons, warnings, error) for decision ``d``."""
-    from hpcenv.models.plan import TorchChoice  # here: an audit's words do not import the plan
+    from hpcenv.models.torch_choice import (
+        TorchChoice,
+    )  # here: an audit's words do not import the plan
 
     know = know or knowledge.load()
     words = _Words(reasons=_release_reasons(d, facts, know), warnings=_gpu_warnings(facts))

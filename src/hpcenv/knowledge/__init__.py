@@ -23,9 +23,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from hpcenv.knowledge import companions as companion_data
@@ -34,6 +33,10 @@ from hpcenv.knowledge import vllm as vllm_data
 from hpcenv.knowledge.companions import CompanionData
 from hpcenv.knowledge.releases import ArchSet, PlatformVariants, TorchData, TorchRelease
 from hpcenv.knowledge.vllm import VllmRange
+from hpcenv.utils import answers
+
+if TYPE_CHECKING:  # imported where used: a lock audited again asks packaging nothing
+    from packaging.specifiers import SpecifierSet
 
 # --- small value helpers --------------------------------------------------------------
 
@@ -191,9 +194,20 @@ class Knowledge:
     # -- vLLM ----------------------------------------------------------------------
 
     def vllm_min_cc(self, version: str) -> VllmRange | None:
-        """The vLLM range ``version`` falls in, or None where the data says nothing."""
-        v = Version(version)
-        return next((r for r in self.vllm if v in SpecifierSet(r.versions)), None)
+        """The vLLM range ``version`` falls in, or None where the data says nothing (each
+        range's answer kept for a lock's next audit: ``utils/answers``)."""
+        return next((r for r in self.vllm if _in_range(version, r.versions)), None)
+
+
+def _in_range(version: str, versions: str) -> bool:
+    """Whether ``version`` is in the specifier set ``versions`` (``>=0.10,<0.11``)."""
+
+    def contains() -> bool:
+        from packaging.specifiers import SpecifierSet
+
+        return Version(version) in SpecifierSet(versions)
+
+    return answers.remembered("in_specifier", (versions, version), contains)
 
 
 # --- loading --------------------------------------------------------------------------

@@ -15,9 +15,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from functools import cache
+from typing import TYPE_CHECKING
 
-from packaging.tags import Tag, compatible_tags, cpython_tags, parse_tag
-from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+from hpcenv.utils import answers
+
+if TYPE_CHECKING:  # imported where used: a lock audited again asks packaging nothing
+    from packaging.tags import Tag
 
 _LEGACY = {17: "manylinux2014", 12: "manylinux2010", 5: "manylinux1"}
 _LEGACY_ARCHES = {"manylinux2014": None, "manylinux2010": ("x86_64", "i686"),
@@ -57,6 +60,8 @@ def platforms(arch: str, glibc: str | None) -> tuple[str, ...]:
 @cache
 def node_tags(python: str, arch: str, glibc: str | None) -> frozenset[Tag]:
     """Every tag CPython ``python`` on a glibc ``glibc`` Linux ``arch`` node installs."""
+    from packaging.tags import compatible_tags, cpython_tags
+
     key = python_key(python)
     if key is None:
         return frozenset()
@@ -81,6 +86,8 @@ def _node(
     packaging's ``cpython_tags`` and ``compatible_tags`` give every pair for every platform,
     so a tag is in ``node_tags`` when its pair and platform are here or it is an ``any``
     tag; this is its membership test without building the ~1,800 tags."""
+    from packaging.tags import compatible_tags, cpython_tags
+
     key = python_key(python)
     if key is None:
         return frozenset(), frozenset(), frozenset()
@@ -102,11 +109,24 @@ def _installs(tag: Tag, python: str, arch: str, glibc: str | None) -> bool:
 def tags_fit(tags: Iterable[str], *, python: str, arch: str, glibc: str | None) -> bool:
     """Whether any of ``tags`` (``cp311-cp311-manylinux_2_28_x86_64``, compressed tag sets
     allowed) installs on the node."""
+    from packaging.tags import parse_tag
+
     return any(_installs(t, python, arch, glibc) for text in tags for t in parse_tag(text))
 
 
 def wheel_fits(filename: str, *, python: str, arch: str, glibc: str | None = None) -> bool:
-    """Whether the wheel file ``filename`` installs on the node (see the module docstring)."""
+    """Whether the wheel file ``filename`` installs on the node (see the module docstring);
+    the answer is kept for a lock's next audit (``utils/answers``)."""
+    return answers.remembered(
+        "wheel_fits",
+        (filename, python, arch, glibc),
+        lambda: _wheel_fits(filename, python=python, arch=arch, glibc=glibc),
+    )
+
+
+def _wheel_fits(filename: str, *, python: str, arch: str, glibc: str | None) -> bool:
+    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
     try:
         _name, _version, _build, tags = parse_wheel_filename(filename)
     except InvalidWheelFilename:
@@ -116,6 +136,8 @@ def wheel_fits(filename: str, *, python: str, arch: str, glibc: str | None = Non
 
 def min_glibc(tags: Iterable[str]) -> tuple[int, int] | None:
     """The lowest glibc any of ``tags``' Linux platforms needs, or None (none is manylinux)."""
+    from packaging.tags import parse_tag
+
     needs: list[tuple[int, int]] = []
     for text in tags:
         for t in parse_tag(text):

@@ -24,35 +24,27 @@ message names both.
 
 from __future__ import annotations
 
-import platform
+import os
 import re
 import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from packaging.markers import (
-    InvalidMarker,
-    Marker,
-    UndefinedComparison,
-    UndefinedEnvironmentName,
-    default_environment,
-)
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from hpcenv import knowledge
-from hpcenv.decide import companions, cuda_packages, torch_fit
+from hpcenv.decide import companions, cuda_packages
 from hpcenv.decide.torch_variant import assess, describe_gpus, driver_reason
 from hpcenv.models.facts import Facts
 from hpcenv.project import containment, uv_lock
 from hpcenv.project.request import forced_python, python_for
-from hpcenv.utils import fsio
+from hpcenv.project.uv_lock import canonicalize_name
+from hpcenv.utils import answers, fsio
 from hpcenv.utils.errors import BadInput, CommandFailed, NoCompatibleBuild
 
-if TYPE_CHECKING:  # imported where used: a uv.lock's audit needs neither (start-up time)
+if TYPE_CHECKING:  # imported where used: a uv.lock's audit needs neither (start-up time),
+    # nor packaging's markers, requirements or specifiers (a lock audited again: utils/answers)
     from hpcenv.binaries import archs  # a venv's binaries
     from hpcenv.project import readers  # hand-written files
 
@@ -152,16 +144,21 @@ def _add(found: dict[str, list[str]], name: str, version: str) -> None:
         found[key].append(version)
 
 
-def read_uv_lock(path: Path) -> Packages:
-    lock = uv_lock.read_lock(path)
+def _versions(lock: uv_lock.Lock) -> dict[str, tuple[str, ...]]:
+    """The lock's versions by name (a lock's names are already normalised)."""
     found: dict[str, list[str]] = {}
     for pkg in lock.packages:
-        if pkg.version is not None:
-            _add(found, pkg.name, pkg.version)
+        if pkg.version is not None and pkg.version not in found.setdefault(pkg.name, []):
+            found[pkg.name].append(pkg.version)
+    return _freeze(found)
+
+
+def read_uv_lock(path: Path) -> Packages:
+    lock = uv_lock.read_lock(path)
     return Packages(
         source=str(path),
         kind="uv.lock",
-        versions=_freeze(found),
+        versions=_versions(lock),
         lock=lock,
         project=uv_lock.read_project(path.parent),
     )
@@ -185,6 +182,8 @@ def parse_requirements(text: str, source: str, kind: str = "requirements") -> Pa
         rest = line[match.end() :].lstrip()
         if rest.startswith(";"):
             marker = _OPTION.split(rest[1:], 1)[0].strip()
+            from packaging.markers import InvalidMarker, Marker
+
             try:
                 Marker(marker)
             except InvalidMarker as exc:
@@ -278,6 +277,8 @@ def _is_venv(path: Path) -> bool:
 def _pinned_torch(lines: tuple[str, ...]) -> str | None:
     """The release an exact ``torch==X`` line (no marker) pins, else None
     (``readers.exact_release``: conda's ``pytorch=1.11.0`` is 1.11.0)."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
     from hpcenv.project import readers
 
     for line in lines:
@@ -318,7 +319,7 @@ def resolve_for(
             raise BadInput(f"{pkgs.source}: --extra selects optional dependencies of a "
                            f"pyproject.toml or setup.py; this is a {pkgs.kind}")  # fmt: skip
         request = readers.read(Path(pkgs.source), extras=selection.extras, root=Path(request.root))
-    arch = facts.arch or platform.machine()
+    arch = facts.arch or os.uname().machine
     if python:
         chosen = forced_python(python, request.requires_python, request.source)
     else:
@@ -329,6 +330,8 @@ def resolve_for(
     target = project_resolve.Target(arch=arch, glibc=facts.glibc, python=py)
     pinned = _pinned_torch(request.requirements)
     if pinned:  # before uv: exit 3 naming the fix, not uv's resolver error
+        from hpcenv.decide import torch_fit
+
         torch_fit.check(
             pinned, arch, py, facts.glibc, where="the node",
             python_where="--python" if python else "--python X.Y, or the node's Python",
@@ -414,6 +417,8 @@ def _named_unpinned(found: Packages, request: readers.Request) -> tuple[Packages
 def _release_pin(line: str) -> str:
     """``torch==1.11.0.*`` (conda's ``pytorch=1.11.0``) -> ``torch==1.11.0``: the release
     ``readers.exact_release`` reads it as; other lines as they are."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
     from hpcenv.project import readers
 
     try:
@@ -481,6 +486,8 @@ def _lowest_python(requires_python: str | None) -> str | None:
     """The oldest Python a ``requires-python`` such as ``>=3.11`` admits (None: unknown)."""
     if not requires_python:
         return None
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
     try:
         specs = SpecifierSet(requires_python)
     except InvalidSpecifier:
@@ -506,8 +513,10 @@ def marker_environment(
     admits; without that, the interpreter running hpcenv (only ``python_version``
     markers depend on it, and torch's CUDA runtimes are chosen by ``platform_machine``).
     """
-    env = {k: str(v) for k, v in default_environment().items()}
-    env.update(
+    uname = os.uname()
+    env = dict(
+        platform_release=uname.release,  # as platform.release(): this machine's
+        platform_version=uname.version,
         platform_machine=arch,
         sys_platform="linux",
         platform_system="Linux",
@@ -529,8 +538,11 @@ def marker_environment(
             python_full_version=full,
             implementation_version=full,
         )
-        break
-    return env
+        return env
+    # no Python known: this interpreter's (packaging's default environment)
+    from packaging.markers import default_environment
+
+    return {**{k: str(v) for k, v in default_environment().items()}, **env}
 
 
 class _MarkerError(Exception):
@@ -541,6 +553,8 @@ def _applies(marker: str | None, env: dict[str, str] | None) -> bool:
     """Whether ``marker`` holds in ``env`` (no environment: every marker holds)."""
     if marker is None or env is None:
         return True
+    from packaging.markers import Marker, UndefinedComparison, UndefinedEnvironmentName
+
     try:
         return Marker(marker).evaluate(env)
     except (UndefinedComparison, UndefinedEnvironmentName, InvalidVersion) as exc:
@@ -705,7 +719,7 @@ def _examine_lock(
     assert lock is not None and project is not None
     warnings: list[str] = []
     if not arch:
-        arch = platform.machine()
+        arch = os.uname().machine
         warnings.append(f"the node's arch is unknown: audited for this machine's {arch}")
     if python and python_from == "--python":
         requires = project.requires_python or lock.requires_python
@@ -823,9 +837,26 @@ def audit(
     ``node``) can run it. ``selection`` picks a uv.lock's extras and groups; ``python``
     overrides the Python the markers are evaluated for. A project's code never runs
     unless ``allow_build`` (then in a copy of it: ``project_resolve``)."""
+    pkgs = read(path)
+    # packaging's answers for this lock, kept for its next audit (utils/answers)
+    with answers.kept(pkgs.lock.digest if pkgs.lock else None):
+        return _audit_of(
+            pkgs, facts, selection=selection, python=python, node=node, allow_build=allow_build
+        )
+
+
+def _audit_of(
+    pkgs: Packages,
+    facts: Facts,
+    *,
+    selection: uv_lock.Selection,
+    python: str | None,
+    node: str,
+    allow_build: bool,
+) -> Audit:
+    """:func:`audit` of what was read."""
     # read: the install set (a hand-written file resolved for the node first), its CUDA
     # packages, a venv's binaries
-    pkgs = read(path)
     if pkgs.request is not None:
         pkgs = resolve_for(pkgs, facts, python=python, selection=selection, allow_build=allow_build)
         selection = uv_lock.DEFAULT_SELECTION
@@ -839,6 +870,7 @@ def audit(
     )
     if pkgs.kind != "venv" and pkgs.lock is None and found.version:
         # a pinned torch of a hand-written file: PyPI's wheels of that release (hpcenv's data)
+        from hpcenv.decide import torch_fit
         from hpcenv.project import torch_wish
 
         torch_fit.check(

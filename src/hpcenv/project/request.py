@@ -16,10 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from packaging.utils import canonicalize_name
-
 from hpcenv.project import uv_lock
-from hpcenv.project.uv_lock import PythonChoice
+from hpcenv.project.uv_lock import PythonChoice, canonicalize_name
 from hpcenv.utils.errors import BadInput
 
 if TYPE_CHECKING:  # imported where used: an audit of a uv.lock needs neither (start-up)

@@ -16,9 +16,6 @@ import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from hpcenv import knowledge
@@ -31,14 +28,18 @@ from hpcenv.decide.torch_choice import (
     runs_on,
 )
 from hpcenv.decide.torch_variant import assess
-from hpcenv.knowledge.lookup import Lookup
 from hpcenv.models import DEFAULT_INDEX_URL
 from hpcenv.models.facts import Facts
-from hpcenv.models.plan import Plan, TorchChoice
+from hpcenv.models.torch_choice import TorchChoice
 from hpcenv.tools import uv
 from hpcenv.utils.errors import BadInput, BuildFailed, NoCompatibleBuild
 
-if TYPE_CHECKING:  # imported where used: an audit of a uv.lock needs no file reader
+if TYPE_CHECKING:  # imported where used: an audit of a uv.lock needs no file reader, and
+    # its fix no requirement or specifier of packaging's (a lock audited again: utils/answers)
+    from packaging.requirements import Requirement
+
+    from hpcenv.knowledge.lookup import Lookup
+    from hpcenv.models.plan import Plan
     from hpcenv.project import readers
 
 #: Packages published per torch variant with the variant as local label.
@@ -47,6 +48,10 @@ TORCH_FAMILY = ("torch", "torchvision", "torchaudio")
 
 def torch_line(request: readers.Request) -> Requirement | None:
     """The project's torch requirement (its first ``torch`` line), if it has one."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    from hpcenv.project.uv_lock import canonicalize_name
+
     for line in request.requirements:
         try:
             req = Requirement(line)
@@ -94,6 +99,8 @@ def version_for(
     version = readers.exact_release(spec.specifier)
     if version is not None:
         return version, f"the project pins torch{text}: the node's build of {version}"
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
     try:
         wanted = SpecifierSet(text) if text else SpecifierSet()
     except InvalidSpecifier as exc:
@@ -121,6 +128,8 @@ def variant_release(request: readers.Request, arch: str) -> str | None:
     torch = torch_line(request)
     if not request.variant or torch is None:
         return None
+    from packaging.specifiers import SpecifierSet
+
     from hpcenv.project import readers
 
     exact = readers.exact_release(torch.specifier)

@@ -28,23 +28,21 @@ import json
 import re
 import shutil
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
-
-from packaging.markers import InvalidMarker, Marker, UndefinedComparison, UndefinedEnvironmentName
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
 
 from hpcenv.models import wheel_fit
 from hpcenv.project import uv_export
 from hpcenv.project.uv_export import DEFAULT_SELECTION, Selection
 from hpcenv.tools import uv
-from hpcenv.utils import data_cache, fsio
+from hpcenv.utils import answers, data_cache, fsio
 from hpcenv.utils.errors import BadInput, CommandFailed, NoCompatibleBuild
+
+if TYPE_CHECKING:  # packaging's markers, requirements and specifiers are imported where
+    # used: a lock read before, audited again on a node, asks them nothing (utils/answers)
+    from packaging.markers import Marker
 
 #: (name, version, source) of one package of a lock; version is None for virtual roots
 PackageId = tuple[str, str | None, str]
@@ -118,6 +116,9 @@ class Lock:
     members: tuple[str, ...]
     packages: tuple[LockPackage, ...]
     requirements: tuple[LockDep, ...] = ()  # [manifest] requirements (a PEP 723 script's lock)
+    #: its bytes' key (read_lock; None: parsed from data given): where the lock came from,
+    #: not what it holds, so two reads of one lock are equal however they were read
+    digest: str | None = field(default=None, compare=False)
 
     def by_name(self, name: str) -> list[LockPackage]:
         key = canonicalize_name(name)
@@ -190,6 +191,16 @@ class Resolved:
 # --- reading --------------------------------------------------------------------------
 
 
+def canonicalize_name(name: str) -> str:
+    """A package, extra or group name normalised (PEP 503: runs of ``-_.`` become one
+    ``-``, lower case): ``packaging.utils.canonicalize_name``'s rule, whose module imports
+    ``packaging.tags`` (logging, platform, sysconfig) that a lock's audit does not need."""
+    value = name.lower().replace("_", "-").replace(".", "-")
+    while "--" in value:
+        value = value.replace("--", "-")
+    return value
+
+
 #: ``canonicalize_name``, once per name: a lock names each package in every edge to it
 _name = functools.cache(canonicalize_name)
 
@@ -210,6 +221,8 @@ def _deps(path: Path, owner: str, entries: object) -> tuple[LockDep, ...]:
             continue
         marker = entry.get("marker")
         if marker is not None:
+            from packaging.markers import InvalidMarker
+
             try:
                 _marker(str(marker))
             except InvalidMarker as exc:
@@ -263,10 +276,10 @@ def read_lock(path: Path, data: Mapping[str, object] | None = None) -> Lock:
     plain = data_cache.read(where, digest)
     if isinstance(plain, dict):
         with contextlib.suppress(KeyError, TypeError, ValueError):  # not that shape: a miss
-            return _from_plain(path, plain)
+            return replace(_from_plain(path, plain), digest=digest)
     lock = _parse(path, fsio.parse_toml(fsio.decode(raw, str(path), "uv.lock"), str(path)))
     data_cache.write(where, digest, _plain(lock), keep=32)
-    return lock
+    return replace(lock, digest=digest)
 
 
 def _parse(path: Path, data: Mapping[str, object]) -> Lock:
@@ -368,10 +381,17 @@ def _plain(lock: Lock) -> dict[str, object]:
 def _from_plain(path: Path, data: dict[str, Any]) -> Lock:
     """The lock :func:`_plain` kept (the cache holds only what hpcenv wrote: data_cache)."""
 
+    made: dict[_PlainDep, LockDep] = {}  # one object per distinct edge (frozen: shared)
+
+    def dep(d: _PlainDep) -> LockDep:
+        found = made.get(d)
+        if found is None:
+            n, v, s, m, e = d
+            found = made[d] = LockDep(name=n, version=v, source=s, marker=m, extras=e)
+        return found
+
     def deps(ds: tuple[_PlainDep, ...]) -> tuple[LockDep, ...]:
-        return tuple(
-            LockDep(name=n, version=v, source=s, marker=m, extras=e) for n, v, s, m, e in ds
-        )
+        return tuple(dep(d) for d in ds)
 
     return Lock(
         path=path,
@@ -458,6 +478,15 @@ def admits(requires_python: str | None, version: str) -> bool:
     """Whether ``requires_python`` admits Python ``version`` (``3.12`` means ``3.12.x``)."""
     if not requires_python:
         return True
+    return answers.remembered(
+        "admits", (requires_python, version), lambda: _admits(requires_python, version)
+    )
+
+
+def _admits(requires_python: str, version: str) -> bool:
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+    from packaging.version import InvalidVersion, Version
+
     try:
         specs = SpecifierSet(requires_python)
         v = Version(version)
@@ -471,6 +500,8 @@ def admits(requires_python: str | None, version: str) -> bool:
 
 def lowest_admitted(requires_python: str | None, floor: str = "3.8") -> str | None:
     """The oldest ``X.Y`` from 3.8 to 3.20 that ``requires_python`` admits."""
+    from packaging.version import Version
+
     start = Version(floor)
     for minor in range(start.minor, 21):
         candidate = f"3.{minor}"
@@ -537,11 +568,30 @@ def _check_conflicts(lock: Lock, active: Iterable[ConflictItem], how: Mapping[st
 @functools.lru_cache(maxsize=4096)
 def _marker(text: str) -> Marker:
     """``packaging``'s parse of a marker (a lock repeats the same few hundred markers)."""
+    from packaging.markers import Marker
+
     return Marker(text)
 
 
-def _holds(marker: str, env: Mapping[str, str], where: Path) -> bool:
-    """A PEP 508 marker (as ``uv export`` prints it) evaluated for the node by ``packaging``."""
+def _holds(
+    marker: str, env: Mapping[str, str], where: Path, env_key: tuple[object, ...] | None = None
+) -> bool:
+    """A PEP 508 marker (as ``uv export`` prints it) evaluated for the node by ``packaging``
+    (its answer kept for the next audit of the lock: ``utils/answers``, under ``env_key``,
+    :func:`_env_key` of ``env``, made once per node by the caller that asks many)."""
+    key = env_key or _env_key(env)
+    return answers.remembered("marker", (marker, key), lambda: _evaluated(marker, env, where))
+
+
+def _env_key(env: Mapping[str, str]) -> tuple[object, ...]:
+    """A marker environment as plain data, the same for the same values."""
+    return tuple(sorted(env.items()))
+
+
+def _evaluated(marker: str, env: Mapping[str, str], where: Path) -> bool:
+    from packaging.markers import InvalidMarker, UndefinedComparison, UndefinedEnvironmentName
+    from packaging.version import InvalidVersion
+
     try:
         return _marker(marker).evaluate(dict(env))
     except (InvalidMarker, UndefinedComparison, UndefinedEnvironmentName, InvalidVersion) as exc:
@@ -659,13 +709,15 @@ class _Markers:
         self.env = env
         self.where = where
         self._seen: dict[tuple[str, str | None], bool] = {}
+        self._keys: dict[str | None, tuple[object, ...]] = {}  # per extra: one object, kept once
 
     def holds(self, marker: str, extra: str | None = None) -> bool:
         key = (marker, extra)
         hit = self._seen.get(key)
         if hit is None:
             env = self.env if extra is None else {**self.env, "extra": extra}
-            hit = self._seen[key] = _holds(marker, env, self.where)
+            env_key = self._keys.get(extra) or self._keys.setdefault(extra, _env_key(env))
+            hit = self._seen[key] = _holds(marker, env, self.where, env_key)
         return hit
 
     def holds_with(self, marker: str, active: Iterable[str]) -> bool:
@@ -777,15 +829,23 @@ _PIN = re.compile(
 )
 
 
-def _requirement(line: str, where: Path) -> tuple[str, str | None, list[str]]:
+def _requirement(line: str, where: Path) -> tuple[str, str | None, tuple[str, ...]]:
     """The name, URL and exact pins of one export line (``==``/``===`` versions)."""
     if pin := _PIN.fullmatch(line):
-        return pin["name"], None, [pin["pin"]]
+        return pin["name"], None, (pin["pin"],)
+    return answers.remembered("requirement", (line,), lambda: _parsed(line, where))
+
+
+def _parsed(line: str, where: Path) -> tuple[str, str | None, tuple[str, ...]]:
+    """:func:`_requirement` of a line that is not ``name==version``, by ``packaging``."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
     try:
         req = Requirement(line)
     except InvalidRequirement as exc:
         raise BadInput(f"{where}: uv export printed {line!r} ({exc})") from exc
-    return req.name, req.url, [s.version for s in req.specifier if s.operator in ("==", "===")]
+    pins = tuple(s.version for s in req.specifier if s.operator in ("==", "==="))
+    return req.name, req.url, pins
 
 
 def _source_in(pkg: LockPackage, url: str) -> bool:

@@ -22,7 +22,8 @@ from hpcenv.build import swap
 from hpcenv.decide.plan import make_plan
 from hpcenv.facts import collect
 from hpcenv.models.facts import Facts
-from hpcenv.models.plan import Plan, TorchChoice
+from hpcenv.models.plan import Plan
+from hpcenv.models.torch_choice import TorchChoice
 from hpcenv.profile import schema as profile
 from hpcenv.project import torch_wish
 from hpcenv.project.request import ProjectRequest

@@ -2,7 +2,9 @@
 (no command module for the first two, no builder, rich, packaging or yaml for any), and
 every command's own ``--help`` still works from the command table. ``audit uv.lock --json``
 imports no builder, rich, venv-binary reader, hand-written-file reader or host-fact
-collector, and starts ``uv export`` before it imports packaging."""
+collector, and starts ``uv export`` before it imports packaging; audited again, it imports
+none of packaging's marker, requirement, specifier or tag modules (nor logging, platform or
+sysconfig, which ``packaging.tags`` imports): their answers are kept with the lock."""
 
 from __future__ import annotations
 
@@ -194,3 +196,63 @@ def test_audit_of_a_lock_starts_uv_export_before_importing_packaging(
 ) -> None:
     """Once, and first: the export runs beside the imports, and is not run again."""
     assert audited["packaging_when_uv_started"] == [False]
+
+
+#: What a second audit of the same lock on the same node does not import: packaging's
+#: answers for the lock are kept (``utils/answers``), and ``packaging.utils`` would import
+#: ``packaging.tags`` with logging, platform and sysconfig. Only ``packaging.version`` stays.
+AUDIT_AGAIN_UNUSED = (
+    "packaging.markers",
+    "packaging.requirements",
+    "packaging.specifiers",
+    "packaging.tags",
+    "packaging.utils",
+    "packaging._parser",
+    "packaging._tokenizer",
+    "logging",
+    "platform",
+    "sysconfig",
+)
+
+
+@pytest.fixture(scope="module")
+def audited_again(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, object]]:
+    """The audit of each real lock run twice in a fresh per-user cache: the first fills it
+    (the lock read, packaging's answers), the second is what a user's next run is."""
+    uv_bin = shutil.which("uv")
+    require("uv", uv_bin is not None, "uv is not on PATH")
+    assert uv_bin is not None
+    env = {
+        **os.environ,
+        "HPCENV_HOME": str(tmp_path_factory.mktemp("home")),
+        "XDG_CACHE_HOME": str(tmp_path_factory.mktemp("xdg")),
+        "PATH": f"{Path(uv_bin).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
+    runs = []
+    for project in ("prime-rl", "open-instruct"):
+        lock = DATA / "projects" / project / "uv.lock"
+        argv = ["audit", str(lock), "--facts", str(FACTS / "gh200-isambard.json"), "--json"]
+        for _ in range(2):
+            done = subprocess.run(
+                [sys.executable, "-c", _AUDIT_SCRIPT, *argv],
+                capture_output=True,
+                text=True,
+                check=True,
+                env=env,
+                timeout=120,
+            )
+            runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    return runs
+
+
+def test_a_lock_audited_again_imports_no_packaging_parser(
+    audited_again: list[dict[str, object]],
+) -> None:
+    for first, again in zip(audited_again[::2], audited_again[1::2], strict=True):
+        assert again["code"] == first["code"] and first["code"] in (0, 3)  # 3: cannot run
+        assert again["out"] == first["out"]  # the same verdict, byte for byte
+        first_modules, modules = first["modules"], again["modules"]
+        assert isinstance(first_modules, list) and isinstance(modules, list)
+        assert "packaging.markers" in first_modules  # the first run did parse
+        unused = [m for m in modules if m in AUDIT_AGAIN_UNUSED]
+        assert unused == []

@@ -19,7 +19,7 @@ from hpcenv.decide import torch_fit
 from hpcenv.decide.plan import find_torch_wheel
 from hpcenv.facts import collect
 from hpcenv.models import wheel_fit
-from hpcenv.models.plan import TorchChoice
+from hpcenv.models.torch_choice import TorchChoice
 from hpcenv.project import uv_lock
 from hpcenv.tools import uv
 from hpcenv.utils.errors import NoCompatibleBuild

@@ -38,9 +38,9 @@ OTHERS = (
 )
 
 
-def _packaging(line: str) -> tuple[str, str | None, list[str]]:
+def _packaging(line: str) -> tuple[str, str | None, tuple[str, ...]]:
     req = Requirement(line)
-    return req.name, req.url, [s.version for s in req.specifier if s.operator in ("==", "===")]
+    return req.name, req.url, tuple(s.version for s in req.specifier if s.operator in ("==", "==="))
 
 
 @pytest.mark.parametrize("line", PINS)

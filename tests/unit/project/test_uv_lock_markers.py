@@ -57,3 +57,31 @@ def test_other_comparisons_are_packagings() -> None:
 def test_bad_markers_are_bad_input(bad: str) -> None:
     with pytest.raises(BadInput, match=r"uv\.lock: marker"):
         _holds_with(bad, marker_environment("x86_64", "3.12"), ("",), WHERE)
+
+
+@pytest.mark.parametrize(
+    ("arch", "python", "requires"),
+    [("aarch64", "3.12.3", None), ("x86_64", "3.11", None), ("x86_64", None, ">=3.11, <3.14"),
+     ("aarch64", None, None)],
+)  # fmt: skip
+def test_the_marker_environment_is_packagings_with_the_nodes_values(
+    arch: str, python: str | None, requires: str | None
+) -> None:
+    """Read without packaging's ``default_environment`` when the Python is known (it imports
+    ``platform``): the same values as packaging's environment with the node's put over it."""
+    from packaging.markers import default_environment
+
+    want = {k: str(v) for k, v in default_environment().items()}
+    want.update(
+        platform_machine=arch, sys_platform="linux", platform_system="Linux", os_name="posix",
+        implementation_name="cpython", platform_python_implementation="CPython", extra="",
+    )  # fmt: skip
+    known = python or ("3.11" if requires else None)
+    if known:
+        full = ".".join([*known.split("."), "0", "0"][:3])
+        want.update(
+            python_version=".".join(known.split(".")[:2]),
+            python_full_version=full,
+            implementation_version=full,
+        )
+    assert marker_environment(arch, python, requires) == want

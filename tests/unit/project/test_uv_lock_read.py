@@ -48,7 +48,7 @@ def test_a_lock_with_a_bad_marker_is_refused_each_time_and_not_kept(
     lock = tmp_path / "uv.lock"
     lock.write_text(
         'version = 1\n\n[[package]]\nname = "app"\nversion = "0.1"\nsource = { editable = "." }\n'
-        "dependencies = [{ name = \"torch\", marker = \"sys_platform ~~ 'linux'\" }]\n"
+        'dependencies = [{ name = "torch", marker = "sys_platform ~~ \'linux\'" }]\n'
     )
     for _ in range(2):
         with pytest.raises(BadInput, match=r"(?s)dependency torch has an invalid marker .*uv lock"):
@@ -66,3 +66,31 @@ def test_an_entry_of_another_shape_is_a_miss(cache: Path, tmp_path: Path) -> Non
     entry.chmod(0o644)
     assert data_cache.read(entry, stored["key"]) == {"packages": 5}  # believed, and yet
     assert uv_lock.read_lock(lock) == first
+
+
+def _names(data: object) -> list[str]:
+    """Every package, dependency, extra and group name a parsed lock holds."""
+    out: list[str] = []
+    if isinstance(data, dict):
+        for key, value in data.items():
+            if key in ("name", "extra", "package", "group") and isinstance(value, str):
+                out.append(value)
+            elif key in ("optional-dependencies", "dev-dependencies") and isinstance(value, dict):
+                out += [str(k) for k in value]
+            out += _names(value)
+    elif isinstance(data, list):
+        for item in data:
+            out += [item] if isinstance(item, str) and item.isidentifier() else _names(item)
+    return out
+
+
+def test_names_are_normalised_as_packaging_normalises_them() -> None:
+    """``uv_lock.canonicalize_name`` (which spares the audit ``packaging.utils`` and its
+    import of ``packaging.tags``) is packaging's rule, on every name of the real locks."""
+    from packaging.utils import canonicalize_name
+
+    names = ["Django", "oslo.concurrency", "A__b--C..d", "-x-", "zope.interface", "PyYAML"]
+    for lock in LOCKS:
+        names += _names(fsio.load_toml(lock, "uv.lock"))
+    assert len(names) > 1000
+    assert [uv_lock.canonicalize_name(n) for n in names] == [canonicalize_name(n) for n in names]
