@@ -8,7 +8,8 @@ to choose picks any interface of a multi-NIC node, e.g. the high-speed one the h
 does not listen on), ``--num-cpus`` the CPUs the job asked for (``job_cpus``: not
 ``SLURM_CPUS_ON_NODE``, all 288 of an exclusive GH200 node), wait until ``ray.nodes()``
 shows every node alive (bounded: a node that never joins is named, not waited
-for), run the probe with ``RAY_ADDRESS`` set, and tear the cluster down in a
+for; one driver reports it beside the steps, so a step that dies ends the wait at
+once), run the probe with ``RAY_ADDRESS`` set, and tear the cluster down in a
 ``finally``: the srun steps we started are stopped by PID, which ends their
 ``ray start --block`` processes and, with them, the raylets. ``ray stop`` is
 never used: it kills every Ray process of the user on the node, including other
