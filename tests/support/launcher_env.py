@@ -61,6 +61,42 @@ def _built_once(venv: Path, *steps: list[str]) -> Path:
     return venv
 
 
+#: DeepSpeed's CPU accelerator JIT-builds its shm comm op at ``init_distributed``.
+SHM_OP = (
+    "from deepspeed.ops.op_builder.cpu import ShareMemCommBuilder as B; "
+    "print(B().load(verbose=False))"
+)
+
+
+def extensions_dir(venv: Path) -> Path:
+    """Where the JIT-built ops of ``venv``'s DeepSpeed are kept (TORCH_EXTENSIONS_DIR),
+    beside the venv: its shm comm op, built once per machine like the venv (the
+    ``launcher_ops`` fixture). In the session's own ``XDG_CACHE_HOME`` (``per_user_cache``)
+    every session built it again, inside a launcher test whose point is the launch. The
+    deepspeed probe's test, whose point is the build, builds into a fresh directory."""
+    return venv.with_name(f"{venv.name}-torch-extensions")
+
+
+def _ops_built_once(venv: Path) -> Path:
+    """``extensions_dir(venv)`` with the shm comm op, built by the first session that asks
+    (a file lock; ``.complete`` only after the build: a build cut short, whose lock file
+    torch would wait on forever, is removed and made again)."""
+    ext = extensions_dir(venv)
+    with open(ext.with_name(f"{ext.name}.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (ext / ".complete").exists():
+            shutil.rmtree(ext, ignore_errors=True)
+            ext.mkdir()
+            done = subprocess.run(
+                [str(venv / "bin" / "python"), "-c", SHM_OP],
+                env={**os.environ, "TORCH_EXTENSIONS_DIR": str(ext), "DS_ACCELERATOR": "cpu"},
+                capture_output=True, text=True, timeout=900,
+            )  # fmt: skip
+            require("launchers", done.returncode == 0, f"shm op: {done.stderr[-800:]}")
+            (ext / ".complete").write_text("ok\n")
+    return ext
+
+
 @pytest.fixture(scope="session", name="launcher_venv")
 def launcher_venv_fixture() -> Path:
     """The venv (its directory) with CPU torch, accelerate and DeepSpeed."""
@@ -84,3 +120,9 @@ def old_deepspeed_venv_fixture() -> Path:
         [TORCH, "numpy", "setuptools", "wheel"],  # deepspeed's setup imports them
         [TORCH, OLD_DEEPSPEED, "--no-build-isolation-package", "deepspeed"],
     )
+
+
+@pytest.fixture(scope="session", name="launcher_ops")
+def launcher_ops_fixture(launcher_venv: Path) -> Path:
+    """TORCH_EXTENSIONS_DIR for ``launcher_venv``, its DeepSpeed's shm comm op built."""
+    return _ops_built_once(launcher_venv)

@@ -8,7 +8,8 @@ to choose picks any interface of a multi-NIC node, e.g. the high-speed one the h
 does not listen on), ``--num-cpus`` the CPUs the job asked for (``job_cpus``: not
 ``SLURM_CPUS_ON_NODE``, all 288 of an exclusive GH200 node), wait until ``ray.nodes()``
 shows every node alive (bounded: a node that never joins is named, not waited
-for), run the probe with ``RAY_ADDRESS`` set, and tear the cluster down in a
+for; one driver reports it beside the steps, so a step that dies ends the wait at
+once), run the probe with ``RAY_ADDRESS`` set, and tear the cluster down in a
 ``finally``: the srun steps we started are stopped by PID, which ends their
 ``ray start --block`` processes and, with them, the raylets. ``ray stop`` is
 never used: it kills every Ray process of the user on the node, including other
@@ -53,10 +54,25 @@ from hpcenv.utils.output import print_text
 #: How long every node gets to join the cluster.
 JOIN_TIMEOUT_S = 120.0
 
-_COUNT_ALIVE = (
-    "import json, ray; ray.init(address={address!r}, log_to_driver=False); "
-    "print(json.dumps(sorted(n['NodeManagerHostname'] for n in ray.nodes() if n['Alive'])))"
-)
+#: One Ray driver that reports the alive nodes' hostnames, a JSON list a line, every
+#: second: ``ray.init`` itself waits for a head that is not up yet, so the join is
+#: watched beside the srun steps (a step that dies is seen at once, never after a
+#: blocking query) and Ray is imported once, not once a poll.
+_WATCH_ALIVE = """
+import json, time
+import ray
+while True:
+    try:
+        ray.init(address={address!r}, log_to_driver=False)
+        break
+    except Exception:  # the head is not up yet (ray.init gave up waiting): ask again
+        ray.shutdown()
+        time.sleep(1.0)
+while True:
+    alive = sorted(n["NodeManagerHostname"] for n in ray.nodes() if n["Alive"])
+    print(json.dumps(alive), flush=True)
+    time.sleep(1.0)
+"""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -166,22 +182,21 @@ def has_symmetric_run(ray: str) -> bool:
     return "symmetric-run" in done.stdout
 
 
-def alive_hosts(python: str, address: str, env: Mapping[str, str]) -> list[str] | None:
-    """Hostnames of alive nodes, asked through ``ray.nodes()``; None while unreachable."""
+def alive_hosts(report: Path) -> list[str]:
+    """Hostnames of alive nodes, the last whole line the watcher wrote to ``report``
+    (``_WATCH_ALIVE``); [] before it has reached the head."""
     try:
-        done = command.run(
-            [python, "-c", _COUNT_ALIVE.format(address=address)], env=env, timeout=60, check=False
-        )
-    except CommandFailed:
-        return None
-    lines = done.stdout.strip().splitlines()
-    if done.returncode != 0 or not lines:
-        return None
-    try:
-        hosts = json.loads(lines[-1])
-    except ValueError:
-        return None
-    return [str(h) for h in hosts] if isinstance(hosts, list) else None
+        lines = report.read_text(errors="replace").splitlines()
+    except OSError:
+        return []
+    for line in reversed(lines):
+        try:
+            hosts = json.loads(line)
+        except ValueError:
+            continue  # a line half written, or not the watcher's
+        if isinstance(hosts, list):
+            return [str(h) for h in hosts]
+    return []
 
 
 def _last_line(path: Path) -> str:
@@ -194,6 +209,39 @@ def _last_line(path: Path) -> str:
 
 def _short(host: str) -> str:
     return host.split(".", maxsplit=1)[0]
+
+
+def _wait_for_join(
+    p: RayPlan,
+    steps: Sequence[tuple[str, list[str]]],
+    procs: Sequence[subprocess.Popen[Any]],
+    log_dir: Path,
+    join_timeout_s: float,
+) -> None:
+    """Until every host is alive in the watcher's report; a step that ends first, or
+    the deadline, raises naming it."""
+    want = sorted({_short(h) for h in p.hosts})
+    deadline = time.monotonic() + join_timeout_s
+    while True:
+        dead = [k for k, q in enumerate(procs) if q.poll() is not None]
+        if dead:
+            which = steps[dead[0]][0]
+            err = log_dir / f"ray-{which.replace(' ', '-')}.err"
+            raise ProbeFailed(
+                f"Ray on SLURM: the {which} step ('ray start' via srun) exited with "
+                f"{procs[dead[0]].returncode} before the cluster formed: {_last_line(err)} "
+                f"(see {err})"
+            )
+        seen = sorted({_short(h) for h in alive_hosts(log_dir / "ray-join.log")})
+        if all(h in seen for h in want):
+            return
+        if time.monotonic() >= deadline:
+            missing = [h for h in want if h not in seen]
+            raise ProbeFailed(
+                f"Ray on SLURM: node(s) {', '.join(missing)} did not join the cluster at "
+                f"{p.address} within {join_timeout_s:g} s; see {log_dir}/ray-*.err"
+            )
+        time.sleep(0.2)
 
 
 @contextmanager
@@ -225,29 +273,14 @@ def cluster(
                     argv, env=env, stdout=log_dir / f"{log}.log", stderr=log_dir / f"{log}.err"
                 )
             )
-        want = sorted({_short(h) for h in p.hosts})
-        deadline = time.monotonic() + join_timeout_s
-        seen: list[str] = []
-        while True:
-            dead = [k for k, q in enumerate(procs) if q.poll() is not None]
-            if dead:
-                which = steps[dead[0]][0]
-                err = log_dir / f"ray-{which.replace(' ', '-')}.err"
-                raise ProbeFailed(
-                    f"Ray on SLURM: the {which} step ('ray start' via srun) exited with "
-                    f"{procs[dead[0]].returncode} before the cluster formed: {_last_line(err)} "
-                    f"(see {err})"
-                )
-            seen = sorted({_short(h) for h in alive_hosts(python, p.address, env) or []})
-            if all(h in seen for h in want):
-                break
-            if time.monotonic() >= deadline:
-                missing = [h for h in want if h not in seen]
-                raise ProbeFailed(
-                    f"Ray on SLURM: node(s) {', '.join(missing)} did not join the cluster at "
-                    f"{p.address} within {join_timeout_s:g} s; see {log_dir}/ray-*.err"
-                )
-            time.sleep(1.0)
+        watcher = command.spawn(
+            [python, "-c", _WATCH_ALIVE.format(address=p.address)],
+            env=env, stdout=log_dir / "ray-join.log", stderr=log_dir / "ray-join.err",
+        )  # fmt: skip
+        try:
+            _wait_for_join(p, steps, procs, log_dir, join_timeout_s)
+        finally:
+            command.shutdown_all([watcher])  # a driver of its own: gone before the probe runs
         yield p.address
     finally:
         command.shutdown_all(procs)  # the srun steps, by PID: their ray start --block end too

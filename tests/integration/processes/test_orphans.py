@@ -208,10 +208,11 @@ def built_local(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     return env
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_signal_of_doctor_leaves_no_process(
-    built_local: dict[str, str], sig: signal.Signals
-) -> None:
+def test_signal_of_doctor_leaves_no_process(built_local: dict[str, str]) -> None:
+    """SIGTERM only: SIGINT and SIGTERM differ before the command runs (Python's
+    KeyboardInterrupt, ``cli``'s handler raising it), which the ray probe's two cases
+    prove; from there doctor unwinds the same way for both."""
+    sig = signal.SIGTERM
     tag = uuid.uuid4().hex
     env = {**os.environ, **built_local, MARK: tag, HOLD: "1", "CUDA_VISIBLE_DEVICES": ""}
     argv = [sys.executable, "-m", "hpcenv", "doctor", built_local["PROFILE"]]

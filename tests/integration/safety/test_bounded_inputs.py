@@ -15,6 +15,7 @@ import os
 import stat
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -136,10 +137,13 @@ def test_hung_nvidia_smi_and_fi_info_are_reported_as_hung(tmp_path: Path) -> Non
         "HPCENV_HOME": str(tmp_path / "home"),
         "XDG_CACHE_HOME": str(tmp_path / "cache"),
     }
-    done = _cli("facts", "--json", env=env)
+    # the JSON and the table side by side: each waits out the same timeouts, on no CPU
+    with ThreadPoolExecutor(2) as pool:
+        as_json = pool.submit(_cli, "facts", "--json", env=env)
+        as_table = pool.submit(_cli, "facts", env={**env, "COLUMNS": "400"})
+        done, table = as_json.result(), as_table.result()
     assert done.returncode == 0, done.stderr
     warnings = json.loads(done.stdout)["warnings"]
     assert any(w.startswith("nvidia-smi did not answer within 5 s") for w in warnings), warnings
     assert any(w.startswith("fi_info -l did not answer within 5 s") for w in warnings), warnings
-    table = _cli("facts", env={**env, "COLUMNS": "400"})
     assert "nvidia-smi did not answer within 5 s and was stopped: it hangs" in table.stdout

@@ -5,7 +5,8 @@ with no launcher flags. hpcenv's per-node launcher (``hpcenv.job.launchers``) ad
 each node's copy needs from the allocation, and the processes form one world of 4 (2 per
 node, CPU, gloo), every rank once, on both nodes. The launchers are the real PyPI
 packages in a venv with the CPU torch wheel (``launcher_env``). DeepSpeed's CPU path
-needs no oneCCL when the script asks for gloo, and JIT-builds one op with g++.
+needs no oneCCL when the script asks for gloo, and JIT-builds one op with g++ (its shm
+comm op, built once beside the venv: the ``launcher_ops`` fixture).
 """
 
 from __future__ import annotations
@@ -63,14 +64,24 @@ dist.destroy_process_group()
 """
 
 
-def _run(cluster: SlurmCluster, tmp_path: Path, venv: Path, *cmd: str, gate: bool = False) -> str:
+def _run(
+    cluster: SlurmCluster,
+    tmp_path: Path,
+    venv: Path,
+    *cmd: str,
+    gate: bool = False,
+    ops: Path | None = None,
+) -> str:
+    """``ops``: the TORCH_EXTENSIONS_DIR holding the JIT ops the launch needs built."""
+    extensions = {"TORCH_EXTENSIONS_DIR": str(ops)} if ops is not None else {}
     profile = local_profile(tmp_path, "", scratch=True)
     done = subprocess.run(
         [sys.executable, "-m", "hpcenv", "sbatch", str(profile), "--env", str(venv),
          "--nodes", "2", "--ntasks-per-node", "2", *([] if gate else ["--no-gate"]),
          "--submit", "--wait", "--", *cmd],
         env={**cluster.env, "HPCENV_HOME": str(tmp_path / "home"),
-             "HF_HOME": str(tmp_path / "hf"), "DS_ACCELERATOR": "cpu"},
+             "HF_HOME": str(tmp_path / "hf"), "DS_ACCELERATOR": "cpu",
+             **extensions},
         capture_output=True, text=True, cwd=tmp_path, timeout=600, check=False,
     )  # fmt: skip
     m = re.search(r"submitted job (\d+)", done.stdout + done.stderr)
@@ -105,10 +116,10 @@ def test_accelerate_across_two_nodes(
 
 
 def test_deepspeed_across_two_nodes_without_ssh(
-    cluster: SlurmCluster, launcher_venv: Path, tmp_path: Path
+    cluster: SlurmCluster, launcher_venv: Path, launcher_ops: Path, tmp_path: Path
 ) -> None:
     (tmp_path / "world.py").write_text(DEEPSPEED_WORLD)
-    logs = _run(cluster, tmp_path, launcher_venv, "deepspeed", "world.py")
+    logs = _run(cluster, tmp_path, launcher_venv, "deepspeed", "world.py", ops=launcher_ops)
     _one_world_of_four_on_two_nodes(tmp_path, logs)
     assert "hpcenv: node 1: deepspeed gets --hostfile" in logs and "--no_ssh" in logs
     hostfile = next((tmp_path / "logs").glob("hostfile-*")).read_text().splitlines()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -80,6 +81,7 @@ def test_a_worker_that_cannot_start_ends_it_at_once(
     such node): its srun step fails, the wrapper says so and exits 5 quickly (no waiting for
     the join timeout), and the head is torn down."""
     require("ray", has_ray(torch_python), "ray could not be installed from PyPI")
+    start = time.monotonic()
     done = subprocess.run(
         ["salloc", "-n1", "--", sys.executable, "-m", "hpcenv.slurm.ray_cluster",
          "--hosts", f"{slurm.node},localhost", "--python", str(torch_python),
@@ -88,6 +90,9 @@ def test_a_worker_that_cannot_start_ends_it_at_once(
         env=slurm.env, capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
     assert done.returncode == 5, done.stdout + done.stderr
+    # at once: the dead step is seen beside the join's watcher, never after a query that
+    # blocked while Ray's driver waited for the head (~60 s) or after the join timeout
+    assert time.monotonic() - start < 45, done.stderr
     assert "never" not in done.stdout
     assert (tmp_path / "ray-head.log").read_text()  # the head did start
     said = (tmp_path / "ray-worker-localhost.err").read_text().strip().splitlines()[-1]
