@@ -217,9 +217,11 @@ def _wait_for_join(
     procs: Sequence[subprocess.Popen[Any]],
     log_dir: Path,
     join_timeout_s: float,
+    *,
+    watcher: subprocess.Popen[Any],
 ) -> None:
-    """Until every host is alive in the watcher's report; a step that ends first, or
-    the deadline, raises naming it."""
+    """Until every host is alive in the watcher's report; a step or the watcher that
+    ends first, or the deadline, raises naming it."""
     want = sorted({_short(h) for h in p.hosts})
     deadline = time.monotonic() + join_timeout_s
     while True:
@@ -231,6 +233,12 @@ def _wait_for_join(
                 f"Ray on SLURM: the {which} step ('ray start' via srun) exited with "
                 f"{procs[dead[0]].returncode} before the cluster formed: {_last_line(err)} "
                 f"(see {err})"
+            )
+        if watcher.poll() is not None:
+            err = log_dir / "ray-join.err"
+            raise ProbeFailed(
+                f"Ray on SLURM: the driver watching the join exited with {watcher.returncode} "
+                f"before the cluster formed: {_last_line(err)} (see {err})"
             )
         seen = sorted({_short(h) for h in alive_hosts(log_dir / "ray-join.log")})
         if all(h in seen for h in want):
@@ -278,7 +286,7 @@ def cluster(
             env=env, stdout=log_dir / "ray-join.log", stderr=log_dir / "ray-join.err",
         )  # fmt: skip
         try:
-            _wait_for_join(p, steps, procs, log_dir, join_timeout_s)
+            _wait_for_join(p, steps, procs, log_dir, join_timeout_s, watcher=watcher)
         finally:
             command.shutdown_all([watcher])  # a driver of its own: gone before the probe runs
         yield p.address
