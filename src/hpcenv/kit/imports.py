@@ -116,6 +116,10 @@ def _forked(group: list[str]) -> tuple[int, int]:
         while data:
             data = data[os.write(write, data) :]
         code = 0
+    except BaseException:  # a package's sys.exit or a stop: said on stderr, as a process would
+        import traceback
+
+        traceback.print_exc()
     finally:
         sys.stdout.flush()
         sys.stderr.flush()

@@ -27,7 +27,12 @@ SAYS = (
     "    json.dump({'pid': os.getpid(), 'ppid': os.getppid(),"
     " 'colorsys': 'colorsys' in sys.modules}, fh)\n"
 )
-MODULES = {"first": SAYS, "second": SAYS, "dies": "import os\nos._exit(3)\n"}
+MODULES = {
+    "first": SAYS,
+    "second": SAYS,
+    "dies": "import os\nos._exit(3)\n",
+    "exits": "raise SystemExit('exits on import')\n",
+}
 
 
 def _site(root: Path) -> Path:
@@ -42,8 +47,12 @@ def _site(root: Path) -> Path:
 
 
 def _kit(site: Path, *args: str) -> list[str]:
+    return _run_kit(site, *args).stdout.strip().splitlines()
+
+
+def _run_kit(site: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(REPO / "src")])}
-    done = subprocess.run(
+    return subprocess.run(
         [sys.executable, "-m", "hpcenv.kit.imports", *args],
         env=env,
         cwd=site,
@@ -52,7 +61,6 @@ def _kit(site: Path, *args: str) -> list[str]:
         check=True,
         timeout=120,
     )
-    return done.stdout.strip().splitlines()
 
 
 def test_each_group_answers_on_its_own_line_in_order(tmp_path: Path) -> None:
@@ -88,3 +96,10 @@ def test_a_group_whose_process_died_answers_nothing(tmp_path: Path) -> None:
     lines = _kit(site, '["first"]', '["dies"]', "--preload", '["json"]')
     assert import_check.parse(lines[-2]) is not None
     assert lines[-1] == "null" and import_check.parse(lines[-1]) is None
+
+
+def test_a_group_that_exits_on_import_answers_nothing_and_says_why(tmp_path: Path) -> None:
+    site = _site(tmp_path / "site")
+    done = _run_kit(site, '["first"]', '["exits"]', "--preload", '["json"]')
+    assert done.stdout.strip().splitlines()[-1] == "null"
+    assert "SystemExit: exits on import" in done.stderr  # what the build's error shows
