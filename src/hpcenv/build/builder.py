@@ -645,10 +645,10 @@ def _install(
         log.write(f"# {carried} bytecode files taken over from {current.name}\n")
     # with a project: every package built against torch, and the profile's (swap names them)
     names = package_names(plan) if project_report is None else list(project_report.checked)
-    seen: dict[str, os.stat_result] = {}  # the walk's lstat of each file, for the proof
+    walk = venv_check.Walk()  # what protect saw, for the proof and the file list
     steps("protect", "files shared with uv's cache made read-only",
-          lambda: venv_check.protect(target, seen))  # fmt: skip
-    repaired, imports = _prove_and_probe(target, plan, names, steps, log=log, seen=seen)
+          lambda: venv_check.protect(target, walk))  # fmt: skip
+    repaired, imports = _prove_and_probe(target, plan, names, steps, log=log, walk=walk)
     if project_report is not None:
         isolation = project_report.no_build_isolation
     return replace(
@@ -707,7 +707,7 @@ def _prove_and_probe(
     steps: _Steps,
     *,
     log: IO[str],
-    seen: Mapping[str, os.stat_result],
+    walk: venv_check.Walk,
 ) -> tuple[tuple[str, ...], import_check.ImportCheck]:
     """The RECORD proof (:func:`_prove`) and the import check, at the same time: the files
     are hashed in threads while the import check's interpreters start (both only read the
@@ -723,10 +723,10 @@ def _prove_and_probe(
         start = time.monotonic()
         try:
             record = venv_check.proofs_path()
-            proof = venv_check.prove(target, stop=stop, record=record, seen=seen)
+            proof = venv_check.prove(target, stop=stop, record=record, seen=walk.stats)
         finally:
             hashed["seconds"] = round(time.monotonic() - start, 3)
-        listed.append(venv_check.tree_of(target, seen))
+        listed.append(venv_check.tree_of(target, walk))
         return proof
 
     hashing = threads.Beside(hash_tree)
@@ -761,7 +761,7 @@ def _prove_and_probe(
     assert imports is not None
     # the list a no-op compares with, once the import check wrote its bytecode (which it
     # leaves out): protect's walk unless the check or a repair changed the tree since
-    venv_check.record_tree(target, None if repaired else listed[0])
+    venv_check.record_tree(target, *(() if repaired else (walk, listed[0])))
     return repaired, imports
 
 

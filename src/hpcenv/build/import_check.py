@@ -4,10 +4,12 @@ Run by the environment's own Python (``python -m hpcenv.kit.imports``, with the 
 kit on ``PYTHONPATH``): torch, the slowest import by far, in one process and the other
 packages in another, at the same time, where there are CPUs for both; what torch's own
 import loads (numpy: ``[[import_with_torch]]`` of ``knowledge/packages.toml``) goes with
-torch, so nothing is imported twice (:func:`groups`). Bytecode is written on purpose (even under
-PYTHONDONTWRITEBYTECODE): the imports then compile the modules once, and every later
-start is faster. ``hpcenv.build.builder`` checks a fresh build with it and ``hpcenv.build.swap`` the
-packages compiled against a swapped torch.
+torch, so nothing is imported twice (:func:`groups`). The other packages' process is
+forked from torch's once the standard-library modules torch's import loads are in
+(``[import_check] preload``), so that those are not imported in both either. Bytecode is
+written on purpose (even under PYTHONDONTWRITEBYTECODE): the imports then compile the
+modules once, and every later start is faster. ``hpcenv.build.builder`` checks a fresh
+build with it and ``hpcenv.build.swap`` the packages compiled against a swapped torch.
 """
 
 from __future__ import annotations
@@ -71,18 +73,25 @@ def groups(names: Sequence[str], cpus: int, loaded: frozenset[str]) -> list[list
     return [first + others]
 
 
+def preload() -> list[str]:
+    """The standard-library modules imported before the other packages' process is forked
+    from torch's (``[import_check] preload``)."""
+    table = tables.read("packages.toml").get("import_check", {})
+    return [str(name) for name in table.get("preload", ())]
+
+
 def check(venv: Path, names: Sequence[str], *, log: IO[str] | None) -> ImportCheck:
     """Import torch and ``names`` (distribution names) in ``venv``; ``BuildFailed`` naming
     the first one that does not import."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["PYTHONPATH"] = paths.kit_pythonpath(env.get("PYTHONPATH"))
     python = str(paths.venv_python(venv))
-    cpus = len(os.sched_getaffinity(0))
-    runs = command.run_parallel(
-        [
-            [python, "-m", "hpcenv.kit.imports", json.dumps(group)]
-            for group in groups(names, cpus, with_torch())
-        ],
+    parts = groups(names, len(os.sched_getaffinity(0)), with_torch())
+    argv = [python, "-m", "hpcenv.kit.imports", *(json.dumps(group) for group in parts)]
+    if len(parts) > 1:
+        argv += ["--preload", json.dumps(preload())]
+    (done,) = command.run_parallel(
+        [argv],
         env=env,
         # not the caller's directory: ``-m`` puts it first on sys.path, and from a
         # project's tree the check would import (and write bytecode into) its sources
@@ -90,13 +99,14 @@ def check(venv: Path, names: Sequence[str], *, log: IO[str] | None) -> ImportChe
         log=log,
         timeout=600,
     )
+    lines = done.stdout.strip().splitlines()[-len(parts) :]
+    answers = [parse(line) for line in lines]
+    if len(answers) < len(parts) or any(a is None for a in answers):
+        tail = (done.stderr or done.stdout).strip()[-300:]
+        raise BuildFailed(f"the import check of {venv} did not run: {tail}")
     result = ImportCheck()
-    for done in runs:
-        lines = done.stdout.strip().splitlines()
-        part = parse(lines[-1]) if lines else None
-        if part is None:
-            tail = (done.stderr or done.stdout).strip()[-300:]
-            raise BuildFailed(f"the import check of {venv} did not run: {tail}")
+    for part in answers:
+        assert part is not None
         result = ImportCheck(
             python=part.python,
             torch=result.torch or part.torch,

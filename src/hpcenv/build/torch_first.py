@@ -24,7 +24,6 @@ is written to the build log and returned for the build report.
 
 from __future__ import annotations
 
-import importlib.metadata
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -70,6 +69,8 @@ def split(text: str, names: Iterable[str]) -> tuple[str, str]:
 def _installed(venv: Path) -> dict[str, str]:
     """``{canonical name: version}`` in ``venv``, from its metadata (a wheel file's torch
     too, which ``uv pip freeze`` prints as ``torch @ file://...``)."""
+    import importlib.metadata  # only with a package built against torch: not at start-up
+
     site = str(fixes.site_packages(venv))
     return {
         canonicalize_name(d.metadata["Name"]): d.version

@@ -16,12 +16,14 @@ import contextlib
 import csv
 import errno
 import hashlib
+import itertools
 import os
+import re
 import stat
 import threading
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
@@ -131,6 +133,19 @@ FILES = ".hpcenv-files"
 _SKIP_NAMES = frozenset({"__pycache__", FILES, paths.BUILD_MARKER})
 
 
+@dataclass(frozen=True)
+class Walk:
+    """What :func:`protect`'s walk saw, for the proof and the file list: ``stats``, the
+    ``lstat`` of every entry by path (taken before its mode changed); ``listed``, the
+    paths the file list holds (bytecode and hpcenv's own files left out), in walk order;
+    ``names``, each directory of those (the venv's own included) with its ``lstat`` and
+    the names of its entries on the list."""
+
+    stats: dict[str, os.stat_result] = field(default_factory=dict)
+    listed: list[str] = field(default_factory=list)
+    names: dict[str, tuple[os.stat_result, list[str]]] = field(default_factory=dict)
+
+
 def _walk(
     venv: Path, *, everything: bool = False
 ) -> Iterator[tuple[os.DirEntry[str], os.stat_result]]:
@@ -171,53 +186,58 @@ def tree(venv: Path) -> list[str]:
     return sorted(_line(entry.path[cut:], entry.path, st) for entry, st in _walk(venv))
 
 
-def tree_of(venv: Path, seen: Mapping[str, os.stat_result]) -> list[str]:
-    """:func:`tree` from the ``lstat`` of every entry (``protect``'s walk) instead of a
-    walk of its own; a link that is gone since is left out (the check of
-    :func:`record_tree` then walks again)."""
+def tree_of(venv: Path, walk: Walk) -> list[str]:
+    """:func:`tree` from :func:`protect`'s walk (``walk``) instead of a walk of its own; a
+    link that is gone since is left out (the check of :func:`record_tree` then walks
+    again)."""
     cut = len(str(venv)) + 1
+    stats = walk.stats
     out: list[str] = []
-    for path, st in seen.items():
-        rel = path[cut:]
-        parts = rel.split("/")
-        if any(p in _SKIP_NAMES for p in parts) or rel.endswith(".pyc"):
-            continue
+    for path in walk.listed:
         with contextlib.suppress(OSError):
-            out.append(_line(rel, path, st))
+            out.append(_line(path[cut:], path, stats[path]))
     out.sort()
     return out
 
 
-def _names(venv: Path) -> set[str]:
-    """The path of every entry :func:`tree` lists, from the directories' listings alone
-    (no ``stat`` per file)."""
-    cut = len(str(venv)) + 1
-    out: set[str] = set()
-    todo = [str(venv)]
-    while todo:
+def _same_names(walk: Walk) -> bool:
+    """Does every directory :func:`protect` listed still hold the entries it held then
+    (bytecode and hpcenv's own files left out), and no other? A directory whose inode and
+    mtime are as they were then is not listed again: adding, removing or renaming an
+    entry sets its directory's mtime. A directory that cannot be read, or is no longer a
+    directory, answers no."""
+    for folder, (was, names) in walk.names.items():
         try:
-            entries = list(os.scandir(todo.pop()))
+            st = os.stat(folder, follow_symlinks=False)
         except OSError:
+            return False
+        if not stat.S_ISDIR(st.st_mode):
+            return False
+        if (st.st_ino, st.st_mtime_ns) == (was.st_ino, was.st_mtime_ns):
             continue
-        for entry in entries:
-            if entry.name in _SKIP_NAMES or entry.name.endswith(".pyc"):
-                continue
-            out.add(entry.path[cut:])
-            with contextlib.suppress(OSError):
-                if entry.is_dir(follow_symlinks=False):
-                    todo.append(entry.path)
-    return out
+        try:
+            now = os.listdir(folder)
+        except OSError:
+            return False
+        kept = [n for n in now if n not in _SKIP_NAMES and not n.endswith(".pyc")]
+        if len(kept) != len(names) or set(kept) != set(names):
+            return False
+    return True
 
 
-def record_tree(venv: Path, before: list[str] | None = None) -> None:
+def record_tree(venv: Path, walk: Walk | None = None, before: list[str] | None = None) -> None:
     """Write ``venv``'s file list (once the environment is complete and checked).
-    ``before``: the list as :func:`tree_of` made it from ``protect``'s walk, before the
-    import check; kept when the check added and removed nothing (it writes bytecode, which
-    the list leaves out), else ``venv`` is walked again. A file the check changed in place
-    (no package of a build does) would make the next no-op rebuild, naming it."""
-    if before is None or _names(venv) != {line.partition("\t")[0] for line in before}:
-        before = tree(venv)
-    text = "\n".join(before) + "\n"
+    ``walk``: :func:`protect`'s, before the import check, and ``before`` the list
+    :func:`tree_of` made from it; kept when every directory still holds the entries it held
+    then (:func:`_same_names`: the check writes bytecode, which the list leaves out), else
+    ``venv`` is walked again. A file the check changed in place (no package of a build
+    does), or a change the directories' mtimes hid, would make the next no-op rebuild,
+    naming it: that check walks the whole tree (:func:`tree_changes`)."""
+    if walk is not None and _same_names(walk):
+        lines = before if before is not None else tree_of(venv, walk)
+    else:
+        lines = tree(venv)
+    text = "\n".join(lines) + "\n"
     fsio.write_bytes(venv / FILES, text.encode())  # paths, not prose: written as they are
 
 
@@ -278,7 +298,13 @@ SETTLED_NS = 1_000_000_000
 #: how many file identities the record of earlier proofs keeps (a torch build has ~18,000)
 PROOFS_KEPT = 100_000
 
-_Identity = tuple[int, int, int, int]  # device, inode, size, mtime_ns
+#: a file's identity in the record: ``"<device> <inode> <size> <mtime_ns>"``, the record's
+#: line less its digest (a string, so that reading the record splits each line once)
+_Identity = str
+
+
+def _identity(st: os.stat_result) -> _Identity:
+    return f"{st.st_dev} {st.st_ino} {st.st_size} {st.st_mtime_ns}"
 
 
 @dataclass(frozen=True)
@@ -324,12 +350,15 @@ def _load_proofs(path: Path) -> dict[_Identity, str]:
         os.close(directory)
     if data is None:
         return {}  # a record the group could add entries to proves nothing
-    known: dict[_Identity, str] = {}
-    for line in data.decode("ascii", errors="replace").splitlines():
-        fields = line.split()
-        if len(fields) == 5 and len(line) < 200 and "".join(fields[:4]).isdigit():
-            known[(int(fields[0]), int(fields[1]), int(fields[2]), int(fields[3]))] = fields[4]
-    return known
+    # each line as (identity, digest), unchecked: a line that is not one holds a key no
+    # file's identity equals (``_identity``), which no lookup finds; ``_save_proofs`` keeps
+    # only well-formed ones (checking 40,000 lines here took 25 ms of every build)
+    lines = data.decode("ascii", errors="replace").splitlines()
+    return {key: digest for key, _, digest in map(str.rpartition, lines, itertools.repeat(" "))}
+
+
+#: a record's line as :func:`_save_proofs` writes it: an identity and a digest
+_RECORD_LINE = re.compile(r"\d+ \d+ \d+ \d+ [A-Za-z0-9_-]{1,100}")
 
 
 def _save_proofs(path: Path, new: dict[_Identity, str], old: dict[_Identity, str]) -> None:
@@ -341,7 +370,8 @@ def _save_proofs(path: Path, new: dict[_Identity, str], old: dict[_Identity, str
     written only costs the next build its reads (a read-only or full cache, a directory
     of someone else's)."""
     merged = {**new, **{k: v for k, v in old.items() if k not in new}}
-    rows = [f"{' '.join(map(str, k))} {v}\n" for k, v in list(merged.items())[:PROOFS_KEPT]]
+    rows = [f"{k} {v}\n" for k, v in list(merged.items())[:PROOFS_KEPT]]
+    rows = [row for row in rows if _RECORD_LINE.fullmatch(row, 0, len(row) - 1)]
     directory = fsio.private_dir(path.parent, make=True)
     if directory is None:
         return
@@ -381,7 +411,38 @@ def prove(
     the files as they were at that ``stat``: both run beside the import check, which is
     the environment's own code, running as you, as every job will."""
     stats = seen or {}
-    rows: list[tuple[str, str, str, str]] = []  # (distribution, RECORD path, full path, hash)
+    old = _load_proofs(record) if record is not None else {}
+    uid = os.geteuid()
+    bad: list[tuple[int, str, str]] = []  # (row, distribution, RECORD path)
+    new: dict[_Identity, str] = {}
+    taken = 0
+    todo: list[tuple[int, str, str, str, str]] = []  # what the record does not vouch for
+    for row, (name, rel, full, want) in enumerate(_record_rows(venv)):
+        st = stats.get(full)
+        if st is not None and stat.S_ISREG(st.st_mode) and modes.yours_alone(st, uid):
+            key = _identity(st)
+            digest = old.get(key)
+            if digest is not None:  # taken here: threads would only contend for the GIL
+                taken += 1
+                if digest != want:
+                    bad.append((row, name, rel))
+                else:
+                    new[key] = digest
+                continue
+        todo.append((row, name, rel, full, want))
+    fresh, read, known = _read_files(todo, stats, old, uid=uid, stop=stop, bad=bad)
+    new.update(fresh)
+    if record is not None and any(k not in old for k in fresh):
+        _save_proofs(record, new, old)
+    out: dict[str, list[str]] = {}
+    for _, name, rel in sorted(bad):
+        out.setdefault(name, []).append(rel)
+    return Proof(bad=out, read=read, known=taken + known)
+
+
+def _record_rows(venv: Path) -> Iterator[tuple[str, str, str, str]]:
+    """(distribution, RECORD path, full path, sha256) of each file a RECORD of ``venv``
+    lists with a sha256, in distribution and RECORD order; never a file outside ``venv``."""
     inside = os.path.normpath(venv) + "/"
     for site in paths.site_packages(venv):
         base = str(site)
@@ -398,8 +459,23 @@ def prove(
                 plain = not rel.startswith("/") and ".." not in rel and "." not in rel[:1]
                 full = f"{base}/{rel}" if plain else os.path.normpath(os.path.join(base, rel))
                 if plain or full.startswith(inside):  # never a file outside the venv
-                    rows.append((name, row[0], full, row[1][len("sha256=") :]))
-    old = _load_proofs(record) if record is not None else {}
+                    yield name, rel, full, row[1][len("sha256=") :]
+
+
+def _read_files(
+    todo: list[tuple[int, str, str, str, str]],
+    stats: Mapping[str, os.stat_result],
+    old: Mapping[_Identity, str],
+    *,
+    uid: int,
+    stop: threading.Event | None,
+    bad: list[tuple[int, str, str]],
+) -> tuple[dict[_Identity, str], int, int]:
+    """Hash the files of ``todo`` (:data:`HASH_THREADS` at a time) that the record does
+    not vouch for; those differing from their RECORD are added to ``bad``. Returns the
+    identities for the record (files of this user's alone, linked elsewhere, settled),
+    how many files were read and how many the record vouched for after all (not in
+    ``stats``: ``stat``-ed here)."""
     settled = time.time_ns() - SETTLED_NS
     Seen = tuple[str | None, _Identity | None, bool]  # digest, identity to keep, was read
 
@@ -413,32 +489,29 @@ def prove(
             return None, None, False
         if not stat.S_ISREG(st.st_mode):  # a RECORD naming a FIFO or /dev/zero: never read
             return None, None, False
-        key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
-        mine = modes.yours_alone(st)
-        if mine and key in old:
+        mine = modes.yours_alone(st, uid)
+        key = _identity(st)
+        if mine and key in old:  # not in protect's walk, stat-ed here
             return old[key], key, False
         digest = _sha256_b64(path)
         keep = mine and st.st_nlink > 1 and st.st_mtime_ns < settled
         return digest, (key if digest and keep else None), True
 
-    def check_batch(batch: list[str]) -> list[Seen]:
-        return [check(p) for p in batch]
+    def check_batch(batch: list[tuple[int, str, str, str, str]]) -> list[Seen]:
+        return [check(item[3]) for item in batch]
 
-    files = [r[2] for r in rows]
-    batches = [files[i : i + 128] for i in range(0, len(files), 128)]
+    batches = [todo[i : i + 128] for i in range(0, len(todo), 128)]
     checked = [s for done in threads.map_threads(check_batch, batches, HASH_THREADS) for s in done]
-    bad: dict[str, list[str]] = {}
-    new: dict[_Identity, str] = {}
-    for (name, rel, _, want), (digest, key, _) in zip(rows, checked, strict=True):
+    fresh: dict[_Identity, str] = {}
+    read = known = 0
+    for (row, name, rel, _, want), (digest, key, was_read) in zip(todo, checked, strict=True):
+        read += was_read
+        known += digest is not None and not was_read
         if digest is not None and digest != want:
-            bad.setdefault(name, []).append(rel)
+            bad.append((row, name, rel))
         elif key is not None and digest is not None:
-            new[key] = digest
-    read = sum(1 for *_, was_read in checked if was_read)
-    known = sum(1 for digest, _, was_read in checked if digest is not None and not was_read)
-    if record is not None and any(k not in old for k in new):
-        _save_proofs(record, new, old)
-    return Proof(bad=bad, read=read, known=known)
+            fresh[key] = digest
+    return fresh, read, known
 
 
 # -- bytecode a new build takes over from the one it replaces --------------------------
@@ -515,7 +588,7 @@ def carry_bytecode(old: Path, new: Path) -> int:
 # -- what a build shares with uv's cache ------------------------------------------------
 
 
-def protect(venv: Path, seen: dict[str, os.stat_result] | None = None) -> int:
+def protect(venv: Path, walk: Walk | None = None) -> int:
     """Take the write bits off every file ``venv`` shares with uv's cache (a hard link;
     none where the filesystem clones). An in-place write (an editor, ``>>``, a patch to
     debug) then fails instead of changing the cache, the kept previous build and every
@@ -526,18 +599,68 @@ def protect(venv: Path, seen: dict[str, os.stat_result] | None = None) -> int:
     ``local``'s 1.0 GB, and a CUDA torch's gigabytes of disk quota per build. Returns how
     many files were made read-only. What uv made writable by others (its ``.lock``,
     0666 whatever the umask) loses that too: nobody else writes in a build
-    (``fsio.untrusted``). ``seen`` gets each entry's ``lstat`` (from before its mode
-    changed), which :func:`prove` then takes instead of a ``stat`` of its own, and
-    :func:`tree_of` instead of a walk."""
+    (``fsio.untrusted``). ``walk`` gets what the walk saw (:class:`Walk`), which
+    :func:`prove` then takes instead of a ``stat`` of its own, and :func:`tree_of` and
+    :func:`record_tree` instead of a walk. One ``lstat`` per entry, in one loop (per-entry
+    Python is most of its cost: ~20,000 entries for ``local``)."""
+    walk = Walk() if walk is None else walk
+    root = str(venv)
+    try:
+        walk.names[root] = (os.stat(root, follow_symlinks=False), [])
+    except OSError:
+        return 0
     protected = 0
-    for entry, st in _walk(venv, everything=True):
-        if seen is not None:
-            seen[entry.path] = st
-        if stat.S_ISLNK(st.st_mode):
+    todo: list[tuple[str, bool]] = [(root, True)]
+    while todo:
+        folder, on_list = todo.pop()
+        try:  # entries stat-ed and chmod-ed through the directory's descriptor: no path walk
+            fd = os.open(folder, _DIR_FLAGS)
+        except OSError:
             continue
-        if stat.S_ISREG(st.st_mode) and st.st_nlink > 1 and st.st_mode & 0o222:
-            os.chmod(entry.path, stat.S_IMODE(st.st_mode) & ~0o222)
+        try:
+            protected += _protect_dir(fd, folder, walk, on_list, todo)
+        finally:
+            os.close(fd)
+    return protected
+
+
+#: how :func:`protect` opens each directory: never through a symlink swapped in for it
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _protect_dir(
+    fd: int, folder: str, walk: Walk, on_list: bool, todo: list[tuple[str, bool]]
+) -> int:
+    """:func:`protect`'s work in one directory (open at ``fd``): each entry's ``lstat``
+    into ``walk``, its subdirectories onto ``todo``; returns how many files it made
+    read-only."""
+    protected = 0
+    stats, listed = walk.stats, walk.listed
+    kept = walk.names[folder][1] if on_list else None
+    with os.scandir(fd) as found:
+        entries = list(found)
+    for entry in entries:
+        try:
+            st = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        name, mode = entry.name, st.st_mode
+        path = f"{folder}/{name}"
+        stats[path] = st
+        shown = False
+        if kept is not None and name not in _SKIP_NAMES and not name.endswith(".pyc"):
+            listed.append(path)
+            kept.append(name)
+            shown = True
+        if stat.S_ISDIR(mode):
+            todo.append((path, shown))
+            if shown:
+                walk.names[path] = (st, [])
+        elif stat.S_ISLNK(mode):
+            continue
+        if stat.S_ISREG(mode) and st.st_nlink > 1 and mode & 0o222:
+            os.chmod(name, stat.S_IMODE(mode) & ~0o222, dir_fd=fd)
             protected += 1
-        elif st.st_mode & modes.NOT_SHARED:
-            os.chmod(entry.path, stat.S_IMODE(st.st_mode) & ~modes.NOT_SHARED)
+        elif mode & modes.NOT_SHARED:
+            os.chmod(name, stat.S_IMODE(mode) & ~modes.NOT_SHARED, dir_fd=fd)
     return protected

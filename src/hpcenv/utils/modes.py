@@ -51,7 +51,8 @@ def shared_mode() -> int:
     return 0o777 & ~current
 
 
-def yours_alone(st: os.stat_result) -> bool:
-    """Owned by this user and writable by nobody else: what hpcenv trusts of a file or
+def yours_alone(st: os.stat_result, uid: int | None = None) -> bool:
+    """Owned by this user (``uid``: ``os.geteuid()``, passed in by a caller asking of
+    thousands of files) and writable by nobody else: what hpcenv trusts of a file or
     directory it reads back (a cache entry, the proof record) or runs."""
-    return st.st_uid == os.geteuid() and not st.st_mode & NOT_SHARED
+    return st.st_uid == (os.geteuid() if uid is None else uid) and not st.st_mode & NOT_SHARED

@@ -196,8 +196,10 @@ def kit_path() -> Path:
         tmp.mkdir(mode=0o755)
         (tmp / "hpcenv").mkdir(mode=0o755)
         (tmp / "hpcenv" / "kit").mkdir(mode=0o755)
-        for rel, src in files.items():
-            fsio.write_bytes(tmp / rel, src.read_bytes())
+        new = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        for rel, src in files.items():  # a directory only this process knows: plain writes
+            with os.fdopen(os.open(tmp / rel, new, 0o644), "wb") as fh:
+                fh.write(src.read_bytes())
         tmp.rename(root)
     except OSError:
         if not root.is_dir():  # not a concurrent run that made it first: a real error

@@ -197,8 +197,9 @@ def test_the_proof_takes_the_protect_walks_stats_with_the_same_answer(
     entry, record = proven
     venv = tmp_path / "home-2" / "venv"
     site = _build(venv, entry)
-    seen: dict[str, os.stat_result] = {}
-    venv_check.protect(venv, seen)
+    walk = venv_check.Walk()
+    venv_check.protect(venv, walk)
+    seen = walk.stats
     assert str(site / "pkg" / "core.py") in seen
     got = venv_check.prove(venv, record=record, seen=seen)
     assert (got.bad, got.read, got.known) == ({}, 1, 2)
