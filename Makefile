@@ -23,7 +23,7 @@ demo: bootstrap      ## facts, plan, build and probe this machine's environment 
 
 doctor: demo
 
-test: bootstrap      ## the test suite (a worker per core)
+test: bootstrap      ## the test suite (a worker per core, and one more)
 	nox -s tests
 
 test-fast: bootstrap ## the unit tests alone (tests/unit: seconds)
