@@ -75,6 +75,12 @@ def _parser() -> argparse.ArgumentParser:
         help="only measure the quick commands (bench_startup.py), merged into results.json",
     )
     ap.add_argument(
+        "--build-only",
+        action="store_true",
+        help="only measure the first build against install + import (bench_build.py), "
+        "merged into results.json",
+    )
+    ap.add_argument(
         "--startup-baseline",
         default="main",
         metavar="REV",
@@ -109,6 +115,12 @@ def main() -> int:
         results = json.loads((BENCH / "results.json").read_text())
         results["startup"] = run_json(startup, dict(os.environ))
         return _write(results)
+    build = [py, str(BENCH / "bench_build.py"), "--runs", str(args.runs)]
+    build += ["--baseline-rev", args.startup_baseline]
+    if args.build_only:
+        results = json.loads((BENCH / "results.json").read_text())
+        results["build"] = run_json(build, dict(os.environ))
+        return _write(results)
     home = Path(tempfile.mkdtemp(prefix="hpcenv-bench-"))
     env = {**os.environ, "HPCENV_HOME": str(home)}
     hpcenv = [py, "-m", "hpcenv"]
@@ -132,8 +144,7 @@ def main() -> int:
         ],
         env,
     )
-    build = [py, str(BENCH / "bench_build.py"), "--runs", str(args.runs)]
-    results["build"] = run_json([*build, "--baseline-rev", args.startup_baseline], env)
+    results["build"] = run_json(build, env)
     results["project"] = run_json(
         [py, str(BENCH / "bench_project.py"), "--runs", str(args.runs)], env
     )
