@@ -441,7 +441,7 @@ def render(r: dict[str, Any]) -> str:
         ),
         row(
             "warm-cache build of `local`"
-            + (f" (measured {b['measured'][:10]}, loaded machine)" if "measured" in b else ""),
+            + (f" (measured {b['measured'][:10]})" if "measured" in b else ""),
             f"{b['hpcenv_build_s']:.2f} s",
             f"`uv venv && uv pip sync` {b['uv_bare_s']:.2f} s ({b['ratio_build_vs_uv_bare']:.2f}x)",
             "< 1.15x",
