@@ -39,9 +39,9 @@ from hpcenv.decide.torch_variant import assess, describe_gpus, driver_reason
 from hpcenv.models.facts import Facts
 from hpcenv.project import containment, uv_lock
 from hpcenv.project.request import forced_python, python_for
-from hpcenv.project.uv_lock import canonicalize_name
 from hpcenv.utils import answers, fsio
 from hpcenv.utils.errors import BadInput, CommandFailed, NoCompatibleBuild
+from hpcenv.utils.names import canonicalize_name
 
 if TYPE_CHECKING:  # imported where used: a uv.lock's audit needs neither (start-up time),
     # nor packaging's markers, requirements or specifiers (a lock audited again: utils/answers)

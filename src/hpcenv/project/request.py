@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hpcenv.project import uv_lock
-from hpcenv.project.uv_lock import PythonChoice, canonicalize_name
+from hpcenv.project.uv_lock import PythonChoice
 from hpcenv.utils.errors import BadInput
+from hpcenv.utils.names import canonicalize_name
 
 if TYPE_CHECKING:  # imported where used: an audit of a uv.lock needs neither (start-up)
     from hpcenv.project import readers

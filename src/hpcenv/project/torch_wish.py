@@ -50,7 +50,7 @@ def torch_line(request: readers.Request) -> Requirement | None:
     """The project's torch requirement (its first ``torch`` line), if it has one."""
     from packaging.requirements import InvalidRequirement, Requirement
 
-    from hpcenv.project.uv_lock import canonicalize_name
+    from hpcenv.utils.names import canonicalize_name
 
     for line in request.requirements:
         try:

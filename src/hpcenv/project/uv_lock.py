@@ -39,6 +39,7 @@ from hpcenv.project.uv_export import DEFAULT_SELECTION, Selection
 from hpcenv.tools import uv
 from hpcenv.utils import answers, data_cache, fsio
 from hpcenv.utils.errors import BadInput, CommandFailed, NoCompatibleBuild
+from hpcenv.utils.names import canonicalize_name
 
 if TYPE_CHECKING:  # packaging's markers, requirements and specifiers are imported where
     # used: a lock read before, audited again on a node, asks them nothing (utils/answers)
@@ -189,16 +190,6 @@ class Resolved:
 
 
 # --- reading --------------------------------------------------------------------------
-
-
-def canonicalize_name(name: str) -> str:
-    """A package, extra or group name normalised (PEP 503: runs of ``-_.`` become one
-    ``-``, lower case): ``packaging.utils.canonicalize_name``'s rule, whose module imports
-    ``packaging.tags`` (logging, platform, sysconfig) that a lock's audit does not need."""
-    value = name.lower().replace("_", "-").replace(".", "-")
-    while "--" in value:
-        value = value.replace("--", "-")
-    return value
 
 
 #: ``canonicalize_name``, once per name: a lock names each package in every edge to it

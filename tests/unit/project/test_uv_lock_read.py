@@ -85,8 +85,9 @@ def _names(data: object) -> list[str]:
 
 
 def test_names_are_normalised_as_packaging_normalises_them() -> None:
-    """``uv_lock.canonicalize_name`` (which spares the audit ``packaging.utils`` and its
-    import of ``packaging.tags``) is packaging's rule, on every name of the real locks."""
+    """The lock reader's ``canonicalize_name`` (``utils/names``, which spares the audit
+    ``packaging.utils`` and its import of ``packaging.tags``) is packaging's rule, on every
+    name of the real locks."""
     from packaging.utils import canonicalize_name
 
     names = ["Django", "oslo.concurrency", "A__b--C..d", "-x-", "zope.interface", "PyYAML"]
