@@ -1,8 +1,11 @@
 """``packaging``'s answers kept between runs of one audit: what a PEP 508 marker evaluates
 to in a marker environment, what a requirement line names, whether a ``requires-python``
 admits a version, whether a wheel's tags install on a node, whether a version is in a
-specifier set. Each is a pure function of its arguments and of packaging's version, so a
-second audit of the same lock on the same node asks ``packaging`` nothing, and imports
+specifier set. Each is a pure function of its arguments, of packaging's version and of
+hpcenv's own rules around packaging's (a wheel's platforms, the patch releases a
+``requires-python`` is asked about, how a torch spec is pinned: the source of
+:data:`RULES` is in the key), so a second audit of the same lock on the same node by the
+same hpcenv asks ``packaging`` nothing, and imports
 neither its marker, requirement, specifier nor tag modules (with ``packaging.utils``'s
 import of ``packaging.tags``: logging, platform, sysconfig; ~20 ms of a ~0.13 s audit).
 
@@ -19,12 +22,26 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Hashable, Iterator
+from pathlib import Path
 from typing import TypeVar
 
 T = TypeVar("T")
 
 #: Bumped when a kind's arguments or answer change shape.
 FORMAT = b"1"
+
+#: The modules (relative to the package) that ask :func:`remembered`: what they compute
+#: around packaging's answer is hpcenv's rule, so their source is part of a scope's key and
+#: an hpcenv whose rules changed (an upgrade, an edit) asks again
+#: (``tests/unit/utils/test_answers.py`` checks that every caller is named here).
+RULES = (
+    "utils/answers.py",
+    "project/uv_lock.py",
+    "models/wheel_fit.py",
+    "decide/torch_variant.py",
+    "decide/companions.py",
+    "knowledge/__init__.py",
+)
 
 
 class _Open:
@@ -51,6 +68,11 @@ def remembered(kind: str, args: tuple[Hashable, ...], compute: Callable[[], T]) 
     return answer
 
 
+def _package() -> Path:
+    """hpcenv's package directory, where :data:`RULES` are read."""
+    return Path(__file__).resolve().parent.parent
+
+
 @contextlib.contextmanager
 def kept(scope: str | None) -> Iterator[None]:
     """Answers of the scope ``scope`` (a digest; None: none kept) read before the block and
@@ -64,8 +86,10 @@ def kept(scope: str | None) -> Iterator[None]:
     from hpcenv.utils import data_cache
 
     version = packaging.__version__.encode()
+    package = _package()
+    rules = [(f"rules {rel}", (package / rel).read_bytes()) for rel in RULES]
     digest = data_cache.key(
-        [("answers", FORMAT), ("scope", scope.encode()), ("packaging", version)]
+        [("answers", FORMAT), ("scope", scope.encode()), ("packaging", version), *rules]
     )
     where = data_cache.entry("answers", digest)
     found = data_cache.read(where, digest)

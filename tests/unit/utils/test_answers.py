@@ -101,3 +101,35 @@ def test_no_scope_kept_without_a_usable_cache(
         with answers.kept("lock-a"):
             assert answers.remembered("marker", ("m",), compute) is True
     assert compute.runs == 2
+
+
+def test_an_hpcenv_whose_rules_changed_asks_again(
+    cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The answers carry hpcenv's rules around packaging's (a wheel's platforms, a torch
+    spec's pin): an upgrade or an edit of a module in ``RULES`` starts the scope empty."""
+    package = tmp_path / "hpcenv"
+    for rel in answers.RULES:
+        (package / rel).parent.mkdir(parents=True, exist_ok=True)
+        (package / rel).write_bytes((answers._package() / rel).read_bytes())
+    monkeypatch.setattr(answers, "_package", lambda: package)
+    compute = _Count(True)
+    for _ in range(2):  # the same hpcenv: asked once
+        with answers.kept("lock-a"):
+            answers.remembered("wheel_fits", ("w",), compute)
+    assert compute.runs == 1
+    rule = package / "models" / "wheel_fit.py"
+    rule.write_bytes(rule.read_bytes() + b"\n# a platform rule changed\n")
+    with answers.kept("lock-a"):
+        answers.remembered("wheel_fits", ("w",), compute)
+    assert compute.runs == 2
+
+
+def test_every_module_that_keeps_answers_is_in_the_key() -> None:
+    package = answers._package()
+    asking = {
+        str(p.relative_to(package))
+        for p in package.rglob("*.py")
+        if "answers.remembered(" in p.read_text() or p.name == "answers.py"
+    }
+    assert asking == set(answers.RULES)
