@@ -57,20 +57,27 @@ JOIN_TIMEOUT_S = 120.0
 #: One Ray driver that reports the alive nodes' hostnames, a JSON list a line, every
 #: second: ``ray.init`` itself waits for a head that is not up yet, so the join is
 #: watched beside the srun steps (a step that dies is seen at once, never after a
-#: blocking query) and Ray is imported once, not once a poll.
+#: blocking query) and Ray is imported once, not once a poll. A failed connect or query
+#: (the head not up yet, a GCS hiccup while raylets register) is asked again, its error
+#: written as the last line of stderr, which the join timeout's message quotes.
 _WATCH_ALIVE = """
-import json, time
+import json, sys, time
 import ray
 while True:
     try:
         ray.init(address={address!r}, log_to_driver=False)
         break
-    except Exception:  # the head is not up yet (ray.init gave up waiting): ask again
+    except Exception as exc:
+        print(f"connecting: {{exc!r}}", file=sys.stderr, flush=True)
         ray.shutdown()
         time.sleep(1.0)
 while True:
-    alive = sorted(n["NodeManagerHostname"] for n in ray.nodes() if n["Alive"])
-    print(json.dumps(alive), flush=True)
+    try:
+        alive = sorted(n["NodeManagerHostname"] for n in ray.nodes() if n["Alive"])
+    except Exception as exc:
+        print(f"asking for the nodes: {{exc!r}}", file=sys.stderr, flush=True)
+    else:
+        print(json.dumps(alive), flush=True)
     time.sleep(1.0)
 """
 
@@ -247,7 +254,8 @@ def _wait_for_join(
             missing = [h for h in want if h not in seen]
             raise ProbeFailed(
                 f"Ray on SLURM: node(s) {', '.join(missing)} did not join the cluster at "
-                f"{p.address} within {join_timeout_s:g} s; see {log_dir}/ray-*.err"
+                f"{p.address} within {join_timeout_s:g} s (the join's watcher last said: "
+                f"{_last_line(log_dir / 'ray-join.err')}); see {log_dir}/ray-*.err"
             )
         time.sleep(0.2)
 
