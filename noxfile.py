@@ -46,12 +46,14 @@ def _dev(session: nox.Session) -> None:
 @nox.session
 def tests(session: nox.Session) -> None:
     """The test suite (unit + integration on real uv, torch, Ray, SLURM), one worker per
-    core and one more: the SLURM tests grouped by the cluster they use (each starts once), a
+    core this process may run on and one more (``PYTEST_XDIST_AUTO_NUM_WORKERS`` to set
+    them): the SLURM tests grouped by the cluster they use (each starts once), a
     file's tests together (tests/conftest.py groups them). The extra worker fills the time
     the others wait on SLURM jobs, timeouts and child processes (on 2 cores: 23% of the CPU
     idle with 2 workers, 7% with 3; 763 s -> 668 s for the suite, 2026-11-27)."""
     _dev(session)
-    workers = str((os.cpu_count() or 1) + 1)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    workers = os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS") or str((cores or 1) + 1)
     session.run("pytest", "-n", workers, "--dist", "loadgroup", *session.posargs)
 
 
