@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hpcenv.kit import elf
+from hpcenv.utils.names import canonicalize_name
 
 #: Libraries of the CUDA toolkit and its math/communication libraries (not the driver's).
 CUDA_LIB = re.compile(
@@ -85,7 +86,7 @@ def owners(site: Path) -> tuple[dict[str, list[str]], dict[str, str]]:
     for record in sorted(site.glob("*.dist-info/RECORD")):
         stem = record.parent.name.removesuffix(".dist-info")
         name, _, version = stem.partition("-")
-        dist = re.sub(r"[-_.]+", "-", name).lower()
+        dist = canonicalize_name(name)
         versions[dist] = version
         try:
             rows = list(csv.reader(record.read_text(errors="replace").splitlines()))
