@@ -761,7 +761,10 @@ def _prove_and_probe(
     assert imports is not None
     # the list a no-op compares with, once the import check wrote its bytecode (which it
     # leaves out): protect's walk unless the check or a repair changed the tree since
-    venv_check.record_tree(target, *(() if repaired else (walk, listed[0])))
+    if repaired:
+        venv_check.record_tree(target)
+    else:
+        venv_check.record_tree(target, walk, before=listed[0])
     return repaired, imports
 
 

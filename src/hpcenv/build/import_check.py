@@ -51,8 +51,9 @@ class ImportCheck:
 #: CPUs from which torch and the other packages are imported in two processes at once.
 #: Measured here (2 CPUs, fresh venvs, torch, numpy and ray): one process 4.2-5.2 s and
 #: 4.1-5.1 s of CPU; torch beside numpy and ray 3.3-4.5 s, 0.3-0.45 s more CPU (numpy
-#: compiled and imported by both: torch imports it). With numpy in torch's process the
-#: second one adds only its own start.
+#: compiled and imported by both: torch imports it). With numpy in torch's process, and
+#: the second group forked from torch's once the ``[import_check] preload`` standard
+#: library is in (``kit/imports.py``), the second adds only its own packages' imports.
 PARALLEL_CPUS = 2
 
 
@@ -90,8 +91,9 @@ def check(venv: Path, names: Sequence[str], *, log: IO[str] | None) -> ImportChe
     argv = [python, "-m", "hpcenv.kit.imports", *(json.dumps(group) for group in parts)]
     if len(parts) > 1:
         argv += ["--preload", json.dumps(preload())]
-    (done,) = command.run_parallel(
-        [argv],
+    done = command.run(
+        argv,
+        check=False,
         env=env,
         # not the caller's directory: ``-m`` puts it first on sys.path, and from a
         # project's tree the check would import (and write bytecode into) its sources

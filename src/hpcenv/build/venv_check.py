@@ -146,12 +146,9 @@ class Walk:
     names: dict[str, tuple[os.stat_result, list[str]]] = field(default_factory=dict)
 
 
-def _walk(
-    venv: Path, *, everything: bool = False
-) -> Iterator[tuple[os.DirEntry[str], os.stat_result]]:
+def _walk(venv: Path) -> Iterator[tuple[os.DirEntry[str], os.stat_result]]:
     """Every entry under ``venv`` with its ``lstat`` (bytecode and hpcenv's own files
-    left out unless ``everything``); directories are entered, never followed through a
-    link."""
+    left out); directories are entered, never followed through a link."""
     todo = [str(venv)]
     while todo:
         folder = todo.pop()
@@ -160,8 +157,7 @@ def _walk(
         except OSError:
             continue
         for entry in entries:
-            skip = entry.name in _SKIP_NAMES or entry.name.endswith(".pyc")
-            if skip and not everything:
+            if entry.name in _SKIP_NAMES or entry.name.endswith(".pyc"):
                 continue
             try:
                 st = entry.stat(follow_symlinks=False)
