@@ -120,14 +120,7 @@ def _admits(requires: str | None, torch: Version) -> bool:
     lock's next audit: ``utils/answers``)."""
     if not requires:
         return False
-    public = torch.public
-
-    def contains() -> bool:
-        from packaging.specifiers import SpecifierSet
-
-        return SpecifierSet(requires).contains(public, True)
-
-    return answers.remembered("in_specifier_pre", (requires, public), contains)
+    return answers.in_specifier(requires, torch.public, prereleases=True)
 
 
 def _fix(name: str, torch: str, pair: Companions) -> str:

@@ -202,12 +202,7 @@ class Knowledge:
 def _in_range(version: str, versions: str) -> bool:
     """Whether ``version`` is in the specifier set ``versions`` (``>=0.10,<0.11``)."""
 
-    def contains() -> bool:
-        from packaging.specifiers import SpecifierSet
-
-        return Version(version) in SpecifierSet(versions)
-
-    return answers.remembered("in_specifier", (versions, version), contains)
+    return answers.in_specifier(versions, version)
 
 
 # --- loading --------------------------------------------------------------------------

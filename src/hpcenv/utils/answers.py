@@ -39,8 +39,6 @@ RULES = (
     "project/uv_lock.py",
     "models/wheel_fit.py",
     "decide/torch_variant.py",
-    "decide/companions.py",
-    "knowledge/__init__.py",
 )
 
 
@@ -73,6 +71,20 @@ def _package() -> Path:
     return Path(__file__).resolve().parent.parent
 
 
+def in_specifier(spec: str, version: str, *, prereleases: bool | None = None) -> bool:
+    """Whether ``version`` is in the specifier set ``spec`` (``>=0.10,<0.11``), as
+    ``SpecifierSet.contains`` says with ``prereleases``; kept in the open scope. Raises
+    packaging's ``InvalidVersion`` or ``InvalidSpecifier`` (never kept)."""
+
+    def contains() -> bool:
+        from packaging.specifiers import SpecifierSet
+        from packaging.version import Version
+
+        return SpecifierSet(spec).contains(Version(version), prereleases)
+
+    return remembered("in_specifier", (spec, version, prereleases), contains)
+
+
 @contextlib.contextmanager
 def kept(scope: str | None) -> Iterator[None]:
     """Answers of the scope ``scope`` (a digest; None: none kept) read before the block and
@@ -102,4 +114,4 @@ def kept(scope: str | None) -> Iterator[None]:
         _open.known, _open.added = None, False
 
 
-__all__ = ["kept", "remembered"]
+__all__ = ["in_specifier", "kept", "remembered"]

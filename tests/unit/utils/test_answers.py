@@ -133,3 +133,17 @@ def test_every_module_that_keeps_answers_is_in_the_key() -> None:
         if "answers.remembered(" in p.read_text() or p.name == "answers.py"
     }
     assert asking == set(answers.RULES)
+
+
+def test_in_specifier_is_packagings_answer(cache: Path) -> None:
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import InvalidVersion, Version
+
+    with answers.kept("lock-a"):
+        for spec in (">=0.10,<0.11", "==2.9.*", ">=2.10.0.dev0"):
+            for v in ("0.10.1", "0.11.0rc1", "0.10.2rc1", "2.9.1", "2.10.0.dev20251001"):
+                for pre in (None, True, False):
+                    want = SpecifierSet(spec).contains(Version(v), pre)
+                    assert answers.in_specifier(spec, v, prereleases=pre) is want
+        with pytest.raises(InvalidVersion):
+            answers.in_specifier(">=1", "not a version")
