@@ -5,7 +5,9 @@ Each figure is a median of several runs with its baseline measured in the same r
 (see each script's docstring). Steps: build ``local`` into a private HPCENV_HOME
 (warm uv cache), then the quick commands against their baselines (``bench_startup.py``:
 ``--help``, ``plan``, ``resolve``, ``audit`` of real locks; ``--startup-only`` measures just
-these and merges them into results.json), facts, build, a project build
+these and merges them into results.json), facts, build (``bench_build.py``: the first
+build against install + import; ``--build-only`` measures just that and merges it), a
+project build
 (``bench_project.py``), allreduce,
 the local probe suite and the doctor,
 the GPU-code reader against cuobjdump and the audit of a CUDA torch venv

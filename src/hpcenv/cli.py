@@ -141,10 +141,11 @@ def _json_error(args: argparse.Namespace | None, exc: HpcenvError) -> None:
     )
 
 
-#: The commands that read, decide and print, in well under a second of their own work
-#: (a node's facts, a plan, a lock's audit): hpcenv's importing and their parsing make no
-#: cyclic garbage worth the collector's passes, so it is paused while they run
-#: (:func:`_pause_gc`).
+#: The commands that read, decide and print (a node's facts, a plan, a lock's audit): their
+#: own work is well under a second, and longer only while they wait on a subprocess (uv
+#: resolving a hand-written file, ``audit --allow-build``); hpcenv's importing and their
+#: parsing make no cyclic garbage worth the collector's passes, so it is paused while they
+#: run (:func:`_pause_gc`).
 QUICK = frozenset({"facts", "profiles", "show", "resolve", "plan", "audit"})
 
 

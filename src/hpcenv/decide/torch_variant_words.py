@@ -184,9 +184,8 @@ def _data_warnings(d: Decision, facts: Facts) -> list[str]:
 
 def explain(d: Decision, facts: Facts, know: Knowledge | None = None) -> TorchChoice:
     """The ``TorchChoice`` (reasons, warnings, error) for decision ``d``."""
-    from hpcenv.models.torch_choice import (
-        TorchChoice,
-    )  # here: an audit's words do not import the plan
+    # here: the audit of a lock never calls this, and so creates no TorchChoice type
+    from hpcenv.models.torch_choice import TorchChoice
 
     know = know or knowledge.load()
     words = _Words(reasons=_release_reasons(d, facts, know), warnings=_gpu_warnings(facts))
