@@ -91,9 +91,11 @@ def check(venv: Path, names: Sequence[str], *, log: IO[str] | None) -> ImportChe
     argv = [python, "-m", "hpcenv.kit.imports", *(json.dumps(group) for group in parts)]
     if len(parts) > 1:
         argv += ["--preload", json.dumps(preload())]
-    done = command.run(
-        argv,
-        check=False,
+    # run_parallel, though one process: its output goes to files in a work directory of
+    # its own (removed on a signal, or by the next run after a SIGKILL), not to pipes read
+    # by threads while torch's import may print at length
+    (done,) = command.run_parallel(
+        [argv],
         env=env,
         # not the caller's directory: ``-m`` puts it first on sys.path, and from a
         # project's tree the check would import (and write bytecode into) its sources
