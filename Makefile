@@ -8,7 +8,7 @@ SHELL := /bin/bash
 TOOLS := $(CURDIR)/.tools
 export PATH := $(TOOLS)/bin:$(PATH)
 
-.PHONY: bootstrap demo doctor test test-fast lint lock bench
+.PHONY: bootstrap demo doctor test test-fast lint lock bench knowledge-check
 
 bootstrap:
 	@if ! command -v uv >/dev/null || ! command -v nox >/dev/null; then \
@@ -34,6 +34,9 @@ lint: bootstrap      ## ruff, mypy --strict, import-linter's layers, profiles va
 
 lock: bootstrap      ## regenerate lockfiles/ with hpcenv lock
 	nox -s lock
+
+knowledge-check: bootstrap ## PyPI has no torch/vLLM/flash-attn release the data lacks (live; not in `make test`)
+	nox -s knowledge-check
 
 bench: bootstrap     ## measurements against baselines -> bench/RESULTS.md
 	nox -s bench

@@ -92,6 +92,14 @@ def knowledge(session: nox.Session) -> None:
     session.run("hpcenv", "knowledge", "update", *session.posargs)
 
 
+@nox.session(name="knowledge-check")
+def knowledge_check(session: nox.Session) -> None:
+    """Exit 7 when PyPI has a torch, vLLM or flash-attn release the data lacks. Not part of
+    ``tests``: the suite must pass whatever PyPI released today (the weekly workflow runs it)."""
+    _hpcenv(session)
+    session.run("hpcenv", "knowledge", "check", *session.posargs)
+
+
 def _make_build(profile: str) -> None:
     @nox.session(name=f"build-{profile}")
     def build(session: nox.Session) -> None:

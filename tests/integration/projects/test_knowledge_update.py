@@ -1,5 +1,5 @@
 """``hpcenv knowledge update`` / ``check`` against a stand-in PyPI and PyTorch index on
-127.0.0.1 (tests/support/torch_standin.py), and ``check`` once against the real PyPI."""
+127.0.0.1 (tests/support/torch_standin.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ import re
 import sys
 import tarfile
 import threading
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,7 +22,6 @@ from hpcenv.knowledge import listing, remote, vllm, wheels
 from hpcenv.knowledge.refresh import update
 from hpcenv.knowledge.refresh import vllm as vllm_refresh
 from hpcenv.utils.errors import BadInput
-from support import require
 from support.torch_standin import StandIn, torch_wheel
 
 if sys.version_info >= (3, 11):
@@ -240,20 +238,10 @@ def test_cli_update_and_check_against_the_standin(
     assert err.count("\n") == 1 and "torch 9.1.0" in err and "hpcenv knowledge update" in err
 
 
-def _pypi_reachable() -> bool:
-    try:
-        with urllib.request.urlopen("https://pypi.org/pypi/torch/json", timeout=10) as r:
-            return bool(r.status == 200)
-    except OSError:
-        return False
-
-
-def test_check_passes_against_real_pypi(capsys: pytest.CaptureFixture[str]) -> None:
-    """The committed data is current: PyPI has no torch or vLLM release it lacks."""
-    require("pypi", _pypi_reachable(), "https://pypi.org is not reachable from here")
-    code, out, err = _cli(capsys, "knowledge", "check")
-    assert code == 0, err
-    assert "current" in out
+# The committed data against the real PyPI is not a test of this suite: a release upstream
+# would stop every submission from landing. `make knowledge-check` (nox -s knowledge-check)
+# and the weekly workflow (.github/workflows/knowledge.yml) run it; the stand-in above
+# proves the check fails naming a release the data lacks.
 
 
 # --- flash-attn ------------------------------------------------------------------------------
