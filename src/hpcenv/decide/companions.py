@@ -123,6 +123,16 @@ def _admits(requires: str | None, torch: Version) -> bool:
     return answers.in_specifier(requires, torch.public, prereleases=True)
 
 
+def _pinned_pair(name: str, pair: Companions, data: CompanionData) -> bool:
+    """Whether torch's pair of ``name`` pins that torch exactly (``torch==2.9.1``): then a
+    release of ``name`` naming no torch is another release's. A pair that admits a range
+    (torchaudio 2.11.1: ``torch>=2.11``) ties no release to this torch, so one naming no
+    torch (2.11.0) cannot be held to it."""
+    paired = pair.version_of(name)
+    read = data.release(name, paired) if paired else None
+    return bool(read and read.requires and read.requires.startswith("=="))
+
+
 def _fix(name: str, torch: str, pair: Companions) -> str:
     paired = pair.version_of(name)
     if paired is None:
@@ -186,8 +196,8 @@ def _judge(
     read = data.release(name, have.public)
     if read is None or _admits(read.requires, t):
         return None  # not in the data (not judged), or its own METADATA admits this torch
-    if read.requires is None and pair.version_of(name) is None:
-        return None  # it names no torch, and this torch has no pair to hold it to
+    if read.requires is None and not _pinned_pair(name, pair, data):
+        return None  # it names no torch, and no pair of this torch pins one release
     said = f"requires torch{read.requires}" if read.requires else "names no torch in its METADATA"
     why = f"{name} {version} {said}; torch {t.public}'s " + (
         f"pair is {name} {pair.version_of(name)}"
@@ -206,7 +216,7 @@ def mismatches(
 ) -> tuple[Mismatch, ...]:
     """The companions in ``versions`` (name -> version as pinned, local label kept) that are
     not of its torch's release pair: their own METADATA does not admit that torch (or names
-    none, and that torch's pair is another release), or they are built for
+    none, and that torch's pair pins it exactly to another release), or they are built for
     another variant than a labelled torch (another CUDA major, or CUDA beside CPU): their
     label, or unlabelled, PyPI's build on ``arch`` (not judged without ``arch``). A
     companion release the data lacks is not judged."""

@@ -50,8 +50,10 @@ def test_resolve_names_the_torch_pair(capsys: pytest.CaptureFixture[str]) -> Non
     assert "torchvision-0.24.1" in pair["source"]
     code, out, _ = _run(capsys, "resolve", "--facts", V100, "--torch", "==2.13.0", "--json")
     pair = json.loads(out)["companions"]
-    assert pair["torchvision"] == "0.28.0+cu126" and pair["torchaudio"] is None
-    assert "none published for torch 2.13.0" in pair["notes"][0]
+    # torchaudio 2.11.1 admits torch>=2.11 (its METADATA); where none admits a torch, the
+    # note says so (tests/unit/decide/test_torch_choice.py, on the data of 2026-11-27)
+    assert pair["torchvision"] == "0.28.0+cu126" and pair["torchaudio"] == "2.11.1+cu126"
+    assert pair["notes"] == [] and "torchaudio-2.11.1-" in pair["source"]
     code, out, _ = _run(capsys, "resolve", "--facts", GH200, "--torch", "==2.9.1")
     assert "torchvision" in out and "0.24.1+cu126" in out
 

@@ -8,10 +8,15 @@ import pytest
 
 from hpcenv.decide.companions import companions_for, mismatches
 from hpcenv.utils.errors import BadInput
+from support.knowledge_snapshot import with_companions_of
 
 
-def test_the_torch_of_the_issue_gets_its_torchvision_and_no_torchaudio() -> None:
+def test_the_torch_of_the_issue_gets_its_torchvision_and_no_torchaudio(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     # plan of a torch>=2.4 pyproject chose torch 2.13.0+cpu and PyPI's newest companions
+    # (the data of 2026-11-27: no torchaudio release required torch 2.13.0 yet)
+    with_companions_of(monkeypatch)
     pair = companions_for("2.13.0+cpu")
     assert pair.torchvision == "0.28.0" and pair.label == "cpu"
     assert pair.torchaudio is None
@@ -37,8 +42,8 @@ def test_a_local_label_has_the_same_pair() -> None:
         ("2.0.0", "0.15.1", "2.0.1"),  # 0.15.0 / 2.0.0 yanked: "incorrect torch dependency"
         ("2.9.1", "0.24.1", "2.9.1"),
         ("2.10.0", "0.25.0", "2.10.0"),
-        ("2.14.0", "0.29.0", None),  # the exact pin, not 0.29.2's range
-        ("2.15.0", "0.29.2", None),  # 0.29.2 requires torch>=2.14.0
+        ("2.14.0", "0.29.0", "2.11.1"),  # the exact pin, not 0.29.2's range
+        ("2.15.0", "0.29.2", "2.11.1"),  # 0.29.2 requires torch>=2.14.0, 2.11.1 torch>=2.11
     ],
 )
 def test_pairs_read_from_the_wheels(torch: str, vision: str, audio: str | None) -> None:
@@ -80,7 +85,8 @@ def test_a_companion_pinned_to_another_torch() -> None:
     assert m.fix == "use torchvision==0.21.0 (torch 2.6.0's pair)"
 
 
-def test_pypis_cuda_torchvision_beside_a_cpu_torch() -> None:
+def test_pypis_cuda_torchvision_beside_a_cpu_torch(monkeypatch: pytest.MonkeyPatch) -> None:
+    with_companions_of(monkeypatch)  # 2026-11-27: no torchaudio for torch 2.13.0
     # the issue's plan: torch 2.13.0+cpu with PyPI's CUDA-13 torchvision 0.28.0, torchaudio 2.11.0
     found = mismatches(
         {"torch": "2.13.0+cpu", "torchvision": "0.28.0", "torchaudio": "2.11.0"}, arch="x86_64"
@@ -104,8 +110,9 @@ def test_labels_of_another_cuda_major() -> None:
         {"torch": "2.14.0", "torchvision": "0.29.1"},
         {"torch": "2.9.1", "torchvision": "0.24.1", "torchaudio": "2.9.1"},
         {"torch": "2.9.1+cu126", "torchvision": "0.24.1"},  # unlabelled, arch unknown
-        # prime-rl's uv.lock: torchaudio 2.11.0 names no torch, and 2.11.0 has no pair to
-        # hold it to: not judged (nor beside 2.13.0, unlabelled: a variant not judged)
+        # prime-rl's uv.lock: torchaudio 2.11.0 names no torch, and torch 2.11.0's pair
+        # (torchaudio 2.11.1, torch>=2.11) pins no release to it: not judged (nor beside
+        # 2.13.0, unlabelled: a variant not judged)
         {"torch": "2.11.0+cu128", "torchvision": "0.26.0+cu128", "torchaudio": "2.11.0+cu128"},
         {"torch": "2.13.0", "torchaudio": "2.11.0"},
         {"torch": "2.9.1", "torchvision": "9.9.9"},  # a release the data lacks: not judged

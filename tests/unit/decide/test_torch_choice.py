@@ -10,6 +10,7 @@ from hpcenv.facts import collect
 from hpcenv.utils.errors import NoCompatibleBuild
 from support import FACTS
 from support.fakenodes import node
+from support.knowledge_snapshot import with_companions_of
 
 V100 = collect.load(FACTS / "v100-supercloud.json")  # 575.57.08
 GH200 = collect.load(FACTS / "gh200-isambard.json")  # aarch64, 565.57.01
@@ -40,7 +41,8 @@ def test_nothing_runs_is_an_answer_and_require_is_exit_3() -> None:
         answer.require()
 
 
-def test_a_release_with_no_published_companion_says_why() -> None:
+def test_a_release_with_no_published_companion_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    with_companions_of(monkeypatch)  # 2026-11-27: no torchaudio required torch 2.13.0
     pair = pair_of("2.13.0", "cpu")
     assert pair.torchvision == "0.28.0" and pair.torchaudio is None
     assert pair.torchaudio_reason and "none published for torch 2.13.0" in pair.torchaudio_reason

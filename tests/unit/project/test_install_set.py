@@ -9,6 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
+
 from hpcenv.decide.plan import make_plan
 from hpcenv.facts import collect
 from hpcenv.models.facts import Facts
@@ -16,6 +18,7 @@ from hpcenv.profile import schema as profile
 from hpcenv.project import install_set, torch_wish
 from hpcenv.project.request import ProjectRequest
 from support import FACTS
+from support.knowledge_snapshot import with_companions_of
 
 V100 = collect.load(FACTS / "v100-supercloud.json")  # 575.57.08: cu128 for 2.9.1
 CPU = Facts(arch="x86_64", python="3.11")
@@ -26,7 +29,10 @@ def hand_set(directory: Path, facts: Facts, name: str = "local") -> install_set.
     return install_set.project_set(ProjectRequest(directory=directory), plan, facts)
 
 
-def test_a_ranged_torch_gets_its_pair_of_its_variant(tmp_path: Path) -> None:
+def test_a_ranged_torch_gets_its_pair_of_its_variant(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with_companions_of(monkeypatch)  # 2026-11-27: no torchaudio required torch 2.13.0
     (tmp_path / "pyproject.toml").write_text(
         '[project]\nname = "demo"\nversion = "0.1"\nrequires-python = ">=3.10"\n'
         'dependencies = ["torch>=2.4", "torchvision", "torchaudio"]\n'
@@ -56,11 +62,12 @@ def test_a_companion_pin_outside_the_pair_is_kept_and_said(tmp_path: Path) -> No
     assert any("torch 2.9.1+cu128's pair is torchvision 0.24.1" in w for w in ps.warnings)
 
 
-def test_a_locks_companions_become_the_pair_of_its_torch() -> None:
+def test_a_locks_companions_become_the_pair_of_its_torch(monkeypatch: pytest.MonkeyPatch) -> None:
     """A lock's torchvision swapped with torch (``_family_pin``): the pair of the locked
     torch release in the node's variant, whatever version the lock had (0.20.0 is torch
     2.5's); where none is published for that release, the lock's own version. Only the
     locked release (``base``) of the lock is read, so a stand-in carries it."""
+    with_companions_of(monkeypatch)  # 2026-11-27: none paired with torch 2.11.0
     plan = make_plan(profile.load("supercloud"), V100, environ={})
     plan = torch_wish.plan_for_version(plan, "2.9.1", V100)
     locked = SimpleNamespace(base="2.9.1")  # stands in for install_set._Locked
