@@ -60,13 +60,14 @@ class Answer:
 def logs() -> list[Log]:
     """Every log of the index, in its order."""
     rows = tomllib.loads(INDEX.read_text(encoding="utf-8"))["log"]
-    return [
-        Log(
-            id=row["id"], path=FAILURES / row["file"], source=row["source"],
-            expected=row["expected"], split=row["split"], found=row["found"],
-        )  # fmt: skip
-        for row in rows
-    ]
+    return [_log(row) for row in rows]
+
+
+def _log(row: dict[str, str]) -> Log:
+    return Log(
+        id=row["id"], path=FAILURES / row["file"], source=row["source"],
+        expected=row["expected"], split=row["split"], found=row["found"],
+    )  # fmt: skip
 
 
 def explain(log: Log) -> Answer:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from support import failure_catalogue as fc  # noqa: E402
+from support import failure_catalogue as fc
 
 
 def main() -> int:
