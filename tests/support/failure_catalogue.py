@@ -45,6 +45,7 @@ class Log:
 class Answer:
     log: Log
     got: str  # the cause id hpcenv named, or "unknown"
+    cause: str  # the cause in words
     evidence: str  # the line it showed
 
     @property
@@ -82,7 +83,7 @@ def explain(log: Log) -> Answer:
     assert code in (0, 1), (log.id, code, out.getvalue())
     got = answer["cause_id"] if answer["known"] else UNKNOWN
     evidence = (answer.get("evidence") or {}).get("text", "")
-    return Answer(log=log, got=got or UNKNOWN, evidence=evidence)
+    return Answer(log=log, got=got or UNKNOWN, cause=answer["cause"], evidence=evidence)
 
 
 def score(answers: Iterable[Answer], split: str = "") -> tuple[int, int, int]:

@@ -69,8 +69,6 @@ def test_no_holdout_log_gets_a_known_cause_its_thread_did_not_find() -> None:
 )  # fmt: skip
 def test_causes_that_share_words_are_told_apart(log_id: str, not_this: str) -> None:
     (log,) = [log for log in LOGS if log.id == log_id]
-    from hpcenv.decide import explain as ex
-
-    got = ex.explain(ex.lines_of(log.path.read_text(), CATALOG, file=log.path.name), CATALOG)
-    assert got.cause_id == log.expected
-    assert not re.search(not_this, got.cause), got.cause
+    answer = fc.explain(log)
+    assert answer.got == log.expected
+    assert not re.search(not_this, answer.cause), answer.cause
