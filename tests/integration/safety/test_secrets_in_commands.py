@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from hpcenv.job.render import command_lines
 from hpcenv.kit.masking import MASK
-from hpcenv.slurm.job import command_lines
 from hpcenv.utils.errors import BadInput
 
 KEY = "wandb-abcdef123456"

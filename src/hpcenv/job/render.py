@@ -314,7 +314,7 @@ def render(
         f"umask {modes.user_umask():04o}",
         "export HPCENV_JOB_START=${EPOCHREALTIME:-$(date +%s.%N)}  # for 'the command starts'",
         f"# --- the environment: what 'hpcenv env {profile.name} --nodes {spec.nodes}' prints",
-        *sbatch.environment_lines(env),
+        *environment.batch_lines(env),
     ]
     lines.append('echo "hpcenv: the job uses the venv $VIRTUAL_ENV" >&2')
     if spec.cpus_per_task:  # srun (Slurm >= 22.05) no longer inherits --cpus-per-task
