@@ -1,4 +1,7 @@
-"""Render, submit and wait for the sbatch scripts that run probes or builds on a cluster.
+"""The sbatch side of a job: its #SBATCH directives, writing, submitting and waiting.
+
+(What runs in the script is rendered in ``hpcenv.job``: ``job/targets.py`` for probes and
+builds, ``job/render.py`` for the user's own command.)
 
 Each cluster asks for GPUs its own way (``--gres=gpu:volta:2`` on SuperCloud,
 ``--gpus=N`` on BRTX, ``--gpus-per-node=4`` on Isambard), loads its own modules
