@@ -23,6 +23,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
+from hpcenv.job import targets  # noqa: E402
 from hpcenv.profile import schema as profile  # noqa: E402
 from hpcenv.slurm import sbatch  # noqa: E402
 from support.slurm_cluster import missing_binaries, start_cluster, stop_cluster  # noqa: E402
@@ -60,7 +61,7 @@ def main() -> int:
             env = {**cluster.env, "HPCENV_HOME": str(root / "home")}
             baseline, probe = [], []
             for _ in range(args.runs):
-                job = sbatch.render(
+                job = targets.render(
                     profile.load(str(prof_path)), "imports", workdir=root, run=["true"]
                 )
                 start = time.monotonic()

@@ -230,7 +230,7 @@ def _render(args: argparse.Namespace, prof: schema.Profile) -> sbatch.Job:
         if args.target is not None:
             raise BadInput(f"give a TARGET ({args.target!r}) or a command after '--', not both")
         _refuse_given(args, defaults, TARGET_OPTIONS, "only for a TARGET, not your own command")
-        from hpcenv.slurm import job
+        from hpcenv.job import render as job
 
         spec = job.CommandJob(
             argv=tuple(argv),
@@ -257,7 +257,9 @@ def _render(args: argparse.Namespace, prof: schema.Profile) -> sbatch.Job:
     )
     if args.time is not None and (problem := walltime.problem(args.time)):
         raise BadInput(f"--time {args.time!r} {problem}")
-    return sbatch.render(
+    from hpcenv.job import targets
+
+    return targets.render(
         prof,
         args.target,
         nodes=args.nodes,

@@ -190,6 +190,20 @@ def shell_lines(
     return lines
 
 
+def batch_lines(env: JobEnv) -> list[str]:
+    """The job's environment (``shell_lines``), secrets read from the environment
+    sbatch copies from the submitting shell."""
+    lines = []
+    if env.secrets:
+        lines += [
+            f"# Secrets ({' '.join(env.secrets)}) are not written here: the job reads them",
+            "# from the environment sbatch copies from the submitting shell (--export=ALL,",
+            "# the default). Export them before 'sbatch'; 'hpcenv sbatch --submit' passes the",
+            "# profile's values that way.",
+        ]
+    return lines + shell_lines(env, nounset_guard=True, secrets_from="the submitting environment")
+
+
 def check_secrets(job: JobEnv, environ: Mapping[str, str]) -> None:
     """The one rule of ``env`` and ``run`` for a secret the profile gives a value of its
     own: it comes from the caller's environment, never from the profile. ``env`` cannot

@@ -1,4 +1,7 @@
-"""Render, submit and wait for the sbatch scripts that run probes or builds on a cluster.
+"""The sbatch side of a job: its #SBATCH directives, writing, submitting and waiting.
+
+(What runs in the script is rendered in ``hpcenv.job``: ``job/targets.py`` for probes and
+builds, ``job/render.py`` for the user's own command.)
 
 Each cluster asks for GPUs its own way (``--gres=gpu:volta:2`` on SuperCloud,
 ``--gpus=N`` on BRTX, ``--gpus-per-node=4`` on Isambard), loads its own modules
@@ -36,7 +39,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from hpcenv.job import environment
 from hpcenv.kit import registry
 from hpcenv.profile.schema import KNOWN_PROBES, Profile, available
 from hpcenv.tools import command
@@ -49,7 +51,6 @@ from hpcenv.utils.errors import (
     JobFailed,
     ProbeFailed,
 )
-from hpcenv.utils.output import shell_join, shell_quote
 
 TARGETS = ("probe", "build", *KNOWN_PROBES)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -389,101 +390,6 @@ def directives(
         _path_directive("error", log_dir / f"{name}-%j.err", f"{where}: [job] log_dir"),
         _path_directive("chdir", cwd, "working directory"),
     ]
-
-
-def environment_lines(env: environment.JobEnv) -> list[str]:
-    """The job's environment (``environment.shell_lines``), secrets read from the environment
-    sbatch copies from the submitting shell."""
-    lines = []
-    if env.secrets:
-        lines += [
-            f"# Secrets ({' '.join(env.secrets)}) are not written here: the job reads them",
-            "# from the environment sbatch copies from the submitting shell (--export=ALL,",
-            "# the default). Export them before 'sbatch'; 'hpcenv sbatch --submit' passes the",
-            "# profile's values that way.",
-        ]
-    return lines + environment.shell_lines(
-        env, nounset_guard=True, secrets_from="the submitting environment"
-    )
-
-
-def render(
-    profile: Profile,
-    target: str,
-    *,
-    nodes: int = 1,
-    ntasks_per_node: int | None = None,
-    output_dir: Path | None = None,
-    venv: str | None = None,
-    workdir: Path | None = None,
-    run: Sequence[str] | None = None,
-    extra_env: Mapping[str, str] | None = None,
-    pairs: bool = False,
-    time_limit: str | None = None,
-    request: Request | None = None,
-) -> Job:
-    """The sbatch script for ``target`` on ``profile``'s cluster (``request``: GPUs per
-    node and the sbatch options given on the command line).
-
-    ``run`` replaces the hpcenv command (tests use a trivial one); its output
-    still goes to ``report.json`` in the job's output directory. ``pairs``: the job
-    runs the bad-node finder (``hpcenv probe nccl --pairs``). ``time_limit`` (``--time``)
-    replaces the profile's walltime; a build job gets ``[slurm] build_time``.
-    """
-    if target not in TARGETS:
-        raise BadInput(f"unknown sbatch target {target!r}; use one of: {', '.join(TARGETS)}")
-    if nodes < 1:
-        raise BadInput(f"--nodes {nodes}: must be at least 1")
-    if pairs and (target != "nccl" or nodes < 2):
-        raise BadInput(
-            f"--pairs runs nccl between pairs of nodes: use it with target nccl and --nodes 2 "
-            f"or more (got {target!r}, --nodes {nodes})"
-        )
-    cwd = (workdir or Path.cwd()).absolute()
-    log_dir = logs_dir(profile, cwd)
-    out_dir = (output_dir or log_dir).absolute()
-    name = f"hpcenv-{profile.name}-{target}"
-    lines = [
-        "#!/bin/bash",
-        f"# Rendered by 'hpcenv sbatch {shell_quote(profile.name)} {shell_quote(target)}'.",
-        *directives(
-            profile,
-            name=name,
-            nodes=nodes,
-            ntasks_per_node=tasks_per_node(
-                profile, ntasks_per_node, target, request.gpus if request else None
-            ),
-            time=time_limit or (profile.slurm.build_time if target == "build" else None),
-            log_dir=log_dir,
-            cwd=cwd,
-            request=request,
-        ),
-        "",
-        "set -euo pipefail",
-    ]
-    env = environment.for_profile(
-        profile, nodes=nodes, venv=None, tmpdir=False, extra_env=extra_env
-    )
-    lines += environment_lines(env)
-    if profile.job.scratch:
-        lines += [
-            f'export TMPDIR={shell_quote(profile.job.scratch)}/"$SLURM_JOB_ID"',
-            'mkdir -p "$TMPDIR"',
-        ]
-    argv = list(run) if run is not None else hpcenv_argv(profile, target, venv, pairs=pairs)
-    keep = ""
-    if run is None and target != "build":  # rank files and JUnit kept with the report
-        keep = ' --results-dir "$out/ranks" --junit "$out/junit.xml"'
-    lines += [
-        f'out={shell_quote(str(out_dir))}/"$SLURM_JOB_ID"',
-        'mkdir -p "$out"',
-        "status=0",
-        f'{shell_join(argv)}{keep} > "$out/report.json" || status=$?',
-        'cat "$out/report.json"',
-        'exit "$status"',
-        "",
-    ]
-    return Job(name=name, script="\n".join(lines), log_dir=log_dir, output_dir=out_dir, nodes=nodes)
 
 
 def secret_env(

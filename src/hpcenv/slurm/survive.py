@@ -1,5 +1,5 @@
 """The job-script lines of a job that survives a bad node and a hang (``hpcenv sbatch
---gate pairs --requeue-bad N --hang-timeout DURATION -- CMD``), for ``hpcenv.slurm.job``.
+--gate pairs --requeue-bad N --hang-timeout DURATION -- CMD``), for ``hpcenv.job.render``.
 
 - ``exclude_lines``: ``HPCENV_EXCLUDE``, the nodes the chain keeps out (your ``--exclude``,
   then every node a requeue added), passed to each later link's ``sbatch``;
@@ -27,7 +27,7 @@ from hpcenv.utils.output import shell_join, shell_quote, visible
 
 
 class CommandJob(Protocol):
-    """What these lines read of ``hpcenv.slurm.job.CommandJob``."""
+    """What these lines read of ``hpcenv.job.render.CommandJob``."""
 
     @property
     def gate(self) -> tuple[str, ...]: ...

@@ -21,6 +21,7 @@ from hpcenv.build import builder as build
 from hpcenv.build import swap
 from hpcenv.decide.plan import make_plan
 from hpcenv.facts import collect
+from hpcenv.job import targets
 from hpcenv.models.facts import Facts
 from hpcenv.models.plan import Plan
 from hpcenv.models.torch_choice import TorchChoice
@@ -28,7 +29,6 @@ from hpcenv.profile import schema as profile
 from hpcenv.project import torch_wish
 from hpcenv.project.request import ProjectRequest
 from hpcenv.runner import probes as runner
-from hpcenv.slurm import sbatch
 from hpcenv.tools import uv
 from hpcenv.utils.errors import NoCompatibleBuild
 from support import FACTS
@@ -122,7 +122,7 @@ def test_swap_cu130_to_cu126_in_a_project(index: StandInIndex, project: Path) ->
     target = runner.resolve_target("isambard-trainer")
     assert target.name == "isambard-trainer" and target.profile is not None
     assert target.profile.name == "isambard" and target.python.exists()
-    job = sbatch.render(profile.load("isambard"), "probe", venv="isambard-trainer")
+    job = targets.render(profile.load("isambard"), "probe", venv="isambard-trainer")
     assert "--env isambard-trainer" in job.script
 
     again = build.build(plan, Facts(arch="x86_64"), project=request)

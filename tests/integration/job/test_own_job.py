@@ -21,8 +21,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hpcenv.cli import main
+from hpcenv.job import render as own
 from hpcenv.profile import schema as profile
-from hpcenv.slurm import job as own
 from hpcenv.utils.output import shell_join
 from support import REPO, require
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from hpcenv.cli import main
+from hpcenv.job import targets
 from hpcenv.models import walltime
 from hpcenv.profile import schema as profile
 from hpcenv.slurm import sbatch
@@ -27,7 +28,7 @@ EVIL = "x; rm -rf ~"
 
 def _render(name: str, target: str = "nccl", nodes: int = 1, **kw: object) -> str:
     prof = profile.load(str(REPO / "envs" / f"{name}.toml"))
-    return sbatch.render(prof, target, nodes=nodes, workdir=Path("/home/u/proj"), **kw).script  # type: ignore[arg-type]
+    return targets.render(prof, target, nodes=nodes, workdir=Path("/home/u/proj"), **kw).script  # type: ignore[arg-type]
 
 
 def _directives(script: str) -> list[str]:
@@ -73,11 +74,11 @@ def test_a_profile_file_and_a_venv_reach_the_job(tmp_path: Path) -> None:
     mine = tmp_path / "mine.toml"
     mine.write_text((REPO / "envs" / "local.toml").read_text())
     prof = profile.load(str(mine))
-    job = sbatch.render(prof, "nccl", workdir=tmp_path, venv="/opt/venv")
+    job = targets.render(prof, "nccl", workdir=tmp_path, venv="/opt/venv")
     assert f" -m hpcenv probe nccl --env /opt/venv --profile {mine} --json" in job.script
-    build = sbatch.render(prof, "build", workdir=tmp_path).script
+    build = targets.render(prof, "build", workdir=tmp_path).script
     assert f" -m hpcenv build {mine}" in build
-    named = sbatch.render(profile.load("local"), "nccl", workdir=tmp_path, venv="/v").script
+    named = targets.render(profile.load("local"), "nccl", workdir=tmp_path, venv="/v").script
     assert " -m hpcenv probe nccl --env /v --profile local --json" in named
 
 
@@ -126,7 +127,7 @@ log_dir = {json.dumps(str(tmp_path / "logs; rm -rf ~"))}
 
 def test_profile_values_are_quoted(tmp_path: Path) -> None:
     require("bash", shutil.which("bash") is not None, "bash not on PATH")
-    job = sbatch.render(_evil_profile(tmp_path), "imports", workdir=tmp_path)
+    job = targets.render(_evil_profile(tmp_path), "imports", workdir=tmp_path)
     script = job.script
     assert "#SBATCH --partition=gpu" in script and "#SBATCH --account=proj" in script
     assert f"module load {shlex.quote(EVIL)}" in script
@@ -151,7 +152,7 @@ def test_the_whole_rendered_script_runs_values_literally(tmp_path: Path) -> None
     HOME in a temp dir holding a canary): nothing a profile says is executed."""
     require("bash", shutil.which("bash") is not None, "bash not on PATH")
     prof = _evil_profile(tmp_path)
-    job = sbatch.render(prof, "imports", workdir=tmp_path, run=["printf", "%s", EVIL])
+    job = targets.render(prof, "imports", workdir=tmp_path, run=["printf", "%s", EVIL])
     job = dataclasses.replace(job, script=job.script.replace("/scratch/$(id)", str(tmp_path)))
     home, bin_dir = tmp_path / "home", tmp_path / "bin"
     home.mkdir()
@@ -185,7 +186,7 @@ def test_sbatch_values_sbatch_would_misread_are_refused(
     """sbatch reads '#SBATCH --partition=x; rm -rf ~' as partition 'x;' plus a stray
     argument, and strips quotes itself: shell quoting cannot protect these lines."""
     with pytest.raises(BadInput) as info:
-        sbatch.render(_evil_profile(tmp_path, **{key: value}), "imports", workdir=tmp_path)
+        targets.render(_evil_profile(tmp_path, **{key: value}), "imports", workdir=tmp_path)
     msg = str(info.value)
     assert "\n" not in msg and f"[slurm] {key} = {value!r}" in msg
     assert "evil.toml" in msg and "plain value" in msg
@@ -195,13 +196,13 @@ def test_gres_type_with_a_space_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "g.toml"
     path.write_text((REPO / "envs" / "supercloud.toml").read_text().replace('"volta"', '"volta 2"'))
     with pytest.raises(BadInput, match=r"g\.toml: \[slurm\] gres_type = 'volta 2'"):
-        sbatch.render(profile.load(str(path)), "imports", workdir=tmp_path)
+        targets.render(profile.load(str(path)), "imports", workdir=tmp_path)
 
 
 def test_paths_are_written_the_way_sbatch_reads_them(tmp_path: Path) -> None:
     """Log paths may hold spaces: double-quoted, with quotes, backslash and '#' escaped
     (sbatch strips both quote kinds and the escapes; '#' would end the line)."""
-    job = sbatch.render(_evil_profile(tmp_path), "imports", workdir=tmp_path / "my proj #2 'x'")
+    job = targets.render(_evil_profile(tmp_path), "imports", workdir=tmp_path / "my proj #2 'x'")
     d = _directives(job.script)
     log = tmp_path / "logs; rm -rf ~" / "hpcenv-evil-imports-%j.out"
     assert f'--output="{log}"' in d
@@ -210,7 +211,9 @@ def test_paths_are_written_the_way_sbatch_reads_them(tmp_path: Path) -> None:
 
 def test_a_line_break_in_a_value_is_refused(tmp_path: Path) -> None:
     with pytest.raises(BadInput, match="line break"):
-        sbatch.render(_evil_profile(tmp_path, partition="p\nrm -rf ~"), "imports", workdir=tmp_path)
+        targets.render(
+            _evil_profile(tmp_path, partition="p\nrm -rf ~"), "imports", workdir=tmp_path
+        )
 
 
 @pytest.mark.parametrize(
@@ -247,7 +250,7 @@ def test_slurm_time_is_checked_when_the_profile_loads(tmp_path: Path) -> None:
     path.write_text('[profile]\npython = "3.11"\n[slurm]\ntime = "1-12"\n')
     assert profile.load(str(path)).slurm.time == "1-12"
     path.write_text('[profile]\npython = "3.11"\n[slurm]\ntime = ""\n')  # partition default
-    assert "--time" not in sbatch.render(profile.load(str(path)), "imports").script
+    assert "--time" not in targets.render(profile.load(str(path)), "imports").script
 
 
 TOKEN = "hf_sbatchSECRET42"
@@ -267,7 +270,7 @@ def test_secrets_are_read_from_the_job_environment_never_written(tmp_path: Path)
     it takes it from the environment sbatch passes on, and stops if it is missing."""
     require("bash", shutil.which("bash") is not None, "bash not on PATH")
     prof = _secret_profile(tmp_path)
-    script = sbatch.render(prof, "imports", workdir=tmp_path).script
+    script = targets.render(prof, "imports", workdir=tmp_path).script
     assert TOKEN not in script
     line = 'export HF_TOKEN="${HF_TOKEN:?set HF_TOKEN in the submitting environment}"'
     assert line in script.splitlines()
@@ -321,7 +324,7 @@ def test_submit_a_rendered_script_on_real_slurm(slurm: SlurmCluster, tmp_path: P
         text + f'\n[env.always]\nGREETING = "hello; world"\nHF_TOKEN = "{TOKEN}"\n'
     )
     prof = profile.load(str(tmp_path / "local.toml"))
-    job = sbatch.render(
+    job = targets.render(
         prof,
         "imports",
         workdir=tmp_path,
@@ -345,7 +348,7 @@ def test_submit_a_rendered_script_on_real_slurm(slurm: SlurmCluster, tmp_path: P
 def _held_job(slurm: SlurmCluster, tmp_path: Path, run: list[str]) -> str:
     """Submit a job held in the queue (PENDING, reason JobHeldUser) until released."""
     prof = profile.load(str(REPO / "envs" / "local.toml"))
-    job = sbatch.render(prof, "imports", workdir=tmp_path, run=run)
+    job = targets.render(prof, "imports", workdir=tmp_path, run=run)
     script = job.script.replace("#!/bin/bash\n", "#!/bin/bash\n#SBATCH --hold\n", 1)
     path = sbatch.write(dataclasses.replace(job, script=script), tmp_path / "held.sh")
     return sbatch.submit(path, env=slurm.env)
@@ -389,7 +392,7 @@ def test_wait_bounds_running_time_and_optionally_queue_time(
     finally:
         slurm.run("scancel", held, check=False)
     prof = profile.load(str(REPO / "envs" / "local.toml"))
-    job = sbatch.render(prof, "imports", workdir=tmp_path, run=["sleep", "60"])
+    job = targets.render(prof, "imports", workdir=tmp_path, run=["sleep", "60"])
     running = sbatch.submit(sbatch.write(job, tmp_path / "long.sh"), env=slurm.env)
     try:
         with pytest.raises(CommandFailed, match=r"still RUNNING after \d+ s running") as info:
@@ -407,7 +410,7 @@ def test_url_credentials_in_a_plain_variable_stay_out_of_the_script(tmp_path: Pa
         + '\n[env.always]\nPIP_INDEX_URL = "https://bob:pw999@pypi.example/simple"\n'
     )
     prof = profile.load(str(path))
-    script = sbatch.render(prof, "imports", workdir=tmp_path).script
+    script = targets.render(prof, "imports", workdir=tmp_path).script
     assert "pw999" not in script
     assert 'export PIP_INDEX_URL="${PIP_INDEX_URL:?' in script
     assert sbatch.secret_env(prof) == {"PIP_INDEX_URL": "https://bob:pw999@pypi.example/simple"}
@@ -446,7 +449,7 @@ def test_control_characters_never_reach_the_script_file_raw(tmp_path: Path) -> N
         f"[job]\nlog_dir = {json.dumps(str(tmp_path / 'logs'))}\n"
     )
     word = "q\x1b[2J\u009bq"
-    job = sbatch.render(
+    job = targets.render(
         profile.load(str(path)),
         "imports",
         workdir=tmp_path,

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from hpcenv.job import command, launch_config
+from hpcenv.job import render as slurm_job
 from hpcenv.profile import schema
-from hpcenv.slurm import job as slurm_job
 from hpcenv.utils.errors import BadInput
 from support import REPO
 

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from hpcenv.build import build_lock, builder
+from hpcenv.job import targets
 from hpcenv.models.results import RankResult, Status, gather
 from hpcenv.profile import schema as profile
 from hpcenv.slurm import sbatch
@@ -80,7 +81,7 @@ def test_sbatch_submit_script_replaces_a_planted_symlink(tmp_path: Path, victim:
     """``sbatch --submit`` wrote the script through a symlinked path and made its target
     0755; now the symlink itself is replaced by the new script."""
     prof = profile.load(str(REPO / "envs" / "brtx.toml"))
-    job = sbatch.render(prof, "imports", workdir=tmp_path, output_dir=tmp_path / "out")
+    job = targets.render(prof, "imports", workdir=tmp_path, output_dir=tmp_path / "out")
     script = job.log_dir / f"{job.name}.sbatch"
     _plant(script, victim)
     written = sbatch.write(job)

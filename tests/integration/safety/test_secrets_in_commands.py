@@ -11,8 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from hpcenv.job import command
+from hpcenv.job.render import command_lines
 from hpcenv.kit.masking import MASK
-from hpcenv.slurm.job import command_lines
 from hpcenv.utils.errors import BadInput
 
 KEY = "wandb-abcdef123456"
@@ -28,7 +29,7 @@ def _run_words(lines: list[str], env: dict[str, str]) -> list[str]:
 
 def test_the_secret_is_a_reference_and_the_command_runs_word_for_word() -> None:
     argv = ["python", "train.py", "--wandb-key", KEY, "--tag", f'run={KEY}$1 `x` "q"']
-    lines = command_lines(argv, ENV)
+    lines = command_lines(command.read(argv), ENV)
     text = "\n".join(lines)
     assert KEY not in text and MASK not in text
     assert '"${WANDB_API_KEY}"' in text
@@ -36,7 +37,7 @@ def test_the_secret_is_a_reference_and_the_command_runs_word_for_word() -> None:
 
 
 def test_the_script_stops_when_the_job_lacks_the_variable() -> None:
-    lines = command_lines(["python", "t.py", KEY], ENV)
+    lines = command_lines(command.read(["python", "t.py", KEY]), ENV)
     done = subprocess.run(["bash", "-c", "\n".join(lines)], env={"PATH": "/usr/bin:/bin"},
                           capture_output=True, text=True, check=False)  # fmt: skip
     assert done.returncode != 0
@@ -46,7 +47,7 @@ def test_the_script_stops_when_the_job_lacks_the_variable() -> None:
 @pytest.mark.parametrize("word", ["https://user:pw12345@hub.example/x", "HF_TOKEN=hf_abcdefgh"])
 def test_a_secret_hpcenv_cannot_refer_to_is_refused(word: str) -> None:
     with pytest.raises(BadInput, match="word 3 of the command holds a secret"):
-        command_lines(["python", "t.py", word], ENV)
+        command_lines(command.read(["python", "t.py", word]), ENV)
 
 
 def test_the_sbatch_command_keeps_cmd_as_given(tmp_path: object) -> None:
@@ -65,4 +66,4 @@ def test_the_sbatch_command_keeps_cmd_as_given(tmp_path: object) -> None:
                         max_size=12), min_size=1, max_size=5))  # fmt: skip
 def test_any_words_with_the_secret_inside_run_as_given(words: list[str]) -> None:
     argv = ["prog", *(w + KEY if i % 2 else w for i, w in enumerate(words))]
-    assert _run_words(command_lines(argv, ENV), ENV) == argv
+    assert _run_words(command_lines(command.read(argv), ENV), ENV) == argv

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from hpcenv.job import targets
 from hpcenv.kit import registry
 from hpcenv.profile import schema as profile
 from hpcenv.slurm import sbatch
@@ -60,7 +61,7 @@ def run_in_sbatch(
         str(timeout_s),
         str(_script_dir(tmp_path)),
     ]
-    job = sbatch.render(
+    job = targets.render(
         prof,
         "probe",
         ntasks_per_node=2,

@@ -37,7 +37,7 @@ import os
 import re
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from hpcenv.job import command, environment, launch_config, launchers
@@ -45,7 +45,7 @@ from hpcenv.kit import registry
 from hpcenv.kit.masking import MIN_VALUE_LEN, is_secret
 from hpcenv.models import walltime
 from hpcenv.profile.schema import Profile
-from hpcenv.slurm import sbatch, survive
+from hpcenv.slurm import sbatch, steps, survive
 from hpcenv.utils import modes, redact
 from hpcenv.utils.errors import BadInput
 from hpcenv.utils.output import shell_join, shell_quote
@@ -83,6 +83,11 @@ class CommandJob:
     request: sbatch.Request = sbatch.Request()  # --gpus, --partition, --account, ...
     hang_timeout_s: float | None = None  # --hang-timeout: the watchdog (slurm/watchdog.py)
     requeue_bad: int = 0  # --requeue-bad N: with --gate pairs (slurm/requeue.py)
+    #: ``argv`` read once (``job/command.py``): every part of the job asks this one reading
+    cmd: command.Command = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "cmd", command.read(self.argv))
 
 
 def _check(spec: CommandJob, profile: Profile) -> None:
@@ -163,7 +168,7 @@ def job_name(profile: Profile, spec: CommandJob) -> str:
     """``hpcenv-<profile>-<program>`` (or ``--job-name``): letters, digits, '.', '_', '-'."""
     if spec.job_name:
         return spec.job_name
-    program = re.sub(r"[^A-Za-z0-9_.-]", "_", command.read(spec.argv).name)[:40]
+    program = re.sub(r"[^A-Za-z0-9_.-]", "_", spec.cmd.name)[:40]
     return f"hpcenv-{profile.name}-{program or 'cmd'}"
 
 
@@ -209,7 +214,7 @@ def launcher_lines(
     """For a launcher in CMD: what each node's copy is told (said in the log), the
     hostfile DeepSpeed reads; nothing for other commands. ``venv``: the job's, whose
     DeepSpeed version decides its flags."""
-    cmd = command.read(spec.argv)
+    cmd = spec.cmd
     kind = cmd.kind
     if not kind or spec.launch != "node":
         return []
@@ -245,28 +250,6 @@ def launcher_lines(
     return [*lines, f"echo {shell_quote('hpcenv: ' + said)}"]
 
 
-#: On each node, before the command: NODE_RANK is the node's (SLURM_NODEID); a fixed
-#: script, the command's words are its arguments ("$@"), never part of it.
-_NODE_RANK = 'bash -c \'export NODE_RANK="$SLURM_NODEID"; exec "$@"\' hpcenv-node'
-
-
-def _launch_lines(spec: CommandJob, log_dir: Path) -> list[str]:
-    if spec.launch == "task":
-        return [f'srun --kill-on-bad-exit=1 -- {_NODE_RANK} "${{cmd[@]}}" &']
-    if spec.launch == "node":
-        return [
-            'srun --nodes="$nodes" --ntasks="$nodes" --ntasks-per-node=1 --kill-on-bad-exit=1 '
-            f'-- {_NODE_RANK} "${{cmd[@]}}" &'
-        ]
-    ray_logs = shell_quote(str(log_dir))
-    return [
-        'ray_hosts=$(IFS=,; echo "${hosts[*]}")',
-        f'{shell_quote(sys.executable)} -I -m hpcenv.slurm.ray_cluster --hosts "$ray_hosts" '
-        f'--python "$VIRTUAL_ENV/bin/python" --log-dir {ray_logs}/"ray-$SLURM_JOB_ID" '
-        '--inherit-output -- "${cmd[@]}" &',
-    ]
-
-
 def render(
     profile: Profile,
     spec: CommandJob,
@@ -275,7 +258,7 @@ def render(
 ) -> sbatch.Job:
     """The job script running ``spec.argv`` on ``profile``'s cluster."""
     _check(spec, profile)
-    launchers.check_fits(command.read(spec.argv), spec.launch)
+    launchers.check_fits(spec.cmd, spec.launch)
     cwd = (workdir or Path.cwd()).absolute()
     found, configured = check_launch_config(profile, spec, cwd)
     log_dir = sbatch.logs_dir(profile, cwd)
@@ -314,7 +297,7 @@ def render(
         f"umask {modes.user_umask():04o}",
         "export HPCENV_JOB_START=${EPOCHREALTIME:-$(date +%s.%N)}  # for 'the command starts'",
         f"# --- the environment: what 'hpcenv env {profile.name} --nodes {spec.nodes}' prints",
-        *sbatch.environment_lines(env),
+        *environment.batch_lines(env),
     ]
     lines.append('echo "hpcenv: the job uses the venv $VIRTUAL_ENV" >&2')
     if spec.cpus_per_task:  # srun (Slurm >= 22.05) no longer inherits --cpus-per-task
@@ -323,14 +306,7 @@ def render(
         "workdir=$PWD nodes=${SLURM_JOB_NUM_NODES:-1}",
         'mapfile -t hosts < <(scontrol show hostnames "$SLURM_JOB_NODELIST")',
         '[ "${#hosts[@]}" -gt 0 ] || { echo "hpcenv: scontrol gave no host" >&2; exit 1; }',
-        "on_nodes() {  # one task per node through srun; here alone on a one-node job",
-        '  if [ "$nodes" -gt 1 ]; then',
-        '    srun --nodes="$nodes" --ntasks="$nodes" --ntasks-per-node=1 --overlap '
-        '--kill-on-bad-exit=1 -- "$@"',
-        "  else",
-        '    "$@"',
-        "  fi",
-        "}",
+        *steps.on_nodes_lines(),
         "",
         "# --- rendezvous on the first node; torchrun reads PET_* (its own options win)",
         'export MASTER_ADDR="${hosts[0]}" MASTER_PORT=$((20000 + SLURM_JOB_ID % 20000))',
@@ -379,9 +355,9 @@ def render(
             "# what ended the link if not the command (the watchdog, a requeue): for --wait",
             f"outcome={own}.outcome.json",
         ]
-    lines += _chain_lines(spec)
+    lines += steps.chain_lines(spec)
     lines += ["", "# --- the command, word for word (secrets as references to your variables)"]
-    lines += command_lines(spec.argv, {**os.environ, **env.secret_values})
+    lines += command_lines(spec.cmd, {**os.environ, **env.secret_values})
     lines += _gate_lines(spec, hpcenv, ref)
     lines += survive.pairs_gate_lines(spec, hpcenv, ref, own)
     lines += launcher_lines(profile, spec, log_dir, venv, configured)
@@ -402,7 +378,7 @@ def render(
         'job started"',
         *survive.watchdog_setup(spec, own),
         "set -m  # job control: the command leads a process group of its own",
-        *_launch_lines(spec, log_dir),
+        *steps.launch_lines(spec.launch, log_dir),
         "cmd_pid=$!",
         "set +m",
         *survive.watchdog_start(spec, own),
@@ -449,8 +425,7 @@ def check_launch_config(
         compute_capability=profile.platform.compute_capability,
         gpu=profile.platform.gpu,
     )
-    cmd = command.read(spec.argv)
-    cfg = launch_config.read(cmd, cwd, os.environ)
+    cfg = launch_config.read(spec.cmd, cwd, os.environ)
     return launch_config.verdict(cfg, job), launch_config.configured(cfg, spec.nodes)
 
 
@@ -464,7 +439,7 @@ def _with_references(word: str, refs: Sequence[tuple[str, str]]) -> str:
     return shell_quote(word) if word else ""
 
 
-def command_lines(argv: Sequence[str], environ: Mapping[str, str]) -> list[str]:
+def command_lines(cmd: command.Command, environ: Mapping[str, str]) -> list[str]:
     """``cmd=(...)``: CMD word for word. A secret's value inside a word (a secret-named
     variable of ``environ``) becomes a reference to that variable, which the job inherits
     (and checks it has): the script, which is printed and kept, never holds the value, and
@@ -477,7 +452,7 @@ def command_lines(argv: Sequence[str], environ: Mapping[str, str]) -> list[str]:
     )  # fmt: skip
     words: list[str] = []
     needed: list[str] = []
-    for k, word in enumerate(argv):
+    for k, word in enumerate(cmd.words):
         used = [n for v, n in refs if v in word]
         needed += [n for n in used if n not in needed]
         words.append(_with_references(word, refs) if used else shell_quote(word))
@@ -491,68 +466,18 @@ def command_lines(argv: Sequence[str], environ: Mapping[str, str]) -> list[str]:
         f': "${{{name}:?hpcenv: the command uses {name}; export it before sbatch}}"'
         for name in needed
     ]
-    if command.read(argv).assigns_first:  # VAR=value CMD: the variables for CMD, as bash does
+    if cmd.assigns_first:  # VAR=value CMD: the variables for CMD, as bash does
         words.insert(0, "env")
     return [*checks, f"cmd=({' '.join(words)})"]
 
 
 def _wrap_launcher(spec: CommandJob) -> list[str]:
     """A launcher run once per node goes through ``hpcenv.job.launchers`` on each node."""
-    kind = command.read(spec.argv).kind
+    kind = spec.cmd.kind
     if not kind or spec.launch != "node":
         return []
     wrapper = shell_join([sys.executable, "-I", "-m", "hpcenv.job.launchers", "--"])
     return [f'cmd=({wrapper} "${{cmd[@]}}")  # each node adds its rank, then execs {kind}']
-
-
-def _chain_lines(spec: CommandJob) -> list[str]:
-    n = spec.chain
-    lines = [
-        "",
-        f"# --- chain: link $HPCENV_CHAIN_LINK of at most {n}",
-        "link=${HPCENV_CHAIN_LINK:-1}",
-        'case $link in ""|*[!0-9]*) echo "hpcenv: HPCENV_CHAIN_LINK=$link is not a link '
-        'number" >&2; exit 2 ;; esac',
-        f"export HPCENV_CHAIN_LINK=$link HPCENV_CHAIN_MAX={n}",
-        *survive.exclude_lines(spec),
-        "next=",
-        "end_chain() {  # cancel the queued next link, saying why",
-        '  if [ -n "$next" ]; then',
-        '    scancel "$next" || true',
-        '    echo "hpcenv: $1: link $((link + 1)) (job $next) cancelled; the chain ends here"',
-        "    next=",
-        "  fi",
-        "}",
-    ]
-    if n == 1:
-        return lines
-    dependency = "singleton" if spec.dependency == "singleton" else 'afterany:"$this_job"'
-    return [
-        *lines,
-        "# the next link is queued now and starts when this job ends, however it ends; it",
-        "# gets this job's environment without its SLURM_* variables",
-        f'if [ "$link" -lt {n} ]; then',
-        "  this_job=$SLURM_JOB_ID",
-        "  if next=$(",
-        '    for v in $(compgen -e); do case $v in SLURM_CONF) ;; SLURM_*) unset "$v" ;; esac; '
-        "done",
-        f"    HPCENV_CHAIN_LINK=$((link + 1)) sbatch --parsable {survive.EXCLUDE_ARG}"
-        f'--dependency={dependency} "$0"'
-        if spec.requeue_bad
-        else f"    HPCENV_CHAIN_LINK=$((link + 1)) sbatch --parsable "
-        f'--dependency={dependency} "$0"',
-        "  ); then",
-        "    next=${next%%;*}",
-        f'    echo "hpcenv: chain link $link of {n}; link $((link + 1)) queued as job $next"',
-        "  else",
-        '    echo "hpcenv: warning: could not queue link $((link + 1)); the chain ends with '
-        'this link" >&2',
-        "    next=",
-        "  fi",
-        "else",
-        f'  echo "hpcenv: chain link $link of {n}: the last"',
-        "fi",
-    ]
 
 
 def _gate_lines(spec: CommandJob, hpcenv: Sequence[str], ref: str) -> list[str]:
@@ -575,7 +500,7 @@ def _gate_lines(spec: CommandJob, hpcenv: Sequence[str], ref: str) -> list[str]:
         "}",
         'gate "venv $VIRTUAL_ENV (built? hpcenv build)" test -x "$VIRTUAL_ENV/bin/python"',
         f'gate "preflight on $nodes node(s)" on_nodes {shell_join([*hpcenv, "preflight", ref])}'
-        + (' -- "${cmd[@]}"' if command.read(spec.argv).kind else ""),
+        + (' -- "${cmd[@]}"' if spec.cmd.kind else ""),
     ]
     probes = [p for p in spec.gate if p != PAIRS_GATE]
     if probes:
