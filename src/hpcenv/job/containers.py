@@ -347,9 +347,8 @@ def env_lines(form: Form, names: Sequence[str], *, network: bool) -> list[str]:
     elif rt.env == "prefix":
         # host variables pass unless --cleanenv; the prefixed copies pass either way
         lines.append(f"for v in {' '.join(n for n in names if n != 'NODE_RANK')}; do")
-        lines.append('  [ -z "${!v+x}" ] || ' + "; ".join(
-            f'export "{p}$v=${{!v}}"' for p in rt.env_prefixes
-        ) + "")  # fmt: skip
+        exports = "; ".join(f'export "{p}$v=${{!v}}"' for p in rt.env_prefixes)
+        lines.append(f'  if [ -n "${{!v+x}}" ]; then {exports}; fi')
         lines.append("done")
         if rt.bind_variable:
             lines.append(
