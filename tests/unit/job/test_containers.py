@@ -112,7 +112,8 @@ def test_podman_s_form_is_its_own_help() -> None:
 
 def test_the_issue_s_commands_are_read_as_their_launch_form() -> None:
     megatron = _form("srun", "--mpi=pmix", "--container-image=nvcr.io#nvidia/nemo:24.05",
-                     "--container-mounts=/data:/data", "bash", "-c", "python run_recipe.py")  # fmt: skip
+                     "--container-mounts=/data:/data", "bash", "-c",
+                     "python run_recipe.py")  # fmt: skip
     assert (megatron.launcher, megatron.runtime, megatron.image) == (
         "srun", "pyxis", "nvcr.io#nvidia/nemo:24.05",
     )  # fmt: skip
@@ -246,7 +247,8 @@ def test_the_host_s_network_libraries_are_bound(tmp_path: Path) -> None:
     assert words[:2] == ["podman", "run"] and words[-4:] == ["--device", "nvidia.com/gpu=all",
                                                              "img", "py"]  # fmt: skip
     assert ["-v", f"{fabric}:{fabric}:ro", "-v", f"{plugin}:{plugin}:ro"] == words[-8:-4]
-    assert ["-e", "NCCL_NET"] == words[words.index("NCCL_NET") - 1 : words.index("NCCL_NET") + 1]
+    at = words.index("NCCL_NET")
+    assert words[at - 1 : at + 1] == ["-e", "NCCL_NET"]
 
 
 def test_podman_gets_the_job_s_variables_by_name_after_run() -> None:
