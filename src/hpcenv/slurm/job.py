@@ -329,9 +329,9 @@ def render(
         f"# --- the environment: what 'hpcenv env {profile.name} --nodes {spec.nodes}' prints",
         *sbatch.environment_lines(env),
     ]
-    if form.container:  # hook: containers
+    if form.describe():  # hook: the user's own srun/mpirun, a container
         lines.append(f"echo {shell_quote('hpcenv: ' + form.describe())} >&2")
-    else:
+    if not form.container:
         lines.append('echo "hpcenv: the job uses the venv $VIRTUAL_ENV" >&2')
     if spec.cpus_per_task:  # srun (Slurm >= 22.05) no longer inherits --cpus-per-task
         lines.append('export SRUN_CPUS_PER_TASK="$SLURM_CPUS_PER_TASK"')
