@@ -200,6 +200,7 @@ def read_venv(path: Path) -> Packages:
 
     found: dict[str, list[str]] = {}
     metas = sorted(path.glob("lib/python*/site-packages/*.dist-info/METADATA"))
+    metas += sorted(path.glob("lib/python*/dist-packages/*.dist-info/METADATA"))  # an image's
     metas += sorted(path.glob("Lib/site-packages/*.dist-info/METADATA"))
     for meta in metas:
         try:
@@ -260,9 +261,14 @@ def read(path: str | Path) -> Packages:
 
 
 def _read_dir(p: Path) -> Packages:
-    """A directory without a uv.lock: a venv, else the project's dependency file."""
-    from hpcenv.project import readers
+    """A directory without a uv.lock: a venv, a container image's root filesystem
+    (``project/image.py``), else the project's dependency file."""
+    from hpcenv.project import image, readers
 
+    if not _is_venv(p) and image.is_rootfs(p):  # read as the venv its Python runs from
+        chosen, sites = image.prefix(p)
+        pkgs = read_venv(chosen)
+        return replace(pkgs, notes=(*image.notes(p, chosen, sites), *pkgs.notes))
     if not _is_venv(p) and (found := readers.find_in(p)) is not None:
         pkgs = read(found)
         note = readers.precedence_note(p, found)
