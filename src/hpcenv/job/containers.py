@@ -37,8 +37,7 @@ from hpcenv.utils.errors import BadInput
 from hpcenv.utils.output import shell_join, shell_quote
 
 FILE = "containers.toml"
-#: Launchers that spread the command over the allocation themselves.
-OWN_LAUNCHERS = ("srun", "mpirun", "mpiexec")
+OWN_LAUNCHERS = command.SPREADERS
 #: The job's rendezvous variables (slurm/job.py exports them; NODE_RANK per node).
 RENDEZVOUS = (
     "MASTER_ADDR", "MASTER_PORT", "NNODES", "NODE_RANK", "WORLD_SIZE", "GPUS_PER_NODE",
@@ -148,11 +147,6 @@ def _name(word: str) -> str:
     return PurePath(word).name
 
 
-def _own_launcher(words: Sequence[str]) -> str:
-    head = _name(words[0]) if words else ""
-    return head if head in OWN_LAUNCHERS else ""
-
-
 def _option(word: str) -> tuple[str, bool]:
     """``--opt=value`` -> (``--opt``, True); ``--opt`` -> (``--opt``, False)."""
     name, eq, _ = word.partition("=")
@@ -230,7 +224,7 @@ def read(cmd: command.Command) -> Form:
     """The launch form of ``cmd`` (see the module docstring); pure."""
     words = cmd.words[cmd.program + len(cmd.wrapper) :]
     offset = cmd.program + len(cmd.wrapper)
-    launcher = _own_launcher(words)
+    launcher = cmd.spreader
     rts = runtimes()
     form = Form()
     if launcher == "srun":
