@@ -66,6 +66,9 @@ class Runtime:
     bind_option: str = ""
     bind_variable: str = ""
     image_option: str = ""
+    gpu_gate: str = ""  # bash: what the runtime needs of a node to pass GPUs in
+    gpu_gate_what: str = ""
+    gpu_gate_source: str = ""
     source: str = ""
 
 
@@ -96,6 +99,11 @@ def runtimes() -> dict[str, Runtime]:
             bind_option=str(row.get("bind_option", "")),
             bind_variable=str(row.get("bind_variable", "")),
             image_option=str(row.get("image_option", "")),
+            gpu_gate=str(row.get("gpu_gate", "")),
+            gpu_gate_what=str(row.get("gpu_gate_what", "")),
+            gpu_gate_source=str(data["sources"][row["gpu_gate_source"]])
+            if "gpu_gate_source" in row
+            else "",
             source=str(data["sources"][row["source"]]),
         )
     return out
@@ -278,18 +286,26 @@ def passed_names(profile_names: Sequence[str], form: Form) -> list[str]:
     return names
 
 
-def gate_lines(form: Form) -> list[str]:
+def gate_lines(form: Form, gpus_per_node: int = 0) -> list[str]:
     """The gate's checks for a container job, instead of the venv's (``gate`` and
-    ``on_nodes`` are the job script's functions)."""
+    ``on_nodes`` are the job script's functions): the runtime, the image when it is a
+    path, and, on a GPU profile where the command passes GPUs in, what the runtime needs
+    of the node for that."""
+    on = "\"$nodes\"' node(s)'"  # with the word before it: '<what> on '"$nodes"' node(s)'
+    rt = runtimes()[form.runtime]
+    gpu = []
+    if gpus_per_node and form.gpus and rt.gpu_gate:
+        what = f"{rt.gpu_gate_what} on "
+        gpu = [f"gate {shell_quote(what)}{on} on_nodes bash -c {shell_quote(rt.gpu_gate)}"]
     if form.runtime == "pyxis":
         return [
             'gate "pyxis in srun (srun --help names --container-image)" '
-            "bash -c 'srun --help 2>&1 | grep -q -e --container-image'"
+            "bash -c 'srun --help 2>&1 | grep -q -e --container-image'",
+            *gpu,
         ]
     check = (
         'command -v -- "$0" >/dev/null || { echo "$0: not found on $(hostname)" >&2; exit 127; }'
     )
-    on = "\"$nodes\"' node(s)'"  # with the word before it: '<what> on '"$nodes"' node(s)'
     lines = [
         f"gate {shell_quote(form.program + ' on ')}{on} on_nodes bash -c "
         f"{shell_quote(check)} {shell_quote(form.program)}"
@@ -299,7 +315,7 @@ def gate_lines(form: Form) -> list[str]:
             f"gate {shell_quote(f'image {form.image} on ')}{on} on_nodes test -e "
             f"{shell_quote(form.image)}"
         )
-    return lines
+    return [*lines, *gpu]
 
 
 #: bash: the directories of LD_LIBRARY_PATH holding libfabric or an NCCL net plugin, as

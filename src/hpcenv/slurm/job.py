@@ -399,7 +399,7 @@ def render(
     lines += ["", "# --- the command, word for word (secrets as references to your variables)"]
     lines += command_lines(spec.argv, {**os.environ, **env.secret_values})
     lines += _container_lines(profile, spec, form)  # hook: containers
-    lines += _gate_lines(spec, hpcenv, ref, form)
+    lines += _gate_lines(spec, hpcenv, ref, form, sbatch.gpus_per_node(profile, spec.request.gpus))
     lines += survive.pairs_gate_lines(spec, hpcenv, ref, own)
     lines += launcher_lines(profile, spec, log_dir, venv, configured)
     lines += [
@@ -595,7 +595,7 @@ def _container_lines(profile: Profile, spec: CommandJob, form: containers.Form) 
 
 
 def _gate_lines(
-    spec: CommandJob, hpcenv: Sequence[str], ref: str, form: containers.Form
+    spec: CommandJob, hpcenv: Sequence[str], ref: str, form: containers.Form, gpus: int = 0
 ) -> list[str]:
     if not spec.preflight:
         return ["", "# --- no gate (--no-gate)", 'echo "hpcenv: no gate"']
@@ -615,7 +615,7 @@ def _gate_lines(
         "  fi",
         "}",
         *(
-            containers.gate_lines(form)  # hook: the image's needs instead of the venv
+            containers.gate_lines(form, gpus)  # hook: the image's needs instead of the venv
             if form.container
             else [
                 'gate "venv $VIRTUAL_ENV (built? hpcenv build)" test -x "$VIRTUAL_ENV/bin/python"'

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -24,6 +25,7 @@ from hpcenv.job import command, containers
 from hpcenv.profile import schema as profile
 from hpcenv.slurm import job as own
 from hpcenv.utils.errors import BadInput
+from hpcenv.utils.output import shell_quote
 from support import REPO, require
 
 DATA = REPO / "tests" / "data" / "containers"
@@ -249,6 +251,26 @@ def test_the_host_s_network_libraries_are_bound(tmp_path: Path) -> None:
     assert ["-v", f"{fabric}:{fabric}:ro", "-v", f"{plugin}:{plugin}:ro"] == words[-8:-4]
     at = words.index("NCCL_NET")
     assert words[at - 1 : at + 1] == ["-e", "NCCL_NET"]
+
+
+def test_the_gate_asks_what_passing_gpus_in_needs_of_the_node() -> None:
+    """On a GPU profile: the driver's libcuda for --nv, a CDI spec for podman's
+    nvidia.com/gpu device, nvidia-container-cli for pyxis; run here (no NVIDIA driver, no
+    CDI spec) each stops the job. A CPU profile gets none."""
+    commands = {
+        "apptainer": ("apptainer", "exec", "--nv", "img.sif", "python"),
+        "podman": ("podman", "run", "--device", "nvidia.com/gpu=all", "img", "python"),
+        "pyxis": ("srun", "--container-image=img", "python"),
+    }
+    for name, argv in commands.items():
+        check = shell_quote(containers.runtimes()[name].gpu_gate)
+        line = next(x for x in _script("isambard", *argv).splitlines() if x.endswith(check))
+        assert line.startswith("gate ") and " on_nodes bash -c " in line, line
+        snippet = shlex.split(line.split(" on_nodes bash -c ", 1)[1])[0]
+        if Path("/proc/driver/nvidia").exists():  # a GPU machine: the check may pass
+            continue
+        assert subprocess.run(["bash", "-c", snippet], capture_output=True).returncode != 0
+        assert check not in _script("local", *argv)
 
 
 def test_podman_gets_the_job_s_variables_by_name_after_run() -> None:
