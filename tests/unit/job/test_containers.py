@@ -149,6 +149,10 @@ def test_the_issue_s_commands_are_read_as_their_launch_form() -> None:
     bare = _form("python", "train.py", "--srun")
     assert bare == containers.Form() and not bare.describe()
     assert _form("srun", "hostname").runtime == ""  # srun without --container-image
+    own_env = _form("srun", "--container-image", "img", "--container-env=NCCL_DEBUG", "python")
+    assert own_env.user_env_option and own_env.image == "img"
+    (said,) = containers.warnings(own_env, 0)
+    assert "pyxis then ignores PYXIS_CONTAINER_ENV" in said
 
 
 def test_own_launchers_refuse_the_other_launch_forms() -> None:
