@@ -10,7 +10,8 @@
   machine's, read-only, and the tests' CPU torch venv with its Python (no registry is
   reachable). Podman passes no host variable unless named, so the world forms only
   because hpcenv adds ``-e MASTER_ADDR -e NODE_RANK ...``: one torch.distributed world of
-  2 (gloo), a rank on each node, inside the container.
+  2 (gloo), a rank on each node, inside the container: torchrun there finds the job's
+  c10d rendezvous in the PET_* variables, its only link to the other node.
 
 This machine's podman needs a containers.conf: runc (crun 1.8 refuses the hybrid cgroup
 hierarchy here), cgroupfs (no systemd), and ulimits no higher than the current hard ones
@@ -38,13 +39,14 @@ pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.usefixtures("daem
 WORLD = """\
 import json, os, socket
 import torch, torch.distributed as dist
-rank, world = int(os.environ["NODE_RANK"]), int(os.environ["WORLD_SIZE"])
-dist.init_process_group("gloo", rank=rank, world_size=world)  # MASTER_ADDR/PORT: env://
+dist.init_process_group("gloo")  # torchrun's RANK, WORLD_SIZE, MASTER_ADDR/PORT
+rank = dist.get_rank()
 t = torch.ones(1) * (rank + 1)
 dist.all_reduce(t)
 with open(f"world-{rank}.json", "w") as f:
     json.dump({"rank": rank, "world": dist.get_world_size(), "host": socket.gethostname(),
-               "sum": t.item(), "container": os.path.exists("/run/.containerenv")}, f)
+               "sum": t.item(), "container": os.path.exists("/run/.containerenv"),
+               "node_rank": os.environ["NODE_RANK"]}, f)
 dist.barrier()
 dist.destroy_process_group()
 """
@@ -115,7 +117,8 @@ def test_a_podman_command_on_two_nodes_forms_one_world(
     root, binds = _rootfs(tmp_path, torch_python)
     argv = ["podman", "run", "--rm", "--network", "host", *binds,
             "-v", f"{tmp_path}:{tmp_path}", "-w", str(tmp_path),
-            "--rootfs", str(root), str(torch_python), "world.py"]  # fmt: skip
+            "--rootfs", str(root), str(torch_python.parent / "torchrun"),
+            "--nproc-per-node", "1", "world.py"]  # fmt: skip
     done, logs = _submit(cluster, tmp_path, torch_python.parent.parent, *argv,
                          env={"CONTAINERS_CONF": str(conf)})  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr + logs
@@ -123,6 +126,7 @@ def test_a_podman_command_on_two_nodes_forms_one_world(
     assert sorted(w["rank"] for w in world) == [0, 1], logs
     assert {w["world"] for w in world} == {2} and {w["sum"] for w in world} == {3.0}
     assert len({w["host"] for w in world}) == 2 and all(w["container"] for w in world)
+    assert sorted(w["node_rank"] for w in world) == ["0", "1"]
     assert "hpcenv gate: podman on 2 node(s)" in logs
     assert f"hpcenv gate: image {root} on 2 node(s)" in logs
     assert "hpcenv's venv is not used" in done.stderr
