@@ -63,6 +63,7 @@ class Runtime:
     env_option: str = ""
     clean_flags: tuple[str, ...] = ()
     bind_flag: str = ""
+    bind_options: tuple[str, ...] = ()
     bind_option: str = ""
     bind_variable: str = ""
     image_option: str = ""
@@ -96,6 +97,7 @@ def runtimes() -> dict[str, Runtime]:
             env_option=str(row.get("env_option", "")),
             clean_flags=_strings(row, "clean_flags"),
             bind_flag=str(row.get("bind_flag", "")),
+            bind_options=_strings(row, "bind_options"),
             bind_option=str(row.get("bind_option", "")),
             bind_variable=str(row.get("bind_variable", "")),
             image_option=str(row.get("image_option", "")),
@@ -220,7 +222,7 @@ def _in_runtime(words: Sequence[str], rt: Runtime, at: int) -> Form:
         if any(f and (spelled.startswith(f) or name == f) for f in rt.gpu_flags):
             gpus = True
         clean = clean or name in rt.clean_flags
-        binds = binds or name in (rt.bind_flag, "--bind", "-B", "--volume", "--mount", "-m")
+        binds = binds or name in rt.bind_options
         i += 2 if takes else 1
     return Form(
         runtime=rt.name, program=_name(words[at]), image=image, insert_at=start, gpus=gpus,

@@ -137,6 +137,8 @@ def test_the_issue_s_commands_are_read_as_their_launch_form() -> None:
     assert (cdi.image, cdi.gpus) == ("docker.io/pytorch/pytorch:2.5", True)
     assert _form("podman", "run", "--device=nvidia.com/gpu=0", "img").gpus
     assert not _form("podman", "run", "--device", "/dev/fuse", "img").gpus
+    assert not _form("podman", "run", "-m", "4g", "img").user_binds  # podman's -m: memory
+    assert _form("enroot", "start", "-m", "/a:/a", "img").user_binds  # enroot's: a mount
     assert _form("podman", "run", "--rm", "--rootfs", "/r", "python").image == "/r"
     assert _form("podman-hpc", "run", "--gpu", "img").gpus
     enroot = _form("enroot", "start", "--env", "A", "--mount", "/a:/a", "img.sqsh", "python")
