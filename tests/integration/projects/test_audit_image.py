@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from hpcenv.cli import main
+from hpcenv.project.audit import read
 from support import require
 
 OPT_WHEEL = Path("/opt/wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl")
@@ -55,12 +56,18 @@ def test_a_rootfs_directory_is_judged_like_a_venv(
     (outside / "torch-9.9.9+cu999.dist-info").mkdir(parents=True)
     (root / "opt" / "venv" / "lib" / "python3.11").mkdir(parents=True)
     (root / "opt" / "venv" / "lib" / "python3.11" / "site-packages").symlink_to(outside)
+    # nor a dist-info linked out of it, inside the installation that is read
+    linked = tmp_path / "outside" / "numpy-9.9.9.dist-info"
+    linked.mkdir()
+    (linked / "METADATA").write_text("Metadata-Version: 2.1\nName: numpy\nVersion: 9.9.9\n")
+    (root / "usr/local/lib/python3.11/site-packages/numpy-9.9.9.dist-info").symlink_to(linked)
     assert main(["audit", str(root), "--facts", str(FACTS), "--json"]) == 3
     out = capsys.readouterr().out
     assert '"torch": "2.13.0+cpu"' in out and "CPU-only" in out
     assert "the image's Python packages: /usr/local" in out
     assert "also in the image, not judged: /usr/lib/python3/dist-packages" in out
     assert "9.9.9" not in out
+    assert sorted(read(root).versions) == ["torch"]  # neither the linked numpy nor torch 9.9.9
 
 
 def test_a_podman_image_is_mounted_judged_and_unmounted(
