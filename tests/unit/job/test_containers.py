@@ -19,6 +19,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from hpcenv.cli import main
 from hpcenv.job import command, containers
@@ -312,3 +314,43 @@ def test_an_own_srun_with_per_task_is_refused_in_one_line(
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "--per-task with srun" in err, err
     assert sys.executable  # the job script names hpcenv's own python (render)
+
+
+def _runtime_word(word: str) -> bool:
+    """A word that would start another runtime's form (or pyxis's) before ours."""
+    programs = {p for rt in containers.runtimes().values() for p in rt.programs}
+    return word in programs or word.startswith("--container-image")
+
+
+_WORD = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\0"), max_size=12)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    before=st.lists(_WORD.filter(lambda w: not _runtime_word(w)), max_size=3),
+    options=st.lists(st.sampled_from(["--rm", "-e", "X", "-v", "/a:/b", "--rootfs", "-it"]),
+                     max_size=4),
+    after=st.lists(_WORD, max_size=4),
+    runtime=st.sampled_from([("podman", "run"), ("enroot", "start")]),
+)  # fmt: skip
+def test_hpcenv_s_options_go_right_after_the_subcommand_and_nothing_else_moves(
+    before: list[str], options: list[str], after: list[str], runtime: tuple[str, str]
+) -> None:
+    """Whatever precedes the runtime (a launcher, VAR=value) and follows it: what bash
+    builds is the user's words with hpcenv's block after ``run``/``start``, in one piece."""
+    argv = ["srun", *before, *runtime, *options, "img", *after]
+    if command.read(argv).program != 0 or "--" in before:
+        return  # srun's own '--' and odd forms are srun's to read
+    script = _script("local", *argv)
+    cmd = next(x for x in script.splitlines() if x.startswith("cmd=("))
+    part = _lines_from(script, "# --- the container", "# --- gate")
+    done = subprocess.run(
+        ["bash", "-c", f'set -eu\n{cmd}\n{part}\nprintf "%s\\0" "${{cmd[@]}}"'],
+        env={"PATH": os.environ["PATH"]}, capture_output=True, check=True,
+    )  # fmt: skip
+    words = [w.decode() for w in done.stdout.split(b"\0")[:-1]]
+    at = argv.index(runtime[1], argv.index(runtime[0])) + 1
+    rt = containers.runtimes()[runtime[0]]
+    names = containers.passed_names([], containers.read(command.read(argv)))
+    block = [w for n in names for w in (rt.env_flag, n)]
+    assert words == [*argv[:at], *block, *argv[at:]]
