@@ -1,5 +1,6 @@
 """Say which torch build a uv.lock, a requirements file, a pyproject.toml without a lock,
-a setup.py/setup.cfg, a conda environment.yml or an installed venv holds - local label,
+a setup.py/setup.cfg, a conda environment.yml, an installed venv or a container image (a
+rootfs directory, podman:IMAGE: project/image.py) holds - local label,
 else the nvidia-cuda-runtime version it pulls, else CPU - and whether this node (or --facts
 FILE, or a profile's declared node with --declared PROFILE) can run it and every other
 CUDA package in it (vLLM, flash-attn, CUDA-major labels), with resolve's fix and warnings.
@@ -36,7 +37,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="LOCK_OR_VENV",
         help="uv.lock, venv, requirements file (compiled or hand-written), pyproject.toml, "
         "setup.py/setup.cfg or conda environment.yml (hand-written files are resolved for "
-        "the node with uv first)",
+        "the node with uv first), or a container image: a rootfs/sandbox directory, or "
+        "podman:IMAGE (mounted with 'podman image mount')",
     )
     add_facts_option(parser)
     parser.add_argument(
@@ -129,9 +131,13 @@ def _audit(args: argparse.Namespace) -> tuple[Audit, str]:
 
     if args.declared and args.facts:
         raise BadInput("give either --facts FILE or --declared PROFILE, not both")
+    from hpcenv.project import image
+
     selection = selection_of(args)
-    with uv_export.early(args.target, selection):  # uv reads the lock beside the imports
-        return _audit_for(args, selection)
+    with image.opened(args.target) as target:  # podman:NAME mounted for the audit
+        args = argparse.Namespace(**{**vars(args), "target": target})
+        with uv_export.early(args.target, selection):  # uv reads the lock beside the imports
+            return _audit_for(args, selection)
 
 
 def _audit_for(args: argparse.Namespace, selection: Selection) -> tuple[Audit, str]:

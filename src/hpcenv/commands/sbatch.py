@@ -7,7 +7,10 @@ nothing else).
 
 With '-- CMD...' the job runs CMD (its words kept as given) after a gate (hpcenv
 preflight on every node, then the --gate probes): once per node through srun, per task
-(--per-task), or on the head node of a Ray cluster over the allocation (--ray); TMPDIR
+(--per-task), or on the head node of a Ray cluster over the allocation (--ray); a CMD
+that is itself srun/mpirun/mpiexec runs once from the batch step (never nested in
+hpcenv's srun); a CMD in a container (pyxis, apptainer, podman, enroot) is gated on its
+runtime and image instead of the venv and gets the job's variables inside; TMPDIR
 on node-local scratch with --copy-back directories; --chain N resubmits it (up to N
 links) until CMD exits 0; --gate pairs --requeue-bad N resubmits a link without the
 nodes the bad-node finder names; --hang-timeout dumps a silent CMD's Python stacks and

@@ -9,7 +9,10 @@ A researcher's command is rarely a bare launcher. What public training repos wri
 - ``uv run [OPTIONS] -- CMD`` (or ``uv run CMD``): the project's environment around CMD;
 - the launcher: ``accelerate launch``, ``deepspeed``, ``torchrun``, or the module forms
   ``python -m accelerate.commands.launch`` / ``deepspeed.launcher.runner`` /
-  ``torch.distributed.run``.
+  ``torch.distributed.run``;
+- or the user's own spreader, ``srun``/``mpirun``/``mpiexec`` (``Command.spreader``): it
+  starts the tasks itself, so the job runs it once (``hpcenv.job.containers`` reads the
+  rest of its form: a container behind it).
 
 ``read`` is pure: it returns a :class:`Command` naming each part by its position in the
 words, so what runs is always exactly the user's words (with the environment applied).
@@ -23,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import PurePath
 
 KINDS = ("accelerate", "deepspeed", "torchrun")
+#: Launchers of the user's that spread the command over the allocation themselves.
+SPREADERS = ("srun", "mpirun", "mpiexec")
 #: ``python -m MODULE`` forms of the launchers.
 MODULES = {
     "torch.distributed.run": "torchrun",
@@ -67,6 +72,11 @@ class Command:
         """The program's name (the launcher's, or the first word that runs)."""
         head = self.words[self.program + len(self.wrapper) :][:1]
         return PurePath(head[0]).name if head else ""
+
+    @property
+    def spreader(self) -> str:
+        """``srun``/``mpirun``/``mpiexec`` when the command is one (it starts its tasks)."""
+        return self.name if self.name in SPREADERS else ""
 
     @property
     def assigns_first(self) -> bool:

@@ -40,9 +40,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from hpcenv.job import command, environment, launch_config, launchers
+from hpcenv.job import command, containers, environment, launch_config, launchers
 from hpcenv.kit import registry
 from hpcenv.kit.masking import MIN_VALUE_LEN, is_secret
+from hpcenv.knowledge import network
 from hpcenv.models import walltime
 from hpcenv.profile.schema import Profile
 from hpcenv.slurm import sbatch, steps, survive
@@ -172,12 +173,15 @@ def job_name(profile: Profile, spec: CommandJob) -> str:
     return f"hpcenv-{profile.name}-{program or 'cmd'}"
 
 
-def _describe(spec: CommandJob) -> str:
-    how = {
-        "node": "once per node (srun)",
-        "task": "once per task (srun)",
-        "ray": "on the head node of a Ray cluster over the allocation",
-    }[spec.launch]
+def _describe(spec: CommandJob, form: containers.Form | None = None) -> str:
+    if form is not None and form.from_batch:  # hook: the user's own srun/mpirun
+        how = f"once from the batch step (your {form.launcher} spreads it)"
+    else:
+        how = {
+            "node": "once per node (srun)",
+            "task": "once per task (srun)",
+            "ray": "on the head node of a Ray cluster over the allocation",
+        }[spec.launch]
     gate = (
         "no gate"
         if not spec.preflight
@@ -259,6 +263,8 @@ def render(
     """The job script running ``spec.argv`` on ``profile``'s cluster."""
     _check(spec, profile)
     launchers.check_fits(spec.cmd, spec.launch)
+    form = containers.read(spec.cmd)  # own srun/mpirun, a container
+    containers.check(form, spec.launch)
     cwd = (workdir or Path.cwd()).absolute()
     found, configured = check_launch_config(profile, spec, cwd)
     log_dir = sbatch.logs_dir(profile, cwd)
@@ -277,8 +283,9 @@ def render(
     lines = [
         "#!/bin/bash",
         f"# Rendered by 'hpcenv sbatch' for profile {profile.name}: the command at the end,",
-        f"# {_describe(spec)}.",
+        f"# {_describe(spec, form)}.",
         f"# venv: {_venv_words(venv, spec)}",
+        *([f"# launch: {form.describe()}"] if form.describe() else []),
         *sbatch.directives(
             profile,
             name=name,
@@ -299,7 +306,10 @@ def render(
         f"# --- the environment: what 'hpcenv env {profile.name} --nodes {spec.nodes}' prints",
         *environment.batch_lines(env),
     ]
-    lines.append('echo "hpcenv: the job uses the venv $VIRTUAL_ENV" >&2')
+    if form.describe():  # hook: the user's own srun/mpirun, a container
+        lines.append(f"echo {shell_quote('hpcenv: ' + form.describe())} >&2")
+    if not form.container:
+        lines.append('echo "hpcenv: the job uses the venv $VIRTUAL_ENV" >&2')
     if spec.cpus_per_task:  # srun (Slurm >= 22.05) no longer inherits --cpus-per-task
         lines.append('export SRUN_CPUS_PER_TASK="$SLURM_CPUS_PER_TASK"')
     lines += [
@@ -358,12 +368,13 @@ def render(
     lines += steps.chain_lines(spec)
     lines += ["", "# --- the command, word for word (secrets as references to your variables)"]
     lines += command_lines(spec.cmd, {**os.environ, **env.secret_values})
-    lines += _gate_lines(spec, hpcenv, ref)
+    lines += _container_lines(profile, spec, form)  # hook: containers
+    lines += _gate_lines(spec, hpcenv, ref, form, sbatch.gpus_per_node(profile, spec.request.gpus))
     lines += survive.pairs_gate_lines(spec, hpcenv, ref, own)
     lines += launcher_lines(profile, spec, log_dir, venv, configured)
     lines += [
         "",
-        f"# --- the command, {_describe(spec).split(';')[0]}, in its own process group:",
+        f"# --- the command, {_describe(spec, form).split(';')[0]}, in its own process group:",
         "# SIGUSR1/SIGTERM/SIGINT/SIGHUP sent to this script are passed on to it",
         *_wrap_launcher(spec),
         "cmd_pid=",
@@ -378,7 +389,12 @@ def render(
         'job started"',
         *survive.watchdog_setup(spec, own),
         "set -m  # job control: the command leads a process group of its own",
-        *steps.launch_lines(spec.launch, log_dir),
+        *steps.launch_lines(
+            spec.launch,
+            log_dir,
+            from_batch=form.from_batch,
+            also_export=containers.node_rank_exports(form),
+        ),
         "cmd_pid=$!",
         "set +m",
         *survive.watchdog_start(spec, own),
@@ -400,7 +416,14 @@ def render(
         output_dir=log_dir,
         nodes=spec.nodes,
         notes=(
-            f"the job uses the venv {_venv_words(venv, spec)}",
+            *([form.describe()] if form.describe() else []),
+            f"the job uses the venv {_venv_words(venv, spec)}"
+            if not form.container
+            else "hpcenv's venv is not used (the command runs in the image)",
+            *(
+                f"warning: {w}"
+                for w in containers.warnings(form, sbatch.gpus_per_node(profile, spec.request.gpus))
+            ),
             *(f"warning: {w}" for w in found.warnings),
             *found.notes,
         ),
@@ -480,7 +503,24 @@ def _wrap_launcher(spec: CommandJob) -> list[str]:
     return [f'cmd=({wrapper} "${{cmd[@]}}")  # each node adds its rank, then execs {kind}']
 
 
-def _gate_lines(spec: CommandJob, hpcenv: Sequence[str], ref: str) -> list[str]:
+def _container_lines(profile: Profile, spec: CommandJob, form: containers.Form) -> list[str]:
+    """A container's lines (``hpcenv.job.containers``): the job's variables and the host's
+    network libraries passed the way its runtime takes them."""
+    if not form.container:
+        return []
+    recipe = network.get(profile.env.recipe) if profile.env.recipe else None
+    ofi = profile.platform.nccl_net == "ofi" or (recipe is not None and recipe.nccl_net == "ofi")
+    names = containers.passed_names(list(profile.env_for(nodes=spec.nodes)), form)
+    shift = 1 if spec.cmd.assigns_first else 0  # command_lines' 'env'
+    return [
+        *containers.env_lines(form, names, network=ofi),
+        *containers.insert_lines(form, names, shift=shift),
+    ]
+
+
+def _gate_lines(
+    spec: CommandJob, hpcenv: Sequence[str], ref: str, form: containers.Form, gpus: int = 0
+) -> list[str]:
     if not spec.preflight:
         return ["", "# --- no gate (--no-gate)", 'echo "hpcenv: no gate"']
     lines = [
@@ -498,7 +538,13 @@ def _gate_lines(spec: CommandJob, hpcenv: Sequence[str], ref: str) -> list[str]:
         '    exit "$rc"',
         "  fi",
         "}",
-        'gate "venv $VIRTUAL_ENV (built? hpcenv build)" test -x "$VIRTUAL_ENV/bin/python"',
+        *(
+            containers.gate_lines(form, gpus)  # hook: the image's needs instead of the venv
+            if form.container
+            else [
+                'gate "venv $VIRTUAL_ENV (built? hpcenv build)" test -x "$VIRTUAL_ENV/bin/python"'
+            ]
+        ),
         f'gate "preflight on $nodes node(s)" on_nodes {shell_join([*hpcenv, "preflight", ref])}'
         + (' -- "${cmd[@]}"' if spec.cmd.kind else ""),
     ]

@@ -195,12 +195,17 @@ def parse_requirements(text: str, source: str, kind: str = "requirements") -> Pa
     return Packages(source=source, kind=kind, versions=_freeze(found), markers=markers)
 
 
-def read_venv(path: Path) -> Packages:
+def read_venv(path: Path, inside: Path | None = None) -> Packages:
+    """A venv's distributions from their dist-info METADATA (no import); ``inside``: only
+    files that stay in that directory (an image's root: no symlink out of it is read)."""
     from email.parser import HeaderParser
 
     found: dict[str, list[str]] = {}
     metas = sorted(path.glob("lib/python*/site-packages/*.dist-info/METADATA"))
+    metas += sorted(path.glob("lib/python*/dist-packages/*.dist-info/METADATA"))  # an image's
     metas += sorted(path.glob("Lib/site-packages/*.dist-info/METADATA"))
+    if inside is not None:
+        metas = [m for m in metas if containment.inside(m, inside)]
     for meta in metas:
         try:
             headers = HeaderParser().parsestr(meta.read_text(errors="replace"), headersonly=True)
@@ -260,9 +265,14 @@ def read(path: str | Path) -> Packages:
 
 
 def _read_dir(p: Path) -> Packages:
-    """A directory without a uv.lock: a venv, else the project's dependency file."""
-    from hpcenv.project import readers
+    """A directory without a uv.lock: a venv, a container image's root filesystem
+    (``project/image.py``), else the project's dependency file."""
+    from hpcenv.project import image, readers
 
+    if not _is_venv(p) and image.is_rootfs(p):  # read as the venv its Python runs from
+        chosen, sites = image.prefix(p)
+        pkgs = read_venv(chosen, inside=p)
+        return replace(pkgs, notes=(*image.notes(p, chosen, sites), *pkgs.notes))
     if not _is_venv(p) and (found := readers.find_in(p)) is not None:
         pkgs = read(found)
         note = readers.precedence_note(p, found)

@@ -48,16 +48,28 @@ def on_nodes_lines() -> list[str]:
 _NODE_RANK = 'bash -c \'export NODE_RANK="$SLURM_NODEID"; exec "$@"\' hpcenv-node'
 
 
-def launch_lines(launch: str, log_dir: Path) -> list[str]:
+def launch_lines(
+    launch: str, log_dir: Path, *, from_batch: bool = False, also_export: str = ""
+) -> list[str]:
     """The command's step, backgrounded (``$!`` is its process group): ``task``: srun over
     every task; ``node``: one task per node; ``ray``: a Ray cluster over the allocation
-    (``python -m hpcenv.slurm.ray_cluster``) running CMD on its head node."""
+    (``python -m hpcenv.slurm.ray_cluster``) running CMD on its head node. ``from_batch``:
+    the command is the user's own srun/mpirun, which spreads itself: run once from the batch
+    step, never nested in a step holding the nodes. ``also_export``: assignments exported
+    beside NODE_RANK on each node (a container runtime's prefixed copy of it)."""
+    if from_batch:
+        return ['"${cmd[@]}" &']
+    rank = _NODE_RANK
+    if also_export:
+        rank = rank.replace(
+            'NODE_RANK="$SLURM_NODEID";', f'NODE_RANK="$SLURM_NODEID" {also_export};'
+        )
     if launch == "task":
-        return [f'srun --kill-on-bad-exit=1 -- {_NODE_RANK} "${{cmd[@]}}" &']
+        return [f'srun --kill-on-bad-exit=1 -- {rank} "${{cmd[@]}}" &']
     if launch == "node":
         return [
             'srun --nodes="$nodes" --ntasks="$nodes" --ntasks-per-node=1 --kill-on-bad-exit=1 '
-            f'-- {_NODE_RANK} "${{cmd[@]}}" &'
+            f'-- {rank} "${{cmd[@]}}" &'
         ]
     ray_logs = shell_quote(str(log_dir))
     return [

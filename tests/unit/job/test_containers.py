@@ -1,0 +1,356 @@
+"""The launch form (``hpcenv.job.containers``): the user's own srun/mpirun, and containers.
+
+The forms in ``knowledge/containers.toml`` are checked against each runtime's own option
+text: pyxis's ``args.c``, Apptainer's ``action_flags.go`` and enroot's ``start.md``
+(recorded under tests/data/containers, origin and commit in its README: neither installs
+here), and podman's live ``podman run --help`` (Debian's podman). The job script's lines
+are run by bash where they compute something (the podman command with hpcenv's options,
+Apptainer's prefixed variables).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from hpcenv.cli import main
+from hpcenv.job import command, containers
+from hpcenv.job import render as own
+from hpcenv.profile import schema as profile
+from hpcenv.utils.errors import BadInput
+from hpcenv.utils.output import shell_quote
+from support import REPO, require
+
+DATA = REPO / "tests" / "data" / "containers"
+
+
+def _form(*words: str) -> containers.Form:
+    return containers.read(command.read(words))
+
+
+# --- the forms against the runtimes' own text -------------------------------------------
+
+
+def _apptainer_flags() -> dict[str, bool]:
+    """Apptainer's action flags: ``--name``/``-X`` -> takes a value (not a bool)."""
+    text = (DATA / "apptainer-action_flags.go").read_text()
+    out: dict[str, bool] = {}
+    for block in re.findall(r"cmdline\.Flag\{(.*?)\n\}", text, re.S):
+        name = re.search(r'\bName:\s+"([^"]+)"', block)
+        if not name:
+            continue
+        default = re.search(r"\bDefaultValue:\s+([^,\n]+)", block)
+        takes = not (default and default.group(1).strip() in ("false", "true"))
+        out["--" + name.group(1)] = takes
+        if short := re.search(r'\bShortHand:\s+"([^"]+)"', block):
+            out["-" + short.group(1)] = takes
+    return out
+
+
+def test_apptainer_s_form_is_its_own_flags() -> None:
+    flags = _apptainer_flags()
+    rt = containers.runtimes()["apptainer"]
+    for option in rt.value_options:
+        assert flags.get(option) is True, f"{option}: not a value option of apptainer exec"
+    for option in (*rt.gpu_flags, *rt.clean_flags):
+        assert flags.get(option) is False, f"{option}: not a flag of apptainer exec"
+    assert flags.get(rt.bind_flag) is True
+    text = (DATA / "apptainer-action_flags.go").read_text()
+    # --bind is also read from APPTAINER_BIND (EnvKeys BIND, appended: EnvAppendValue)
+    assert re.search(r'Name:\s+"bind",.*?EnvKeys:\s+\[\]string\{"BIND"', text, re.S)
+
+
+def test_pyxis_s_form_is_its_own_spank_options() -> None:
+    text = (DATA / "pyxis-args.c").read_text()
+    options = dict(re.findall(r'\{\s*"(container-[a-z-]+)",\s*(NULL|"[^"]*"),', text))
+    rt = containers.runtimes()["pyxis"]
+    for option in (rt.image_option, rt.bind_option, rt.env_option):
+        assert options.get(option.removeprefix("--"), "NULL") != "NULL", option
+    for variable in (rt.env_variable, rt.bind_variable):  # read when the option is not given
+        assert f'get_env_var(sp, "{variable}"' in text, variable
+    assert "existing values in the image take precedence" in text  # why hpcenv names them
+
+
+def test_enroot_s_form_is_its_own_usage() -> None:
+    usage = (DATA / "enroot-start.md").read_text()
+    assert "Usage: enroot start [options] [--] NAME|IMAGE [COMMAND] [ARG...]" in usage
+    takes = set()
+    for short, long, arg in re.findall(r"^\s+(-\w), (--[\w-]+)( [A-Z]\S*)?", usage, re.M):
+        if arg:
+            takes |= {short, long}
+    takes |= {m for m in re.findall(r"^\s+(--[\w-]+) [A-Z]", usage, re.M)}
+    rt = containers.runtimes()["enroot"]
+    assert rt.value_options == takes
+    assert rt.env_flag in takes and rt.bind_flag in takes
+
+
+def test_podman_s_form_is_its_own_help() -> None:
+    podman = shutil.which("podman")
+    require("podman", podman is not None, "apt-get install podman")
+    assert podman is not None
+    help_text = subprocess.run(
+        [podman, "run", "--help"], capture_output=True, text=True, check=True
+    ).stdout
+    takes, flags = set(), set()
+    for short, long, arg in re.findall(r"^\s+(?:(-\w), )?(--[\w-]+)( \S+)?\s", help_text, re.M):
+        (takes if arg else flags).update(o for o in (short, long) if o)
+    rt = containers.runtimes()["podman"]
+    # --gpus: podman 5 (Debian 12 has 4.3); --net: --network's alias, hidden from --help
+    newer = {"--gpus", "--net"}
+    assert rt.value_options - newer <= takes, sorted(rt.value_options - newer - takes)
+    assert rt.env_flag in takes and rt.bind_flag in takes and "--device" in takes
+    assert "--rootfs" in flags  # a flag: the image word is then a directory
+
+
+# --- reading a command ---------------------------------------------------------------------
+
+
+def test_the_issue_s_commands_are_read_as_their_launch_form() -> None:
+    megatron = _form("srun", "--mpi=pmix", "--container-image=nvcr.io#nvidia/nemo:24.05",
+                     "--container-mounts=/data:/data", "bash", "-c",
+                     "python run_recipe.py")  # fmt: skip
+    assert (megatron.launcher, megatron.runtime, megatron.image) == (
+        "srun", "pyxis", "nvcr.io#nvidia/nemo:24.05",
+    )  # fmt: skip
+    assert megatron.gpus and megatron.user_binds and megatron.from_batch
+
+    rapids = _form("apptainer", "exec", "--nv", "--bind", "/scratch:/scratch", "rapids.sif",
+                   "python", "train.py")  # fmt: skip
+    assert (rapids.launcher, rapids.runtime, rapids.image, rapids.gpus) == (
+        "", "apptainer", "rapids.sif", True,
+    )  # fmt: skip
+    assert rapids.insert_at == 2 and rapids.user_binds and not rapids.clean_env
+
+    clean = _form("singularity", "exec", "--cleanenv", "-B", "/a", "img.sif", "python")
+    assert (clean.program, clean.image, clean.clean_env, clean.gpus) == (
+        "singularity", "img.sif", True, False,
+    )  # fmt: skip
+    cdi = _form("podman", "run", "--rm", "--device", "nvidia.com/gpu=all", "-e", "X", "-v",
+                "/a:/a", "docker.io/pytorch/pytorch:2.5", "python", "t.py")  # fmt: skip
+    assert (cdi.image, cdi.gpus) == ("docker.io/pytorch/pytorch:2.5", True)
+    assert _form("podman", "run", "--device=nvidia.com/gpu=0", "img").gpus
+    assert not _form("podman", "run", "--device", "/dev/fuse", "img").gpus
+    assert not _form("podman", "run", "-m", "4g", "img").user_binds  # podman's -m: memory
+    assert _form("enroot", "start", "-m", "/a:/a", "img").user_binds  # enroot's: a mount
+    assert _form("podman", "run", "--rm", "--rootfs", "/r", "python").image == "/r"
+    assert _form("podman-hpc", "run", "--gpu", "img").gpus
+    enroot = _form("enroot", "start", "--env", "A", "--mount", "/a:/a", "img.sqsh", "python")
+    assert (enroot.image, enroot.gpus, enroot.insert_at) == ("img.sqsh", True, 2)
+
+    mpi = _form("mpirun", "-np", "8", "singularity", "exec", "--nv", "img.sif", "python")
+    assert (mpi.launcher, mpi.runtime, mpi.image) == ("mpirun", "apptainer", "img.sif")
+    assert _form("env", "A=1", "srun", "python", "t.py").launcher == "srun"
+    assert _form("/usr/bin/mpiexec", "-n", "2", "python").launcher == "mpiexec"
+    bare = _form("python", "train.py", "--srun")
+    assert bare == containers.Form() and not bare.describe()
+    assert _form("srun", "hostname").runtime == ""  # srun without --container-image
+    own_env = _form("srun", "--container-image", "img", "--container-env=NCCL_DEBUG", "python")
+    assert own_env.user_env_option and own_env.image == "img"
+    (said,) = containers.warnings(own_env, 0)
+    assert "pyxis then ignores PYXIS_CONTAINER_ENV" in said
+
+
+def test_own_launchers_refuse_the_other_launch_forms() -> None:
+    with pytest.raises(BadInput, match="--per-task with srun"):
+        containers.check(_form("srun", "python"), "task")
+    with pytest.raises(BadInput, match="--ray with mpirun"):
+        containers.check(_form("mpirun", "python"), "ray")
+    with pytest.raises(BadInput, match="--ray with a podman command"):
+        containers.check(_form("podman", "run", "img", "python"), "ray")
+    containers.check(_form("apptainer", "exec", "img", "python"), "task")
+
+
+# --- the job script ------------------------------------------------------------------------
+
+
+def _script(name: str, *argv: str, nodes: int = 2) -> str:
+    spec = own.CommandJob(argv=argv, nodes=nodes)
+    return own.render(profile.load(name), spec, workdir=Path("/tmp/project")).script
+
+
+def _lines_from(script: str, start: str, end: str) -> str:
+    lines = script.splitlines()
+    a = next(i for i, x in enumerate(lines) if x.startswith(start))
+    b = next(i for i, x in enumerate(lines) if i > a and x.startswith(end))
+    return "\n".join(lines[a:b])
+
+
+def test_the_user_s_srun_runs_once_from_the_batch_step(capsys: pytest.CaptureFixture[str]) -> None:
+    """The issue's recipe line: never inside hpcenv's per-node srun step."""
+    argv = ["srun", "--mpi=pmix", "--container-image=nvcr.io#nvidia/nemo:24.05", "bash", "-c",
+            "python run_recipe.py"]  # fmt: skip
+    assert main(["sbatch", "isambard", "--nodes", "2", "--", *argv]) == 0
+    out, err = capsys.readouterr()
+    assert subprocess.run(["bash", "-n"], input=out, text=True).returncode == 0
+    lines = out.splitlines()
+    assert '"${cmd[@]}" &' in lines  # from the batch shell
+    assert not any(x.startswith("srun ") and '"${cmd[@]}"' in x for x in lines)  # never nested
+    assert lines[2].startswith("# once from the batch step (your srun spreads it)")
+    assert any(x.startswith("# launch: your srun runs once from the batch step") for x in lines)
+    # after the gate (pyxis in srun; preflight), not a venv gate
+    gate = lines.index(next(x for x in lines if x.startswith('gate "pyxis in srun')))
+    assert gate < lines.index('"${cmd[@]}" &')
+    assert not any('test -x "$VIRTUAL_ENV/bin/python"' in x for x in lines)
+    # pyxis takes the job's variables over the image's by name; NODE_RANK is not set here
+    env = next(x for x in lines if x.startswith("export PYXIS_CONTAINER_ENV="))
+    assert "MASTER_ADDR" in env and "NCCL_NET" in env and "FI_PROVIDER" in env
+    assert "NODE_RANK" not in env
+    assert "your srun runs once from the batch step" in err
+
+
+def test_an_apptainer_job_needs_no_venv_and_gets_the_job_s_variables() -> None:
+    script = _script("isambard", "apptainer", "exec", "--nv", "--cleanenv", "img.sif", "python",
+                     "train.py")  # fmt: skip
+    assert 'test -x "$VIRTUAL_ENV/bin/python"' not in script
+    assert "gate 'apptainer on '\"$nodes\"' node(s)' on_nodes bash -c" in script
+    assert "gate 'image img.sif on '\"$nodes\"' node(s)' on_nodes test -e img.sif" in script
+    assert 'APPTAINERENV_NODE_RANK="$SLURM_NODEID"' in script  # per node, with --cleanenv
+    # what bash makes of the container's lines: every variable, prefixed, with its value
+    part = _lines_from(script, "# --- the container", "# --- gate")
+    done = subprocess.run(
+        ["bash", "-c", f"set -eu\n{part}\nenv"],
+        env={"PATH": os.environ["PATH"], "MASTER_ADDR": "node1", "NCCL_NET": "AWS Libfabric",
+             "LD_LIBRARY_PATH": ""},
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    env = dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
+    assert env["APPTAINERENV_MASTER_ADDR"] == env["SINGULARITYENV_MASTER_ADDR"] == "node1"
+    assert env["APPTAINERENV_NCCL_NET"] == "AWS Libfabric"
+    assert "APPTAINERENV_WORLD_SIZE" not in env  # unset on the host: not invented
+    assert "APPTAINER_BIND" not in env  # no network library on this LD_LIBRARY_PATH
+
+
+def test_the_host_s_network_libraries_are_bound(tmp_path: Path) -> None:
+    """isambard's cxi recipe needs the OFI plugin: the directories the modules put on
+    LD_LIBRARY_PATH holding libfabric or an NCCL net plugin are bound at the same paths."""
+    fabric, plugin, other = tmp_path / "libfabric", tmp_path / "ofi", tmp_path / "other"
+    for d, lib in ((fabric, "libfabric.so.1"), (plugin, "libnccl-net-ofi.so"), (other, "x.so")):
+        d.mkdir()
+        (d / lib).write_bytes(b"")
+    path = f"{fabric}:{plugin}:{other}"
+    script = _script("isambard", "apptainer", "exec", "--nv", "img.sif", "python")
+    part = _lines_from(script, "# --- the container", "# --- gate")
+    done = subprocess.run(
+        ["bash", "-c", f"set -eu\n{part}\necho \"$APPTAINER_BIND\""],
+        env={"PATH": os.environ["PATH"], "LD_LIBRARY_PATH": path, "APPTAINER_BIND": "/site"},
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert done.stdout.strip() == f"/site,{fabric},{plugin}"
+    podman = _script("isambard", "podman", "run", "--device", "nvidia.com/gpu=all", "img", "py")
+    part = _lines_from(podman, "# --- the container", "# --- gate")
+    cmd = "cmd=(podman run --device nvidia.com/gpu=all img py)"
+    done = subprocess.run(
+        ["bash", "-c", f'set -eu\n{cmd}\n{part}\nprintf "%s\\n" "${{cmd[@]}}"'],
+        env={"PATH": os.environ["PATH"], "LD_LIBRARY_PATH": path},
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    words = done.stdout.splitlines()
+    assert words[:2] == ["podman", "run"] and words[-4:] == ["--device", "nvidia.com/gpu=all",
+                                                             "img", "py"]  # fmt: skip
+    assert ["-v", f"{fabric}:{fabric}:ro", "-v", f"{plugin}:{plugin}:ro"] == words[-8:-4]
+    at = words.index("NCCL_NET")
+    assert words[at - 1 : at + 1] == ["-e", "NCCL_NET"]
+
+
+def test_the_gate_asks_what_passing_gpus_in_needs_of_the_node() -> None:
+    """On a GPU profile: the driver's libcuda for --nv, a CDI spec for podman's
+    nvidia.com/gpu device, nvidia-container-cli for pyxis; run here (no NVIDIA driver, no
+    CDI spec) each stops the job. A CPU profile gets none."""
+    commands = {
+        "apptainer": ("apptainer", "exec", "--nv", "img.sif", "python"),
+        "podman": ("podman", "run", "--device", "nvidia.com/gpu=all", "img", "python"),
+        "pyxis": ("srun", "--container-image=img", "python"),
+    }
+    for name, argv in commands.items():
+        check = shell_quote(containers.runtimes()[name].gpu_gate)
+        line = next(x for x in _script("isambard", *argv).splitlines() if x.endswith(check))
+        assert line.startswith("gate ") and " on_nodes bash -c " in line, line
+        snippet = shlex.split(line.split(" on_nodes bash -c ", 1)[1])[0]
+        if Path("/proc/driver/nvidia").exists():  # a GPU machine: the check may pass
+            continue
+        assert subprocess.run(["bash", "-c", snippet], capture_output=True).returncode != 0
+        assert check not in _script("local", *argv)
+
+
+def test_podman_gets_the_job_s_variables_by_name_after_run() -> None:
+    script = _script("local", "OMP_NUM_THREADS=1", "podman", "run", "--rm", "--rootfs", "/r",
+                     "python", "w.py")  # fmt: skip
+    cmd = next(x for x in script.splitlines() if x.startswith("cmd=(env "))
+    part = _lines_from(script, "# --- the container", "# --- gate")
+    done = subprocess.run(
+        ["bash", "-c", f'set -eu\n{cmd}\n{part}\nprintf "%s\\n" "${{cmd[@]}}"'],
+        env={"PATH": os.environ["PATH"]}, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    words = done.stdout.splitlines()
+    assert words[:4] == ["env", "OMP_NUM_THREADS=1", "podman", "run"]
+    assert words[4:8] == ["-e", "MASTER_ADDR", "-e", "MASTER_PORT"]
+    assert words[-5:] == ["--rm", "--rootfs", "/r", "python", "w.py"]
+    assert "NODE_RANK" in words  # set on each node before podman starts
+
+
+def test_a_container_without_gpus_on_a_gpu_profile_is_said(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["sbatch", "isambard", "--", "apptainer", "exec", "img.sif", "python"]) == 0
+    err = capsys.readouterr().err
+    assert "warning: apptainer without --nv or --nvccli: the container sees none of the " in err
+    assert main(["sbatch", "isambard", "--", "apptainer", "exec", "--nv", "img.sif", "py"]) == 0
+    assert "warning" not in capsys.readouterr().err
+
+
+def test_an_own_srun_with_per_task_is_refused_in_one_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["sbatch", "local", "--per-task", "--", "srun", "python", "t.py"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--per-task with srun" in err, err
+    assert sys.executable  # the job script names hpcenv's own python (render)
+
+
+def _runtime_word(word: str) -> bool:
+    """A word that would start another runtime's form (or pyxis's) before ours."""
+    programs = {p for rt in containers.runtimes().values() for p in rt.programs}
+    return word in programs or word.startswith("--container-image")
+
+
+_WORD = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\0"), max_size=12)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    before=st.lists(_WORD.filter(lambda w: not _runtime_word(w)), max_size=3),
+    options=st.lists(st.sampled_from(["--rm", "-e", "X", "-v", "/a:/b", "--rootfs", "-it"]),
+                     max_size=4),
+    after=st.lists(_WORD, max_size=4),
+    runtime=st.sampled_from([("podman", "run"), ("enroot", "start")]),
+)  # fmt: skip
+def test_hpcenv_s_options_go_right_after_the_subcommand_and_nothing_else_moves(
+    before: list[str], options: list[str], after: list[str], runtime: tuple[str, str]
+) -> None:
+    """Whatever precedes the runtime (a launcher, VAR=value) and follows it: what bash
+    builds is the user's words with hpcenv's block after ``run``/``start``, in one piece."""
+    argv = ["srun", *before, *runtime, *options, "img", *after]
+    if command.read(argv).program != 0 or "--" in before:
+        return  # srun's own '--' and odd forms are srun's to read
+    script = _script("local", *argv)
+    cmd = next(x for x in script.splitlines() if x.startswith("cmd=("))
+    part = _lines_from(script, "# --- the container", "# --- gate")
+    done = subprocess.run(
+        ["bash", "-c", f'set -eu\n{cmd}\n{part}\nprintf "%s\\0" "${{cmd[@]}}"'],
+        env={"PATH": os.environ["PATH"]}, capture_output=True, check=True,
+    )  # fmt: skip
+    words = [w.decode() for w in done.stdout.split(b"\0")[:-1]]
+    at = argv.index(runtime[1], argv.index(runtime[0])) + 1
+    rt = containers.runtimes()[runtime[0]]
+    names = containers.passed_names([], containers.read(command.read(argv)))
+    block = [w for n in names for w in (rt.env_flag, n)]
+    assert words == [*argv[:at], *block, *argv[at:]]
