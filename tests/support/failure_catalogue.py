@@ -5,7 +5,13 @@ thread established.
 A log is *right* when hpcenv names its expected cause (or says it does not know, where
 ``expected`` is "unknown"); *wrong* when hpcenv claims a known cause the thread did not
 find (the worst answer: a fix for the wrong problem); *unknown* when hpcenv says it does
-not know a cause the catalogue should name. Used by
+not know a cause the catalogue should name.
+
+Splits: "dev" logs the catalogue was written from, "holdout" logs kept out while it was
+written (but read by its author), and "blind" logs collected after it was written by
+someone who never changed it, each labelled from its thread before hpcenv was run on it.
+A blind log hpcenv gives a wrong known cause is marked ``known_wrong = true`` with a
+one-line ``why``: a defect documented, to fix later. Used by
 ``tests/integration/job/test_failure_catalogue.py`` and ``tests/tools/failure_score.py``.
 """
 
@@ -37,8 +43,10 @@ class Log:
     path: Path
     source: str
     expected: str
-    split: str  # "dev" | "holdout"
+    split: str  # "dev" | "holdout" | "blind"
     found: str  # the cause the thread established
+    known_wrong: bool = False  # hpcenv names a wrong known cause for it (a defect to fix)
+    why: str = ""  # why it does, in one line (with known_wrong)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -57,17 +65,23 @@ class Answer:
         """A known cause claimed that the thread did not establish."""
         return not self.right and self.got != UNKNOWN
 
+    @property
+    def unknown(self) -> bool:
+        """hpcenv said it does not know a cause the catalogue should name (a miss)."""
+        return not self.right and self.got == UNKNOWN
 
-def logs() -> list[Log]:
-    """Every log of the index, in its order."""
-    rows = tomllib.loads(INDEX.read_text(encoding="utf-8"))["log"]
-    return [_log(row) for row in rows]
+
+def logs(folder: Path = FAILURES) -> list[Log]:
+    """Every log of ``folder``'s index.toml, in its order."""
+    rows = tomllib.loads((folder / "index.toml").read_text(encoding="utf-8"))["log"]
+    return [_log(folder, row) for row in rows]
 
 
-def _log(row: dict[str, str]) -> Log:
+def _log(folder: Path, row: dict[str, str]) -> Log:
     return Log(
-        id=row["id"], path=FAILURES / row["file"], source=row["source"],
+        id=row["id"], path=folder / row["file"], source=row["source"],
         expected=row["expected"], split=row["split"], found=row["found"],
+        known_wrong=bool(row.get("known_wrong", False)), why=row.get("why", ""),
     )  # fmt: skip
 
 

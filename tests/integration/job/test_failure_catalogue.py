@@ -5,7 +5,11 @@ names each thread and the cause it established).
 The dev logs are those the catalogue was written from: each must get its cause. The
 holdout logs were kept out while it was written (a fixed hash of the id chose them):
 they are scored by ``tests/tools/failure_score.py``, and here only held to the rule that
-matters most, no known cause claimed that the thread did not find."""
+matters most, no known cause claimed that the thread did not find. The blind logs were
+collected after the catalogue was written, by someone who never changed it (labelled from
+each thread before hpcenv ran on it): held to the same rule, except the ones marked
+``known_wrong`` in the index, which document defects to fix (and must be unmarked once
+fixed)."""
 
 from __future__ import annotations
 
@@ -24,8 +28,11 @@ def test_the_index_lists_every_real_log_once_with_a_third_held_out() -> None:
     ids = [log.id for log in LOGS]
     assert len(ids) == len(set(ids)) >= 80
     assert all(log.path.is_file() for log in LOGS)
-    assert {log.split for log in LOGS} == {"dev", "holdout"}
-    assert sum(log.split == "holdout" for log in LOGS) >= len(LOGS) // 4
+    assert {log.split for log in LOGS} == {"dev", "holdout", "blind"}
+    written = [log for log in LOGS if log.split != "blind"]
+    assert sum(log.split == "holdout" for log in written) >= len(written) // 4
+    assert sum(log.split == "blind" for log in LOGS) >= 30
+    assert all(log.split == "blind" and log.why for log in LOGS if log.known_wrong)
     sources = (fc.FAILURES / "SOURCES.md").read_text()
     for log in LOGS:
         assert log.source.startswith("https://"), log.id
@@ -37,13 +44,31 @@ def test_every_expected_cause_is_one_the_catalogue_has() -> None:
     assert {log.expected for log in LOGS} - {fc.UNKNOWN} <= known
 
 
+# Blind logs with a line a cause's pattern matches but no prefilter key lets through (so
+# explain never shows it to the pattern): defects the blind set found, to fix later.
+BLIND_PREFILTER_GAPS = {
+    "blind_driver_remode",  # "ERROR: cudaGetDeviceCount CUDA driver ...": "rror" is case-sensitive
+    "blind_bf16_p100_vllm",  # vLLM's bf16 line without its "ValueError: " prefix
+    "blind_illegal_tf25866",  # TensorFlow: "E ... CUDA_ERROR_ILLEGAL_ADDRESS: an illegal ..."
+}  # fmt: skip
+
+
+def _prefilter_gaps(log: fc.Log) -> list[str]:
+    return [
+        line
+        for line in log.path.read_text(encoding="utf-8").splitlines()
+        if any(cause.match(line) for cause in CATALOG.causes)
+        and not any(k.decode() in line for k in CATALOG.keys)
+    ]
+
+
 def test_every_cause_line_passes_the_prefilter() -> None:
     """A cause's pattern is only ever shown lines with a prefilter key: every line of the
-    logs that a pattern matches carries one (else the cause could never be found)."""
-    for log in LOGS:
-        for line in log.path.read_text(encoding="utf-8").splitlines():
-            if any(cause.match(line) for cause in CATALOG.causes):
-                assert any(k.decode() in line for k in CATALOG.keys), (log.id, line)
+    logs that a pattern matches carries one (else the cause could never be found); of the
+    blind logs, only the documented gaps do not."""
+    gaps = {log.id: _prefilter_gaps(log) for log in LOGS}
+    assert {i: g for i, g in gaps.items() if g and i not in BLIND_PREFILTER_GAPS} == {}
+    assert all(gaps[i] for i in BLIND_PREFILTER_GAPS), "a documented gap is fixed: drop it"
 
 
 @pytest.mark.parametrize("log", [log for log in LOGS if log.split == "dev"], ids=lambda log: log.id)
@@ -56,6 +81,16 @@ def test_no_holdout_log_gets_a_known_cause_its_thread_did_not_find() -> None:
     answers = [fc.explain(log) for log in LOGS if log.split == "holdout"]
     wrong = [(a.log.id, a.log.expected, a.got) for a in answers if a.wrong]
     assert not wrong
+
+
+def test_no_blind_log_gets_a_wrong_known_cause_but_those_marked_known_wrong() -> None:
+    """A blind miss as "unknown" is allowed (the score reports it); a wrong known cause is
+    a defect: each one is marked ``known_wrong`` with its why, and a marked one that is no
+    longer wrong must lose its mark."""
+    answers = [fc.explain(log) for log in LOGS if log.split == "blind"]
+    wrong = {a.log.id: a.got for a in answers if a.wrong}
+    marked = {log.id for log in LOGS if log.known_wrong}
+    assert set(wrong) == marked, (wrong, marked)
 
 
 @pytest.mark.parametrize(
