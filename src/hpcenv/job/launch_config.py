@@ -271,6 +271,10 @@ def _number(value: Any) -> int | None:
         return None
 
 
+#: The words torchrun's ``--nproc-per-node`` takes besides a number
+#: (``determine_local_world_size`` in torch/distributed/run.py).
+TORCHRUN_NPROC_WORDS = ("auto", "cpu", "gpu", "xpu")
+
 #: The largest count a config may give (processes, machines, batch sizes, steps).
 MAX_COUNT = 10**9
 
@@ -480,14 +484,25 @@ def _judge_processes(cfg: Configs, job: Job) -> tuple[list[str], list[str]]:
     warnings: list[str] = []
     opts, gpus = cfg.options, "GPU(s) or task(s) per node"
     if cfg.kind == "torchrun":
-        per_node = _number(opts.get("--nproc_per_node"))  # "gpu", "auto": torchrun's to count
+        given = opts.get("--nproc_per_node")
+        per_node = _number(given)  # "gpu", "auto", "cpu", "xpu": torchrun's to count
+        if given is not None and per_node is None and given not in TORCHRUN_NPROC_WORDS:
+            errors.append(
+                f"torchrun --nproc-per-node {given!r} is not a count; give a whole number or "
+                f"one of {', '.join(TORCHRUN_NPROC_WORDS)} (torch/distributed/run.py)"
+            )
         if per_node is not None:
             _count(
                 "--nproc_per_node", per_node, job.per_node, gpus, errors=errors, warnings=warnings
             )
         nnodes = str(opts.get("--nnodes") or "")
         low, _, high = nnodes.partition(":")
-        if (
+        if nnodes and (_number(low) is None or (high and _number(high) is None)):
+            errors.append(
+                f"torchrun --nnodes {nnodes!r} is not a node count; give {job.nodes} (or "
+                "MIN:MAX), or leave it out: the job's PET_NNODES says it"
+            )
+        elif (
             nnodes
             and _number(low) is not None
             and not (int(low) <= job.nodes <= (_number(high) or int(low)))
@@ -502,7 +517,11 @@ def _judge_processes(cfg: Configs, job: Job) -> tuple[list[str], list[str]]:
             ("--num_gpus", job.per_node, gpus),
             ("--num_nodes", job.nodes, "node(s)"),
         ):
-            asked = _number(opts.get(option))
+            try:  # deepspeed's runner reads both with type=int: anything else is a traceback
+                asked = _config_count(opts.get(option), f"deepspeed {option}")
+            except BadInput as exc:
+                errors.append(str(exc).replace(' or "auto"', ""))
+                continue
             if asked is not None:
                 _count(option, asked, have, what, errors=errors, warnings=warnings)
         include = _included(str(opts.get("--include") or opts.get("--i") or ""))

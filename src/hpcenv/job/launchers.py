@@ -15,7 +15,9 @@ which node it is and where the others are, or every node starts as machine 0 of 
   neither flag, so each node runs its per-node launcher, ``python -u -m
   deepspeed.launcher.launch --world_info=... --node_rank=N``, instead of the runner;
 - ``torchrun`` / ``python -m torch.distributed.run``: the rendezvous comes from the job's
-  ``PET_*`` variables; ``--nproc-per-node`` (the GPUs or tasks per node) is added.
+  ``PET_*`` variables; ``--nproc-per-node`` (the GPUs or tasks per node) is added; on more
+  than one node ``--standalone`` (one node's own rendezvous on localhost) is left out, and
+  said, so the job's rendezvous holds; on one node it stays.
 
 The command is read by ``hpcenv.job.command`` (``VAR=value``, ``env -u``, ``uv run --``
 before the launcher are kept, and applied on the node). Options the user wrote win: only
@@ -78,15 +80,18 @@ class Launch:
     argv: tuple[str, ...]
     added: tuple[str, ...] = ()
     replaced: bool = False  # the launcher itself replaced (an old DeepSpeed's launch module)
+    dropped: tuple[str, ...] = ()  # the user's options left out, each with why
 
     def describe(self) -> str:
         if not self.kind:
             return ""
         if self.replaced:
-            return f"{self.kind} runs on each node as {' '.join(self.added)}"
-        if not self.added:
-            return f"{self.kind}: every option it needs was given"
-        return f"{self.kind} gets {' '.join(self.added)}"
+            said = f"{self.kind} runs on each node as {' '.join(self.added)}"
+        elif not self.added:
+            said = f"{self.kind}: every option it needs was given"
+        else:
+            said = f"{self.kind} gets {' '.join(self.added)}"
+        return said + "".join(f"; without {d}" for d in self.dropped)
 
 
 def _missing(given: Mapping[str, str | None], wanted: Sequence[tuple[str, str]]) -> list[str]:
@@ -159,8 +164,44 @@ def plan(
                 wanted = wanted[1:]
     else:
         wanted = [("--nproc_per_node", str(alloc.per_node))]
+        if "--standalone" in given and alloc.nodes > 1:
+            return _without_standalone(cmd, alloc, _missing(given, wanted))
     added = _missing(given, wanted)
     return Launch(kind=kind, argv=(*argv[:start], *added, *argv[start:]), added=tuple(added))
+
+
+def _without_standalone(cmd: command.Command, alloc: Allocation, added: list[str]) -> Launch:
+    """torchrun's ``--standalone`` on several nodes: its ``run`` replaces the rendezvous
+    with ``localhost:0`` and a random id (torch/distributed/run.py, ``if args.standalone``),
+    so each node would wait alone for the others until ``RendezvousTimeoutError``. The word
+    is left out; the job's ``PET_*`` rendezvous (c10d on the first node) takes its place."""
+    _, script = command.split_options(cmd.words, cmd.start)
+    options = [
+        w for w in cmd.words[cmd.start : script]
+        if w.partition("=")[0] not in ("--standalone", "-standalone")
+    ]  # fmt: skip
+    return Launch(
+        kind="torchrun",
+        argv=(*cmd.words[: cmd.start], *added, *options, *cmd.words[script:]),
+        added=tuple(added),
+        dropped=(
+            f"--standalone (on {alloc.nodes} nodes each node would rendezvous alone on "
+            "localhost; the job's c10d rendezvous on the first node replaces it)",
+        ),
+    )
+
+
+def _count(given: Mapping[str, str | None], option: str, default: int) -> int:
+    """A count the user gave DeepSpeed (``default`` when absent); BadInput (exit 2) naming
+    it when it is not a whole number above 0 (DeepSpeed's ``type=int`` would traceback)."""
+    value = given.get(option)
+    if not value:
+        return default
+    if not (value.isascii() and value.isdigit() and len(value) <= 9 and int(value) > 0):
+        raise BadInput(
+            f"deepspeed {option} {value[:40]!r}: not a count; give a whole number above 0"
+        )
+    return int(value)
 
 
 def world_info(hosts: Sequence[str], slots: int) -> str:
@@ -184,8 +225,8 @@ def _old_deepspeed(
             f"{refused[0]}; leave it out (the allocation chooses the nodes) or use "
             "deepspeed>=0.15"
         )
-    slots = int(given.get("--num_gpus") or alloc.per_node)
-    hosts = alloc.hosts[: int(given.get("--num_nodes") or alloc.nodes)]
+    slots = _count(given, "--num_gpus", alloc.per_node)
+    hosts = alloc.hosts[: _count(given, "--num_nodes", alloc.nodes)]
     _, script = command.split_options(cmd.words, cmd.start)
     head = cmd.words[cmd.start - 3] if cmd.words[cmd.start - 2 : cmd.start - 1] == ("-m",) else ""
     carried = [o for o in _LAUNCH_CARRIES if o in given]
@@ -263,7 +304,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BadInput as exc:
         print_text(f"hpcenv: {exc}\n", err=True)
         return 2
-    if launch.added:
+    if launch.added or launch.dropped:
         node = os.environ.get("SLURM_NODEID", "0")
         print_text(f"hpcenv: node {node}: {launch.describe()}\n", err=True)
     env = cmd.environ(os.environ)  # VAR=value and env -u before the launcher, applied

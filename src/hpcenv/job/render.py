@@ -204,34 +204,45 @@ def per_node(profile: Profile, spec: CommandJob) -> int:
     return sbatch.gpus_per_node(profile, spec.request.gpus) or _tasks_per_node(profile, spec)
 
 
-def launcher_lines(
+def shown_launch(
     profile: Profile,
     spec: CommandJob,
-    log_dir: Path,
     venv: Path | None = None,
     configured: frozenset[str] = frozenset(),
-) -> list[str]:
-    """For a launcher in CMD: what each node's copy is told (said in the log), the
-    hostfile DeepSpeed reads; nothing for other commands. ``venv``: the job's, whose
-    DeepSpeed version decides its flags."""
+) -> tuple[launchers.Launch, str] | None:
+    """What each node's launcher will be given, with node-independent placeholders, and
+    the DeepSpeed version read from ``venv`` ("" unknown); None without a launcher run
+    once per node."""
     cmd = spec.cmd
     kind = cmd.kind
     if not kind or spec.launch != "node":
-        return []
-    n = per_node(profile, spec)
-    hostfile = f"{shell_quote(str(log_dir))}/hostfile-$SLURM_JOB_ID"
+        return None
     version = launchers.installed_version(venv, "deepspeed") if kind == "deepspeed" else ""
-    hosts = tuple(f"<node {i}>" for i in range(spec.nodes))
     shown = launchers.plan(
         cmd,
         launchers.Allocation(
-            nodes=spec.nodes, node_rank="<node>", per_node=n, master_addr="$MASTER_ADDR",
-            master_port="$MASTER_PORT", hostfile="<hostfile>" if kind == "deepspeed" else "",
-            hosts=hosts,
+            nodes=spec.nodes, node_rank="<node>", per_node=per_node(profile, spec),
+            master_addr="$MASTER_ADDR", master_port="$MASTER_PORT",
+            hostfile="<hostfile>" if kind == "deepspeed" else "",
+            hosts=tuple(f"<node {i}>" for i in range(spec.nodes)),
         ),
         configured,
         deepspeed=version,
     )  # fmt: skip
+    return shown, version
+
+
+def launcher_lines(
+    profile: Profile, spec: CommandJob, log_dir: Path, shown: tuple[launchers.Launch, str] | None
+) -> list[str]:
+    """For a launcher in CMD: what each node's copy is told (said in the log), the
+    hostfile DeepSpeed reads; nothing for other commands."""
+    if shown is None:
+        return []
+    launch, version = shown
+    kind = launch.kind
+    n = per_node(profile, spec)
+    hostfile = f"{shell_quote(str(log_dir))}/hostfile-$SLURM_JOB_ID"
     lines = [
         "",
         f"# --- the launcher: {kind} on every node learns its node rank and the first node",
@@ -244,7 +255,7 @@ def launcher_lines(
             f'for host in "${{hosts[@]}}"; do echo "$host slots={n}"; done '
             '> "$HPCENV_LAUNCH_HOSTFILE"',
         ]
-    said = shown.describe()
+    said = launch.describe()
     if kind == "deepspeed":
         said += f" (DeepSpeed {version or 'version unknown here: the node reads it'})"
     return [*lines, f"echo {shell_quote('hpcenv: ' + said)}"]
@@ -360,7 +371,8 @@ def render(
     lines += command_lines(spec.cmd, {**os.environ, **env.secret_values})
     lines += _gate_lines(spec, hpcenv, ref)
     lines += survive.pairs_gate_lines(spec, hpcenv, ref, own)
-    lines += launcher_lines(profile, spec, log_dir, venv, configured)
+    shown = shown_launch(profile, spec, venv, configured)
+    lines += launcher_lines(profile, spec, log_dir, shown)
     lines += [
         "",
         f"# --- the command, {_describe(spec).split(';')[0]}, in its own process group:",
@@ -403,6 +415,7 @@ def render(
             f"the job uses the venv {_venv_words(venv, spec)}",
             *(f"warning: {w}" for w in found.warnings),
             *found.notes,
+            *(f"the launcher runs without {d}" for d in (shown[0].dropped if shown else ())),
         ),
     )
 
