@@ -86,18 +86,49 @@ MAX_ENTRIES = 100_000
 #: Trainer options naming a YAML/JSON configuration (HF Trainer's --deepspeed is read as
 #: DeepSpeed's; a positional .yaml/.yml/.json is read too).
 TRAINER_CONFIG_OPTIONS = ("--config", "--config_file", "--config-file", "--config_path", "--cfg")
-_TRUE = ("true", "1", "yes", "y", "on")
+#: HF's command-line booleans, case-insensitive: ``string_to_bool`` in
+#: transformers/hf_argparser.py (5.24.0; the same set since 4.x), the ``type`` of every bool
+#: field of ``HfArgumentParser`` (TrainingArguments, TRL's and LLaMA-Factory's arguments).
+#: Anything else ("on") is argparse's error, not a request.
+HF_TRUE = ("yes", "true", "t", "y", "1")
+HF_FALSE = ("no", "false", "f", "n", "0")
+#: A boolean in a YAML/JSON file a trainer loads: pydantic's lax bool (axolotl's config,
+#: DeepSpeed's ``DeepSpeedBF16Config.enabled: bool``, deepspeed/runtime/precision_config.py
+#: 0.19.8) takes these strings, case-insensitive, and 1; HF's ``parse_dict`` passes the
+#: value to the dataclass as is (any non-empty string, any non-zero number is true where
+#: it is tested). YAML 1.1's yes/on are booleans already (PyYAML's safe_load).
+FILE_TRUE = ("1", "on", "t", "true", "y", "yes")
 _FLASH = ("flash_attention_2", "flash_attention_3", "fa2", "fa3")
 
 
 def _flag(words: Sequence[str], i: int) -> bool | None:
-    """An HF Trainer boolean option at ``words[i]``: ``--x``, ``--x True``, ``--x=false``."""
+    """An HF Trainer boolean option at ``words[i]``: ``--x`` (``const=True``), ``--x T``,
+    ``--x=false``, read with HF's ``string_to_bool`` (``HF_TRUE``/``HF_FALSE``); None for a
+    value HF refuses."""
     _, eq, value = words[i].partition("=")
     if not eq:
         nxt = words[i + 1] if i + 1 < len(words) else ""
         value = nxt if nxt and not nxt.startswith("-") else "true"
     low = value.strip().lower()
-    return True if low in _TRUE else False if low in ("false", "0", "no", "n", "off") else None
+    return True if low in HF_TRUE else False if low in HF_FALSE else None
+
+
+def is_true(value: Any) -> bool:
+    """A config file's value that a trainer reads as true (``FILE_TRUE``): True, a non-zero
+    integer, or one of the strings."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return value != 0
+    return isinstance(value, str) and value.strip().lower() in FILE_TRUE
+
+
+def _option_name(word: str) -> str:
+    """``--attn-implementation=x`` as ``--attn_implementation``: ``HfArgumentParser`` adds
+    the dash form of every field with an underscore as an alias (``long_options`` in
+    transformers/hf_argparser.py ``_parse_dataclass_field``)."""
+    name = word.partition("=")[0]
+    return "--" + name[2:].replace("-", "_") if name.startswith("--") else name
 
 
 def _walk(data: Any, where: str, found: list[tuple[str, str]], depth: int = 0) -> int:
@@ -108,16 +139,21 @@ def _walk(data: Any, where: str, found: list[tuple[str, str]], depth: int = 0) -
     items = data.items() if isinstance(data, Mapping) else enumerate(data) if isinstance(
         data, list) else ()  # fmt: skip
     for key, value in items:
-        if key in ("bf16", "tf32") and (value is True or str(value).lower() == "true"):
-            found.append((f"{where}: {key}: true", str(key)))
+        if key in ("bf16", "tf32") and not isinstance(value, (Mapping, list)) and is_true(value):
+            found.append((f"{where}: {key}: {_shown(value)}", str(key)))
         elif key in ("attn_implementation", "flash_attn") and str(value) in _FLASH:
             found.append((f"{where}: {key}: {value}", "flash_attention_2"))
-        elif key == "use_flash_attention_2" and value is True:  # transformers before 4.36
-            found.append((f"{where}: {key}: true", "flash_attention_2"))
+        elif key == "use_flash_attention_2" and is_true(value):  # transformers before 4.36
+            found.append((f"{where}: {key}: {_shown(value)}", "flash_attention_2"))
         seen += _walk(value, where, found, depth + 1)
         if seen > MAX_ENTRIES:
             raise BadInput(f"{where}: more than {MAX_ENTRIES} entries; hpcenv reads no more")
     return seen
+
+
+def _shown(value: Any) -> str:
+    """A true value as the file spells it (``true`` for YAML's and JSON's booleans)."""
+    return "true" if value is True else str(value)
 
 
 def trainer_asks(
@@ -130,13 +166,15 @@ def trainer_asks(
     found: list[tuple[str, str]] = []
     files: list[str] = []
     for i, word in enumerate(words):
-        name, eq, value = word.partition("=")
+        _, eq, value = word.partition("=")
+        name = _option_name(word)
         after = words[i + 1] if i + 1 < len(words) else ""
         if name in ("--bf16", "--tf32") and _flag(words, i):
             valued = not eq and after and not after.startswith("-")
             found.append((f"{word} {after}" if valued else word, name[2:]))
         elif name == "--attn_implementation" and (value or after) in _FLASH:
-            found.append((f"--attn_implementation {value or after}", "flash_attention_2"))
+            shown = word if eq else f"{word} {after}"
+            found.append((shown, "flash_attention_2"))
         elif name in TRAINER_CONFIG_OPTIONS:
             files.append(value or after)
         elif word.endswith((".yaml", ".yml", ".json")) and not _is_value(words, i):
@@ -327,8 +365,13 @@ def precision_asks(cfg: Configs) -> list[tuple[str, str]]:
         places.append(("--mixed_precision bf16 (mixed_precision: bf16)", "bf16"))
     elif cfg.accelerate and data.get("mixed_precision") == "bf16":
         places.append((f"{cfg.accelerate[0]} mixed_precision: bf16", "bf16"))
-    if cfg.deepspeed and _section(cfg.deepspeed[1], "bf16").get("enabled") is True:
-        places.append((f"{cfg.deepspeed[0]}: bf16.enabled: true", "bf16"))
+    if cfg.deepspeed:
+        # DeepSpeed reads "bf16", else the older "bfloat16" section, its enabled a pydantic
+        # bool (get_bfloat16_config in deepspeed/runtime/precision_config.py, 0.19.8)
+        section = "bf16" if "bf16" in cfg.deepspeed[1] else "bfloat16"
+        enabled = _section(cfg.deepspeed[1], section).get("enabled")
+        if is_true(enabled):
+            places.append((f"{cfg.deepspeed[0]}: {section}.enabled: {_shown(enabled)}", "bf16"))
     return places + list(cfg.trainer)
 
 
