@@ -56,6 +56,11 @@ class Command:
     wrapper: tuple[str, ...] = ()  # uv run [OPTIONS] --, kept in what runs
     kind: str = ""  # the launcher (one of KINDS), "" when none is recognised
     start: int = 0  # where the launcher's own options begin (an index in words)
+    #: a command wrapping a launcher (knowledge/wrappers.toml): its row's name, how the
+    #: launcher's options reach it (``passes``), where the wrapper's own arguments begin
+    wrapped: str = ""
+    passes: str = ""
+    body: int = 0
 
     @property
     def runs(self) -> tuple[str, ...]:
@@ -77,7 +82,14 @@ class Command:
     @property
     def arguments(self) -> tuple[str, ...]:
         """The words the program itself reads (a trainer's flags and files): after the
-        launcher's options and script, or after the program's name."""
+        launcher's options and script, after a wrapper's subcommand (up to the launcher's
+        ``--``), or after the program's name."""
+        if self.wrapped and self.passes != "options":
+            dashdash = self.passes == "dashdash" and self.words[self.start - 1 : self.start] == (
+                "--",
+            )
+            end = self.start - 1 if dashdash else len(self.words)
+            return self.words[self.body : end]
         if self.kind:
             return self.words[split_options(self.words, self.start)[1] + 1 :]
         return self.words[self.program + len(self.wrapper) + 1 :]
@@ -86,6 +98,8 @@ class Command:
     def script(self) -> str:
         """The Python script the command runs (``launcher [opts] X.py``, ``python X.py``),
         "" when there is none (a module, a program)."""
+        if self.wrapped and self.passes != "options":
+            return ""  # the wrapper runs its own module
         if self.kind:
             at = split_options(self.words, self.start)[1]
             word = self.words[at] if at < len(self.words) else ""
@@ -96,8 +110,11 @@ class Command:
         return word if word.endswith(".py") else ""
 
     def options(self) -> dict[str, str | None]:
-        """The launcher's own options (before its script), spelled with underscores."""
-        return launcher_options(self.words, self.start) if self.kind else {}
+        """The launcher's own options (before its script), spelled with underscores; a
+        wrapper's: those after ``--`` (dashdash), every option (remaining), none (env)."""
+        if not self.kind or self.passes == "env":
+            return {}
+        return launcher_options(self.words, self.start)
 
     def environ(self, base: Mapping[str, str]) -> dict[str, str]:
         """``base`` with this command's ``env -u`` and ``VAR=value`` applied."""
@@ -174,10 +191,55 @@ def read(argv: Sequence[str]) -> Command:
     program = i
     at = _uv_run(words, i) if i + 1 < len(words) else i
     kind, start = _launcher(words, at)
+    wrapped = _wrapped(words, at) if not kind else None
+    if wrapped:
+        return Command(
+            words=words, env=tuple(env), unset=tuple(unset), program=program,
+            wrapper=words[program:at], **wrapped,  # type: ignore[arg-type]
+        )  # fmt: skip
     return Command(
         words=words, env=tuple(env), unset=tuple(unset), program=program,
         wrapper=words[program:at], kind=kind, start=start,
     )  # fmt: skip
+
+
+def _wrapped(words: Sequence[str], at: int) -> dict[str, object] | None:
+    """A wrapper CLI at ``words[at]`` (knowledge/wrappers.toml): the launcher it runs,
+    where the launcher's options are read, how they reach it."""
+    from hpcenv.knowledge import wrappers  # here: a plain command never loads the table
+
+    head = PurePath(words[at]).name if at < len(words) else ""
+    sub = words[at + 1] if at + 1 < len(words) else ""
+    row = wrappers.by_program(head, sub) if head else None
+    if row is None:
+        return None
+    body = at + 1 + (1 if row.subcommands else 0)
+    kind = row.launcher
+    if row.launcher_option:  # axolotl --launcher torchrun (before its --)
+        rest = list(words[body:])
+        own = rest[: rest.index("--")] if "--" in rest else rest
+        chosen = _option_value(own, row.launcher_option)
+        kind = chosen if chosen in row.choices else kind
+    if row.passes == "options":
+        start = body
+    elif row.passes == "dashdash":
+        rest = list(words[body:])
+        start = body + rest.index("--") + 1 if "--" in rest else len(words)
+    elif row.passes == "remaining":
+        start = body
+    else:
+        start = len(words)
+    return {"kind": kind if kind in (*KINDS, "composer") else "", "start": start,
+            "wrapped": row.name, "passes": row.passes, "body": body}  # fmt: skip
+
+
+def _option_value(words: Sequence[str], option: str) -> str:
+    """``option V`` or ``option=V`` anywhere in ``words`` ("" when absent)."""
+    for i, word in enumerate(words):
+        name, eq, value = word.partition("=")
+        if name == option:
+            return value if eq else (words[i + 1] if i + 1 < len(words) else "")
+    return ""
 
 
 def launcher_options(argv: Sequence[str], start: int) -> dict[str, str | None]:

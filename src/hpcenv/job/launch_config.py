@@ -58,6 +58,7 @@ class Configs:
     #: bf16, tf32, flash_attention_2 (HF Trainer flags, the YAML/JSON files it is given).
     trainer: tuple[tuple[str, str], ...] = ()
     flash_imports: tuple[str, ...] = ()  # "script.py:LINE" importing flash_attn
+    imports: frozenset[str] = frozenset()  # the top-level packages the script imports
     options: Mapping[str, str | None] = field(default_factory=dict)  # the launcher's own
 
 
@@ -190,17 +191,29 @@ def trainer_asks(
 _FLASH_IMPORT = re.compile(r"^[ \t]*(?:import|from)[ \t]+flash_attn\b", re.M)
 
 
-def flash_imports(script: Path) -> tuple[str, ...]:
-    """``script:LINE`` for each line of the job's script importing flash_attn (its first
-    MAX_CONFIG_BYTES; a script that is not there or unreadable: none)."""
+def _script_text(script: Path) -> str:
+    """The job's script (its first MAX_CONFIG_BYTES); "" when it is not there or unreadable."""
     try:
         with open(script, "rb") as fh:
-            text = fh.read(MAX_CONFIG_BYTES).decode("utf-8", errors="replace")
+            return fh.read(MAX_CONFIG_BYTES).decode("utf-8", errors="replace")
     except OSError:
-        return ()
+        return ""
+
+
+def flash_imports(script: Path, text: str) -> tuple[str, ...]:
+    """``script:LINE`` for each line of the script's ``text`` importing flash_attn."""
     return tuple(
         f"{script}:{text.count(chr(10), 0, m.start()) + 1}" for m in _FLASH_IMPORT.finditer(text)
     )
+
+
+_IMPORT = re.compile(r"^[ \t]*(?:import|from)[ \t]+([A-Za-z_][A-Za-z0-9_]*)", re.M)
+
+
+def top_imports(text: str) -> frozenset[str]:
+    """The top-level packages a script's ``text`` imports (``import lightning.pytorch as
+    pl``: lightning)."""
+    return frozenset(m.group(1) for m in _IMPORT.finditer(text))
 
 
 def _is_value(words: Sequence[str], i: int) -> bool:
@@ -286,10 +299,12 @@ def read(cmd: command.Command, cwd: Path, env: Mapping[str, str]) -> Configs:
             value = _option(argv[start:], key, key.replace("_", "-"))
             if value is not None:
                 cli[key] = value
+    text = _script_text(cwd / cmd.script) if cmd.script else ""
     return Configs(
         accelerate=acc, deepspeed=ds, cli=cli, kind=kind, options=cmd.options(),
         trainer=trainer_asks(cmd.arguments, cwd, skip=ds[0] if ds else None),
-        flash_imports=flash_imports(cwd / cmd.script) if cmd.script else (),
+        flash_imports=flash_imports(cwd / cmd.script, text),
+        imports=top_imports(text),
     )  # fmt: skip
 
 

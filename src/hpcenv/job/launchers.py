@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hpcenv.job import command, launch_config
+from hpcenv.knowledge import wrappers
 from hpcenv.utils.errors import BadInput
 from hpcenv.utils.output import print_text
 
@@ -81,16 +82,21 @@ class Launch:
     added: tuple[str, ...] = ()
     replaced: bool = False  # the launcher itself replaced (an old DeepSpeed's launch module)
     dropped: tuple[str, ...] = ()  # the user's options left out, each with why
+    name: str = ""  # a wrapper CLI running the launcher (knowledge/wrappers.toml)
+    env: tuple[tuple[str, str], ...] = ()  # variables the wrapper reads, set on the node
 
     def describe(self) -> str:
         if not self.kind:
             return ""
+        who = f"{self.name} ({self.kind})" if self.name else self.kind
         if self.replaced:
-            said = f"{self.kind} runs on each node as {' '.join(self.added)}"
+            said = f"{who} runs on each node as {' '.join(self.added)}"
+        elif self.env:
+            said = f"{who} gets {' '.join(f'{k}={v}' for k, v in self.env)}"
         elif not self.added:
-            said = f"{self.kind}: every option it needs was given"
+            said = f"{who}: every option it needs was given"
         else:
-            said = f"{self.kind} gets {' '.join(self.added)}"
+            said = f"{who} gets {' '.join(self.added)}"
         return said + "".join(f"; without {d}" for d in self.dropped)
 
 
@@ -136,6 +142,8 @@ def plan(
     if not kind:
         return Launch(kind="", argv=argv)
     given = {**dict.fromkeys(configured), **cmd.options()}
+    if cmd.wrapped and cmd.passes != "options":
+        return _through_wrapper(cmd, alloc, given)
     total = alloc.nodes * alloc.per_node
     if kind == "accelerate":
         wanted = [
@@ -167,7 +175,47 @@ def plan(
         if "--standalone" in given and alloc.nodes > 1:
             return _without_standalone(cmd, alloc, _missing(given, wanted))
     added = _missing(given, wanted)
-    return Launch(kind=kind, argv=(*argv[:start], *added, *argv[start:]), added=tuple(added))
+    return Launch(
+        kind=kind, argv=(*argv[:start], *added, *argv[start:]), added=tuple(added),
+        name=cmd.wrapped,
+    )  # fmt: skip
+
+
+def _through_wrapper(
+    cmd: command.Command, alloc: Allocation, given: Mapping[str, str | None]
+) -> Launch:
+    """A wrapper CLI (knowledge/wrappers.toml) given what its launcher needs: variables it
+    reads (``env``; the command's own VAR=value win), or the launcher's options after
+    ``--`` (``dashdash``) or anywhere (``remaining``), appended to the words."""
+    row = wrappers.by_name(cmd.wrapped)
+    if cmd.passes == "env":
+        values = {
+            "nodes": str(alloc.nodes), "node_rank": alloc.node_rank,
+            "per_node": str(alloc.per_node), "world": str(alloc.nodes * alloc.per_node),
+            "master_addr": alloc.master_addr, "master_port": alloc.master_port,
+        }  # fmt: skip
+        own = {name for name, _ in cmd.env}
+        env = tuple(
+            (name, template.format(**values)) for name, template in row.env if name not in own
+        )
+        return Launch(kind=cmd.kind, argv=cmd.words, name=row.name, env=env)
+    total = alloc.nodes * alloc.per_node
+    if cmd.kind == "accelerate":
+        wanted = [
+            ("--num_machines", str(alloc.nodes)),
+            ("--machine_rank", alloc.node_rank),
+            ("--main_process_ip", alloc.master_addr),
+            ("--main_process_port", alloc.master_port),
+            ("--num_processes", str(total)),
+        ]
+        if total > 1 and not any(m in given for m in command.ACCELERATE_MODES):
+            wanted.append(("--multi_gpu", ""))
+    else:  # torchrun: the rendezvous from the job's PET_* variables
+        wanted = [("--nproc_per_node", str(alloc.per_node))]
+    added = _missing(given, wanted)
+    dashdash = cmd.passes == "dashdash" and cmd.words[cmd.start - 1 : cmd.start] != ("--",)
+    words = (*cmd.words, *(["--"] if dashdash and added else []), *added)
+    return Launch(kind=cmd.kind, argv=words, added=tuple(added), name=row.name)
 
 
 def _without_standalone(cmd: command.Command, alloc: Allocation, added: list[str]) -> Launch:
@@ -248,9 +296,15 @@ def _old_deepspeed(
     )
 
 
-def check_fits(cmd: command.Command, launch: str) -> None:
-    """A launcher starts its own processes: once per node, never once per task."""
+def check_fits(cmd: command.Command, launch: str, nodes: int = 1) -> None:
+    """A launcher starts its own processes: once per node, never once per task; a wrapper
+    told to run one plain process cannot span nodes."""
     kind = cmd.kind
+    if cmd.wrapped and not kind and nodes > 1:
+        raise BadInput(
+            f"{cmd.wrapped} without a launcher (--launcher python) runs one process, so on "
+            f"{nodes} nodes each would train alone; use --launcher accelerate or torchrun"
+        )
     if kind and launch == "task":
         raise BadInput(
             f"--per-task with {kind}: it starts its own processes on each node, so one "
@@ -308,7 +362,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         node = os.environ.get("SLURM_NODEID", "0")
         print_text(f"hpcenv: node {node}: {launch.describe()}\n", err=True)
     env = cmd.environ(os.environ)  # VAR=value and env -u before the launcher, applied
-    if launch.kind != "torchrun":  # the job's PET_* rendezvous is torchrun's: accelerate and
+    env.update(launch.env)  # what a wrapper reads (the command's own VAR=value kept)
+    if launch.kind not in (
+        "torchrun",
+        "composer",
+    ):  # the job's PET_* rendezvous is torchrun's: accelerate and
         for name in [n for n in env if n.startswith("PET_")]:  # DeepSpeed run torch's launcher
             del env[name]  # inside and would take it over their own (a second store, one port)
     runs = launch.argv[cmd.program :]  # never a VAR=value word as the program

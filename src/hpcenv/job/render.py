@@ -43,6 +43,7 @@ from pathlib import Path, PurePosixPath
 from hpcenv.job import command, environment, launch_config, launchers
 from hpcenv.kit import registry
 from hpcenv.kit.masking import MIN_VALUE_LEN, is_secret
+from hpcenv.knowledge import wrappers
 from hpcenv.models import walltime
 from hpcenv.profile.schema import Profile
 from hpcenv.slurm import sbatch, steps, survive
@@ -269,7 +270,7 @@ def render(
 ) -> sbatch.Job:
     """The job script running ``spec.argv`` on ``profile``'s cluster."""
     _check(spec, profile)
-    launchers.check_fits(spec.cmd, spec.launch)
+    launchers.check_fits(spec.cmd, spec.launch, spec.nodes)
     cwd = (workdir or Path.cwd()).absolute()
     found, configured = check_launch_config(profile, spec, cwd)
     log_dir = sbatch.logs_dir(profile, cwd)
@@ -439,7 +440,24 @@ def check_launch_config(
         gpu=profile.platform.gpu,
     )
     cfg = launch_config.read(spec.cmd, cwd, os.environ)
+    _check_task_wrapper(profile, spec, cfg)
     return launch_config.verdict(cfg, job), launch_config.configured(cfg, spec.nodes)
+
+
+def _check_task_wrapper(profile: Profile, spec: CommandJob, cfg: launch_config.Configs) -> None:
+    """A script whose framework takes its processes from SLURM's tasks (Lightning:
+    knowledge/wrappers.toml, passes = "tasks") needs one task per process: --per-task."""
+    row = wrappers.by_import(set(cfg.imports))
+    if row is None or row.passes != "tasks" or spec.launch != "node":
+        return
+    n = per_node(profile, spec)
+    if spec.nodes * n > 1:
+        raise BadInput(
+            f"{spec.cmd.script} imports {'/'.join(sorted(cfg.imports & set(row.imports)))}: "
+            f"{row.name} takes its world from SLURM's tasks (one process per task, "
+            f"SLURM_NTASKS_PER_NODE = its devices), but the job runs it once per node; add "
+            f"--per-task ({n} tasks per node) and Trainer(devices={n}, num_nodes={spec.nodes})"
+        )
 
 
 def _with_references(word: str, refs: Sequence[tuple[str, str]]) -> str:
