@@ -530,8 +530,10 @@ def _gate_lines(spec: CommandJob, hpcenv: Sequence[str], ref: str) -> list[str]:
         "  fi",
         "}",
         'gate "venv $VIRTUAL_ENV (built? hpcenv build)" test -x "$VIRTUAL_ENV/bin/python"',
+        # every command: its trainer flags, config files and launcher config are checked
+        # again against each node's real GPUs (job/preflight.check_launcher_config)
         f'gate "preflight on $nodes node(s)" on_nodes {shell_join([*hpcenv, "preflight", ref])}'
-        + (' -- "${cmd[@]}"' if spec.cmd.kind else ""),
+        ' -- "${cmd[@]}"',
     ]
     probes = [p for p in spec.gate if p != PAIRS_GATE]
     if probes:

@@ -10,6 +10,7 @@ words and the job's ``PET_*`` variables, and nothing is started.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -127,3 +128,22 @@ def test_an_old_deepspeed_s_bad_count_on_the_node_is_one_line(tmp_path: Path) ->
         launchers.plan(
             command.read(["deepspeed", "--num_nodes", "2x", "t.py"]), ALLOC, deepspeed="0.14.4"
         )
+
+
+# --- the checks on the node, for every command --------------------------------------------
+
+
+def test_a_plain_command_is_checked_again_on_the_node(tmp_path: Path) -> None:
+    """``python train.py --bf16 T`` (no launcher): the gate gives preflight the command
+    too, and preflight on a V100 node (recorded facts) fails it."""
+    script = _sbatch("brtx", "--nodes", "2", "--", "python", "train.py", "--lr", "1").stdout
+    assert re.search(r'^gate "preflight .* preflight brtx -- "\$\{cmd\[@\]\}"$', script, re.M)
+    done = subprocess.run(
+        [sys.executable, "-m", "hpcenv", "preflight", "supercloud", "--json", "--facts",
+         str(REPO / "tests" / "data" / "facts" / "v100-supercloud.json"),
+         "--", "python", "train.py", "--bf16", "T"],
+        capture_output=True, text=True, cwd=tmp_path, timeout=120, check=False,
+    )  # fmt: skip
+    checks = {c["name"]: c for c in json.loads(done.stdout)["checks"]}
+    assert checks["launcher-config"]["status"] == "fail"
+    assert "--bf16 T (use fp16)" in checks["launcher-config"]["reason"]
