@@ -35,7 +35,7 @@ import re
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePath
 
 from hpcenv.job import command, launch_config
 from hpcenv.knowledge import wrappers
@@ -125,6 +125,33 @@ def installed_version(venv: Path | None, dist: str) -> str:
         if m:
             return m.group(1)
     return ""
+
+
+def command_venv(cmd: command.Command, environ: Mapping[str, str], cwd: Path) -> Path | None:
+    """The venv the command's Python really runs in: ``uv run``'s project environment
+    (``--project DIR``, else the first directory from ``--directory``/the working directory
+    up holding a pyproject.toml; ``$UV_PROJECT_ENVIRONMENT``, relative to the project, else
+    its ``.venv``; ``--active`` keeps ``$VIRTUAL_ENV``), else ``$VIRTUAL_ENV``. What uv's
+    docs say of project discovery and UV_PROJECT_ENVIRONMENT (docs.astral.sh/uv, "Project
+    environments"); a workspace member's shared root .venv is not followed."""
+    env = cmd.environ(environ)
+    active = env.get("VIRTUAL_ENV")
+    words = cmd.wrapper
+    if not (words[:2] and PurePath(words[0]).name == "uv" and words[1:2] == ("run",)):
+        return Path(active) if active else None
+    opts = command.launcher_options(words, 2)
+    if "--active" in opts and active:
+        return Path(active)
+    start = cwd / (opts.get("--directory") or ".")
+    given = opts.get("--project")
+    project = start / given if given else None
+    if project is None:
+        project = next(
+            (d for d in (start, *start.parents) if (d / "pyproject.toml").is_file()), None
+        )
+    if project is None:
+        return Path(active) if active else None
+    return project / (env.get("UV_PROJECT_ENVIRONMENT") or ".venv")
 
 
 def plan(
@@ -348,10 +375,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         cmd = command.read(words)
         cfg = launch_config.read(cmd, Path.cwd(), os.environ)
-        venv = os.environ.get("VIRTUAL_ENV")
-        version = (
-            installed_version(Path(venv), "deepspeed") if cmd.kind == "deepspeed" and venv else ""
-        )
+        venv = command_venv(cmd, os.environ, Path.cwd()) if cmd.kind == "deepspeed" else None
+        version = installed_version(venv, "deepspeed")
         alloc = from_environment(os.environ)
         given = launch_config.configured(cfg, alloc.nodes)
         launch = plan(cmd, alloc, given, deepspeed=version)

@@ -210,6 +210,7 @@ def shown_launch(
     spec: CommandJob,
     venv: Path | None = None,
     configured: frozenset[str] = frozenset(),
+    cwd: Path = Path("."),
 ) -> tuple[launchers.Launch, str] | None:
     """What each node's launcher will be given, with node-independent placeholders, and
     the DeepSpeed version read from ``venv`` ("" unknown); None without a launcher run
@@ -218,6 +219,9 @@ def shown_launch(
     kind = cmd.kind
     if not kind or spec.launch != "node":
         return None
+    if kind == "deepspeed":  # read where the command runs: uv run's project venv, else the job's
+        environ = {**os.environ, "VIRTUAL_ENV": str(venv)} if venv else dict(os.environ)
+        venv = launchers.command_venv(cmd, environ, cwd)
     version = launchers.installed_version(venv, "deepspeed") if kind == "deepspeed" else ""
     shown = launchers.plan(
         cmd,
@@ -372,7 +376,7 @@ def render(
     lines += command_lines(spec.cmd, {**os.environ, **env.secret_values})
     lines += _gate_lines(spec, hpcenv, ref)
     lines += survive.pairs_gate_lines(spec, hpcenv, ref, own)
-    shown = shown_launch(profile, spec, venv, configured)
+    shown = shown_launch(profile, spec, venv, configured, cwd)
     lines += launcher_lines(profile, spec, log_dir, shown)
     lines += [
         "",

@@ -147,3 +147,42 @@ def test_a_plain_command_is_checked_again_on_the_node(tmp_path: Path) -> None:
     checks = {c["name"]: c for c in json.loads(done.stdout)["checks"]}
     assert checks["launcher-config"]["status"] == "fail"
     assert "--bf16 T (use fp16)" in checks["launcher-config"]["reason"]
+
+
+def _deepspeed_venv(root: Path, version: str) -> Path:
+    meta = root / f"lib/python3.11/site-packages/deepspeed-{version}.dist-info/METADATA"
+    meta.parent.mkdir(parents=True)
+    meta.write_text(f"Metadata-Version: 2.1\nName: deepspeed\nVersion: {version}\n")
+    return root
+
+
+def test_uv_run_s_deepspeed_is_read_from_the_project_venv(tmp_path: Path) -> None:
+    """``uv run -- deepspeed`` runs the project's .venv (DeepSpeed 0.14.4 there), not the
+    job's $VIRTUAL_ENV (0.19.8): on 2 nodes the node gets 0.14's per-node launcher. A
+    stand-in ``uv`` prints the words it would run."""
+    project = tmp_path / "proj"
+    _deepspeed_venv(project / ".venv", "0.14.4")
+    (project / "pyproject.toml").write_text('[project]\nname = "p"\nversion = "0"\n')
+    (project / "src").mkdir()
+    job_venv = _deepspeed_venv(tmp_path / "job-venv", "0.19.8")
+    uv = tmp_path / "bin" / "uv"
+    uv.parent.mkdir()
+    uv.write_text('#!/bin/sh\necho "$@"\n')
+    uv.chmod(0o755)
+    env = {"PATH": f"{uv.parent}:/usr/bin:/bin", "SLURM_NODEID": "1", "MASTER_ADDR": "n1",
+           "MASTER_PORT": "29500", "HPCENV_LAUNCH_NODES": "2", "HPCENV_LAUNCH_PER_NODE": "4",
+           "VIRTUAL_ENV": str(job_venv), "HOME": str(tmp_path)}  # fmt: skip
+    words = ["uv", "run", "--", "deepspeed", "train.py"]
+    done = subprocess.run(
+        [sys.executable, "-m", "hpcenv.job.launchers", "--", *words],
+        env=env, capture_output=True, text=True, cwd=project / "src", timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[:6] == ["run", "--", "python", "-u", "-m",
+                                       "deepspeed.launcher.launch"]  # fmt: skip
+    cmd = command.read(words)
+    assert launchers.command_venv(cmd, env, project / "src") == project / ".venv"
+    moved = {**env, "UV_PROJECT_ENVIRONMENT": "envs/train"}
+    assert launchers.command_venv(cmd, moved, project) == project / "envs/train"
+    plain = command.read(["deepspeed", "train.py"])
+    assert launchers.command_venv(plain, env, project) == job_venv
