@@ -416,12 +416,28 @@ def render(
         log_dir=log_dir,
         output_dir=log_dir,
         nodes=spec.nodes,
+        venv=_venv_words(venv, spec),
+        checks=_checks(profile, spec),
         notes=(
             f"the job uses the venv {_venv_words(venv, spec)}",
             *(f"warning: {w}" for w in found.warnings),
             *found.notes,
             *(f"the launcher runs without {d}" for d in (shown[0].dropped if shown else ())),
         ),
+    )
+
+
+def _checks(profile: Profile, spec: CommandJob) -> tuple[str, ...]:
+    """What the job checks on its nodes before the command (the gate), in order."""
+    if not spec.preflight:
+        return ()
+    gpu = profile.platform.gpu or "the node's GPUs"
+    return (
+        "the venv exists",
+        f"hpcenv preflight on every node, with the command (its launcher config, trainer "
+        f"flags and files against {gpu})",
+        *(f"probe {p}" for p in spec.gate if p != PAIRS_GATE),
+        *(["the bad-node finder (nccl between pairs of nodes)"] if PAIRS_GATE in spec.gate else []),
     )
 
 

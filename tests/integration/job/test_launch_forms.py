@@ -10,6 +10,7 @@ words and the job's ``PET_*`` variables, and nothing is started.
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -186,3 +187,32 @@ def test_uv_run_s_deepspeed_is_read_from_the_project_venv(tmp_path: Path) -> Non
     assert launchers.command_venv(cmd, moved, project) == project / "envs/train"
     plain = command.read(["deepspeed", "train.py"])
     assert launchers.command_venv(plain, env, project) == job_venv
+
+
+# --- sbatch --json: the rendered job ------------------------------------------------------
+
+
+def test_json_prints_the_rendered_job_with_or_without_submitting(tmp_path: Path) -> None:
+    """Without --wait, --json was ignored. A stand-in ``sbatch`` (this machine has no
+    SLURM controller; it stands for ``sbatch --parsable`` answering a job id)."""
+    shown = _sbatch("brtx", "--nodes", "2", "--json", "--", "python", "train.py")
+    assert shown.returncode == 0, shown.stderr
+    job = json.loads(shown.stdout)
+    assert job["job_id"] is None and job["script"].startswith("#!/bin/bash\n")
+    assert "(the profile's build)" in job["venv"]
+    assert any(c.startswith("hpcenv preflight on every node, with the command") for c in
+               job["checks"])  # fmt: skip
+    fake = tmp_path / "bin" / "sbatch"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\necho '4242;cluster'\n")
+    fake.chmod(0o755)
+    done = subprocess.run(
+        [sys.executable, "-m", "hpcenv", "sbatch", "brtx", "--submit", "--json", "--", "python",
+         "train.py"],
+        env={**os.environ, "PATH": f"{fake.parent}:{os.environ['PATH']}"},
+        capture_output=True, text=True, cwd=tmp_path, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    submitted = json.loads(done.stdout)
+    assert submitted["job_id"] == "4242" and submitted["script"].startswith("#!/bin/bash\n")
+    assert "submitted job 4242" in done.stderr
