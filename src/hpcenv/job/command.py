@@ -9,7 +9,10 @@ A researcher's command is rarely a bare launcher. What public training repos wri
 - ``uv run [OPTIONS] -- CMD`` (or ``uv run CMD``): the project's environment around CMD;
 - the launcher: ``accelerate launch``, ``deepspeed``, ``torchrun``, or the module forms
   ``python -m accelerate.commands.launch`` / ``deepspeed.launcher.runner`` /
-  ``torch.distributed.run``.
+  ``torch.distributed.run``;
+- or a wrapper CLI that runs a launcher itself (``axolotl train``, ``llamafactory-cli
+  train``, ``tune run``, ``trl sft``, ``composer``: knowledge/wrappers.toml): ``kind`` is
+  the launcher it runs, ``wrapped`` its row, ``passes`` how the launcher's options reach it.
 
 ``read`` is pure: it returns a :class:`Command` naming each part by its position in the
 words, so what runs is always exactly the user's words (with the environment applied).
@@ -191,11 +194,12 @@ def read(argv: Sequence[str]) -> Command:
     program = i
     at = _uv_run(words, i) if i + 1 < len(words) else i
     kind, start = _launcher(words, at)
-    wrapped = _wrapped(words, at) if not kind else None
-    if wrapped:
+    if not kind and (wrapped := _wrapped(words, at)) is not None:
+        kind, start, name, passes, body = wrapped
         return Command(
             words=words, env=tuple(env), unset=tuple(unset), program=program,
-            wrapper=words[program:at], **wrapped,  # type: ignore[arg-type]
+            wrapper=words[program:at], kind=kind, start=start, wrapped=name, passes=passes,
+            body=body,
         )  # fmt: skip
     return Command(
         words=words, env=tuple(env), unset=tuple(unset), program=program,
@@ -203,9 +207,10 @@ def read(argv: Sequence[str]) -> Command:
     )  # fmt: skip
 
 
-def _wrapped(words: Sequence[str], at: int) -> dict[str, object] | None:
-    """A wrapper CLI at ``words[at]`` (knowledge/wrappers.toml): the launcher it runs,
-    where the launcher's options are read, how they reach it."""
+def _wrapped(words: Sequence[str], at: int) -> tuple[str, int, str, str, int] | None:
+    """A wrapper CLI at ``words[at]`` (knowledge/wrappers.toml): the launcher it runs ("" for
+    none: axolotl's --launcher python), where the launcher's options are read, the row's
+    name, how the options reach it, where the wrapper's own arguments begin."""
     from hpcenv.knowledge import wrappers  # here: a plain command never loads the table
 
     head = PurePath(words[at]).name if at < len(words) else ""
@@ -229,8 +234,7 @@ def _wrapped(words: Sequence[str], at: int) -> dict[str, object] | None:
         start = body
     else:
         start = len(words)
-    return {"kind": kind if kind in (*KINDS, "composer") else "", "start": start,
-            "wrapped": row.name, "passes": row.passes, "body": body}  # fmt: skip
+    return kind if kind in (*KINDS, "composer") else "", start, row.name, row.passes, body
 
 
 def _option_value(words: Sequence[str], option: str) -> str:

@@ -19,6 +19,10 @@ which node it is and where the others are, or every node starts as machine 0 of 
   than one node ``--standalone`` (one node's own rendezvous on localhost) is left out, and
   said, so the job's rendezvous holds; on one node it stays.
 
+A wrapper CLI (knowledge/wrappers.toml: axolotl, llamafactory-cli, ``tune run``, trl,
+composer) gets what its launcher needs the way the wrapper passes it on: the launcher's
+options after ``--`` or anywhere in its words, or the variables it reads (``Launch.env``).
+
 The command is read by ``hpcenv.job.command`` (``VAR=value``, ``env -u``, ``uv run --``
 before the launcher are kept, and applied on the node). Options the user wrote win: only
 the missing ones are added, and what was added is said in the log. ``plan`` is pure;
@@ -332,13 +336,14 @@ def check_fits(cmd: command.Command, launch: str, nodes: int = 1) -> None:
             f"{cmd.wrapped} without a launcher (--launcher python) runs one process, so on "
             f"{nodes} nodes each would train alone; use --launcher accelerate or torchrun"
         )
+    who = cmd.wrapped or kind
     if kind and launch == "task":
         raise BadInput(
-            f"--per-task with {kind}: it starts its own processes on each node, so one "
-            f"{kind} per task would start them again; leave out --per-task"
+            f"--per-task with {who}: it starts its own processes on each node, so one "
+            f"{who} per task would start them again; leave out --per-task"
         )
     if kind and launch == "ray":
-        raise BadInput(f"--ray with {kind}: run {kind} without --ray (Ray starts its own workers)")
+        raise BadInput(f"--ray with {who}: run {who} without --ray (Ray starts its own workers)")
 
 
 def from_environment(env: Mapping[str, str]) -> Allocation:
