@@ -388,7 +388,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BadInput as exc:
         print_text(f"hpcenv: {exc}\n", err=True)
         return 2
-    if launch.added or launch.dropped:
+    if launch.added or launch.dropped or launch.env:
         node = os.environ.get("SLURM_NODEID", "0")
         print_text(f"hpcenv: node {node}: {launch.describe()}\n", err=True)
     env = cmd.environ(os.environ)  # VAR=value and env -u before the launcher, applied
