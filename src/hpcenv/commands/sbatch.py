@@ -195,7 +195,9 @@ def configure(parser: argparse.ArgumentParser, *, with_command: bool = False) ->
     parser.add_argument(
         "--json",
         action="store_true",
-        help="with --wait: stdout is the job's JSON report only (progress goes to stderr)",
+        help="stdout is JSON only (progress goes to stderr): the rendered job (script, venv, "
+        "checks, notes, job_id once submitted); with --wait the job's report (your own "
+        'command\'s: the job under "job", its state, and why it failed)',
     )
 
 
@@ -309,7 +311,10 @@ def run(args: argparse.Namespace) -> int:
         print_text(f"hpcenv sbatch: {note}\n", err=True)
     own = args.command_argv is not None
     if not (args.submit or args.wait):  # --wait implies --submit
-        print_text(job.script)
+        if args.json:
+            print_json(job.as_json())
+        else:
+            print_text(job.script)
         return 0
     script = sbatch.write(job)
     started = time.monotonic()
@@ -321,6 +326,8 @@ def run(args: argparse.Namespace) -> int:
     # --json keeps stdout for the report alone
     print_text(f"submitted job {job_id} ({script})\n", err=args.json)
     if not args.wait:
+        if args.json:
+            print_json(job.as_json(job_id))
         return 0
     # The bound is the job's own time limit (plus slack), counted only while it runs:
     # a busy queue may hold it PENDING for hours, which is not a reason to give up.
@@ -408,11 +415,14 @@ def _own_outcome(
         job_id = new_job
         state = _wait(job, job_id, timeout, started)
     if state.startswith("COMPLETED"):
+        if as_json:
+            print_json({"job": job.as_json(job_id), "state": state})
         return 0
     _, err = job.log_paths(job_id)
     print_text("\n".join(_tail(err)) + "\n", err=True)
-    if (report := _explained(job, job_id, state, net)) and as_json:
-        print_json(report)
+    report = _explained(job, job_id, state, net)
+    if as_json:  # the report (why it failed) with the job it is about
+        print_json({**(report or {}), "job": job.as_json(job_id), "state": state})
     if (why := survive.read_outcome(job.outcome_path(job_id), job_id)) is not None:
         raise why
     code = sbatch.exit_code(job_id) if state.startswith("FAILED") else None

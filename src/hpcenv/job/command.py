@@ -13,6 +13,9 @@ A researcher's command is rarely a bare launcher. What public training repos wri
 - or the user's own spreader, ``srun``/``mpirun``/``mpiexec`` (``Command.spreader``): it
   starts the tasks itself, so the job runs it once (``hpcenv.job.containers`` reads the
   rest of its form: a container behind it).
+- or a wrapper CLI that runs a launcher itself (``axolotl train``, ``llamafactory-cli
+  train``, ``tune run``, ``trl sft``, ``composer``: knowledge/wrappers.toml): ``kind`` is
+  the launcher it runs, ``wrapped`` its row, ``passes`` how the launcher's options reach it.
 
 ``read`` is pure: it returns a :class:`Command` naming each part by its position in the
 words, so what runs is always exactly the user's words (with the environment applied).
@@ -61,6 +64,11 @@ class Command:
     wrapper: tuple[str, ...] = ()  # uv run [OPTIONS] --, kept in what runs
     kind: str = ""  # the launcher (one of KINDS), "" when none is recognised
     start: int = 0  # where the launcher's own options begin (an index in words)
+    #: a command wrapping a launcher (knowledge/wrappers.toml): its row's name, how the
+    #: launcher's options reach it (``passes``), where the wrapper's own arguments begin
+    wrapped: str = ""
+    passes: str = ""
+    body: int = 0
 
     @property
     def runs(self) -> tuple[str, ...]:
@@ -87,7 +95,14 @@ class Command:
     @property
     def arguments(self) -> tuple[str, ...]:
         """The words the program itself reads (a trainer's flags and files): after the
-        launcher's options and script, or after the program's name."""
+        launcher's options and script, after a wrapper's subcommand (up to the launcher's
+        ``--``), or after the program's name."""
+        if self.wrapped and self.passes != "options":
+            dashdash = self.passes == "dashdash" and self.words[self.start - 1 : self.start] == (
+                "--",
+            )
+            end = self.start - 1 if dashdash else len(self.words)
+            return self.words[self.body : end]
         if self.kind:
             return self.words[split_options(self.words, self.start)[1] + 1 :]
         return self.words[self.program + len(self.wrapper) + 1 :]
@@ -96,6 +111,8 @@ class Command:
     def script(self) -> str:
         """The Python script the command runs (``launcher [opts] X.py``, ``python X.py``),
         "" when there is none (a module, a program)."""
+        if self.wrapped and self.passes != "options":
+            return ""  # the wrapper runs its own module
         if self.kind:
             at = split_options(self.words, self.start)[1]
             word = self.words[at] if at < len(self.words) else ""
@@ -106,8 +123,11 @@ class Command:
         return word if word.endswith(".py") else ""
 
     def options(self) -> dict[str, str | None]:
-        """The launcher's own options (before its script), spelled with underscores."""
-        return launcher_options(self.words, self.start) if self.kind else {}
+        """The launcher's own options (before its script), spelled with underscores; a
+        wrapper's: those after ``--`` (dashdash), every option (remaining), none (env)."""
+        if not self.kind or self.passes == "env":
+            return {}
+        return launcher_options(self.words, self.start)
 
     def environ(self, base: Mapping[str, str]) -> dict[str, str]:
         """``base`` with this command's ``env -u`` and ``VAR=value`` applied."""
@@ -184,10 +204,56 @@ def read(argv: Sequence[str]) -> Command:
     program = i
     at = _uv_run(words, i) if i + 1 < len(words) else i
     kind, start = _launcher(words, at)
+    if not kind and (wrapped := _wrapped(words, at)) is not None:
+        kind, start, name, passes, body = wrapped
+        return Command(
+            words=words, env=tuple(env), unset=tuple(unset), program=program,
+            wrapper=words[program:at], kind=kind, start=start, wrapped=name, passes=passes,
+            body=body,
+        )  # fmt: skip
     return Command(
         words=words, env=tuple(env), unset=tuple(unset), program=program,
         wrapper=words[program:at], kind=kind, start=start,
     )  # fmt: skip
+
+
+def _wrapped(words: Sequence[str], at: int) -> tuple[str, int, str, str, int] | None:
+    """A wrapper CLI at ``words[at]`` (knowledge/wrappers.toml): the launcher it runs ("" for
+    none: axolotl's --launcher python), where the launcher's options are read, the row's
+    name, how the options reach it, where the wrapper's own arguments begin."""
+    from hpcenv.knowledge import wrappers  # here: a plain command never loads the table
+
+    head = PurePath(words[at]).name if at < len(words) else ""
+    sub = words[at + 1] if at + 1 < len(words) else ""
+    row = wrappers.by_program(head, sub) if head else None
+    if row is None:
+        return None
+    body = at + 1 + (1 if row.subcommands else 0)
+    kind = row.launcher
+    if row.launcher_option:  # axolotl --launcher torchrun (before its --)
+        rest = list(words[body:])
+        own = rest[: rest.index("--")] if "--" in rest else rest
+        chosen = _option_value(own, row.launcher_option)
+        kind = chosen if chosen in row.choices else kind
+    if row.passes == "options":
+        start = body
+    elif row.passes == "dashdash":
+        rest = list(words[body:])
+        start = body + rest.index("--") + 1 if "--" in rest else len(words)
+    elif row.passes == "remaining":
+        start = body
+    else:
+        start = len(words)
+    return kind if kind in (*KINDS, "composer") else "", start, row.name, row.passes, body
+
+
+def _option_value(words: Sequence[str], option: str) -> str:
+    """``option V`` or ``option=V`` anywhere in ``words`` ("" when absent)."""
+    for i, word in enumerate(words):
+        name, eq, value = word.partition("=")
+        if name == option:
+            return value if eq else (words[i + 1] if i + 1 < len(words) else "")
+    return ""
 
 
 def launcher_options(argv: Sequence[str], start: int) -> dict[str, str | None]:

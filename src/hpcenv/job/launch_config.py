@@ -58,6 +58,7 @@ class Configs:
     #: bf16, tf32, flash_attention_2 (HF Trainer flags, the YAML/JSON files it is given).
     trainer: tuple[tuple[str, str], ...] = ()
     flash_imports: tuple[str, ...] = ()  # "script.py:LINE" importing flash_attn
+    imports: frozenset[str] = frozenset()  # the top-level packages the script imports
     options: Mapping[str, str | None] = field(default_factory=dict)  # the launcher's own
 
 
@@ -86,18 +87,49 @@ MAX_ENTRIES = 100_000
 #: Trainer options naming a YAML/JSON configuration (HF Trainer's --deepspeed is read as
 #: DeepSpeed's; a positional .yaml/.yml/.json is read too).
 TRAINER_CONFIG_OPTIONS = ("--config", "--config_file", "--config-file", "--config_path", "--cfg")
-_TRUE = ("true", "1", "yes", "y", "on")
+#: HF's command-line booleans, case-insensitive: ``string_to_bool`` in
+#: transformers/hf_argparser.py (5.24.0; the same set since 4.x), the ``type`` of every bool
+#: field of ``HfArgumentParser`` (TrainingArguments, TRL's and LLaMA-Factory's arguments).
+#: Anything else ("on") is argparse's error, not a request.
+HF_TRUE = ("yes", "true", "t", "y", "1")
+HF_FALSE = ("no", "false", "f", "n", "0")
+#: A boolean in a YAML/JSON file a trainer loads: pydantic's lax bool (axolotl's config,
+#: DeepSpeed's ``DeepSpeedBF16Config.enabled: bool``, deepspeed/runtime/precision_config.py
+#: 0.19.8) takes these strings, case-insensitive, and 1; HF's ``parse_dict`` passes the
+#: value to the dataclass as is (any non-empty string, any non-zero number is true where
+#: it is tested). YAML 1.1's yes/on are booleans already (PyYAML's safe_load).
+FILE_TRUE = ("1", "on", "t", "true", "y", "yes")
 _FLASH = ("flash_attention_2", "flash_attention_3", "fa2", "fa3")
 
 
 def _flag(words: Sequence[str], i: int) -> bool | None:
-    """An HF Trainer boolean option at ``words[i]``: ``--x``, ``--x True``, ``--x=false``."""
+    """An HF Trainer boolean option at ``words[i]``: ``--x`` (``const=True``), ``--x T``,
+    ``--x=false``, read with HF's ``string_to_bool`` (``HF_TRUE``/``HF_FALSE``); None for a
+    value HF refuses."""
     _, eq, value = words[i].partition("=")
     if not eq:
         nxt = words[i + 1] if i + 1 < len(words) else ""
         value = nxt if nxt and not nxt.startswith("-") else "true"
     low = value.strip().lower()
-    return True if low in _TRUE else False if low in ("false", "0", "no", "n", "off") else None
+    return True if low in HF_TRUE else False if low in HF_FALSE else None
+
+
+def is_true(value: Any) -> bool:
+    """A config file's value that a trainer reads as true (``FILE_TRUE``): True, a non-zero
+    integer, or one of the strings."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return value != 0
+    return isinstance(value, str) and value.strip().lower() in FILE_TRUE
+
+
+def _option_name(word: str) -> str:
+    """``--attn-implementation=x`` as ``--attn_implementation``: ``HfArgumentParser`` adds
+    the dash form of every field with an underscore as an alias (``long_options`` in
+    transformers/hf_argparser.py ``_parse_dataclass_field``)."""
+    name = word.partition("=")[0]
+    return "--" + name[2:].replace("-", "_") if name.startswith("--") else name
 
 
 def _walk(data: Any, where: str, found: list[tuple[str, str]], depth: int = 0) -> int:
@@ -108,16 +140,21 @@ def _walk(data: Any, where: str, found: list[tuple[str, str]], depth: int = 0) -
     items = data.items() if isinstance(data, Mapping) else enumerate(data) if isinstance(
         data, list) else ()  # fmt: skip
     for key, value in items:
-        if key in ("bf16", "tf32") and (value is True or str(value).lower() == "true"):
-            found.append((f"{where}: {key}: true", str(key)))
+        if key in ("bf16", "tf32") and not isinstance(value, (Mapping, list)) and is_true(value):
+            found.append((f"{where}: {key}: {_shown(value)}", str(key)))
         elif key in ("attn_implementation", "flash_attn") and str(value) in _FLASH:
             found.append((f"{where}: {key}: {value}", "flash_attention_2"))
-        elif key == "use_flash_attention_2" and value is True:  # transformers before 4.36
-            found.append((f"{where}: {key}: true", "flash_attention_2"))
+        elif key == "use_flash_attention_2" and is_true(value):  # transformers before 4.36
+            found.append((f"{where}: {key}: {_shown(value)}", "flash_attention_2"))
         seen += _walk(value, where, found, depth + 1)
         if seen > MAX_ENTRIES:
             raise BadInput(f"{where}: more than {MAX_ENTRIES} entries; hpcenv reads no more")
     return seen
+
+
+def _shown(value: Any) -> str:
+    """A true value as the file spells it (``true`` for YAML's and JSON's booleans)."""
+    return "true" if value is True else str(value)
 
 
 def trainer_asks(
@@ -130,13 +167,15 @@ def trainer_asks(
     found: list[tuple[str, str]] = []
     files: list[str] = []
     for i, word in enumerate(words):
-        name, eq, value = word.partition("=")
+        _, eq, value = word.partition("=")
+        name = _option_name(word)
         after = words[i + 1] if i + 1 < len(words) else ""
         if name in ("--bf16", "--tf32") and _flag(words, i):
             valued = not eq and after and not after.startswith("-")
             found.append((f"{word} {after}" if valued else word, name[2:]))
         elif name == "--attn_implementation" and (value or after) in _FLASH:
-            found.append((f"--attn_implementation {value or after}", "flash_attention_2"))
+            shown = word if eq else f"{word} {after}"
+            found.append((shown, "flash_attention_2"))
         elif name in TRAINER_CONFIG_OPTIONS:
             files.append(value or after)
         elif word.endswith((".yaml", ".yml", ".json")) and not _is_value(words, i):
@@ -152,17 +191,29 @@ def trainer_asks(
 _FLASH_IMPORT = re.compile(r"^[ \t]*(?:import|from)[ \t]+flash_attn\b", re.M)
 
 
-def flash_imports(script: Path) -> tuple[str, ...]:
-    """``script:LINE`` for each line of the job's script importing flash_attn (its first
-    MAX_CONFIG_BYTES; a script that is not there or unreadable: none)."""
+def _script_text(script: Path) -> str:
+    """The job's script (its first MAX_CONFIG_BYTES); "" when it is not there or unreadable."""
     try:
         with open(script, "rb") as fh:
-            text = fh.read(MAX_CONFIG_BYTES).decode("utf-8", errors="replace")
+            return fh.read(MAX_CONFIG_BYTES).decode("utf-8", errors="replace")
     except OSError:
-        return ()
+        return ""
+
+
+def flash_imports(script: Path, text: str) -> tuple[str, ...]:
+    """``script:LINE`` for each line of the script's ``text`` importing flash_attn."""
     return tuple(
         f"{script}:{text.count(chr(10), 0, m.start()) + 1}" for m in _FLASH_IMPORT.finditer(text)
     )
+
+
+_IMPORT = re.compile(r"^[ \t]*(?:import|from)[ \t]+([A-Za-z_][A-Za-z0-9_]*)", re.M)
+
+
+def top_imports(text: str) -> frozenset[str]:
+    """The top-level packages a script's ``text`` imports (``import lightning.pytorch as
+    pl``: lightning)."""
+    return frozenset(m.group(1) for m in _IMPORT.finditer(text))
 
 
 def _is_value(words: Sequence[str], i: int) -> bool:
@@ -248,10 +299,12 @@ def read(cmd: command.Command, cwd: Path, env: Mapping[str, str]) -> Configs:
             value = _option(argv[start:], key, key.replace("_", "-"))
             if value is not None:
                 cli[key] = value
+    text = _script_text(cwd / cmd.script) if cmd.script else ""
     return Configs(
         accelerate=acc, deepspeed=ds, cli=cli, kind=kind, options=cmd.options(),
         trainer=trainer_asks(cmd.arguments, cwd, skip=ds[0] if ds else None),
-        flash_imports=flash_imports(cwd / cmd.script) if cmd.script else (),
+        flash_imports=flash_imports(cwd / cmd.script, text),
+        imports=top_imports(text),
     )  # fmt: skip
 
 
@@ -270,6 +323,10 @@ def _number(value: Any) -> int | None:
     except ValueError:
         return None
 
+
+#: The words torchrun's ``--nproc-per-node`` takes besides a number
+#: (``determine_local_world_size`` in torch/distributed/run.py).
+TORCHRUN_NPROC_WORDS = ("auto", "cpu", "gpu", "xpu")
 
 #: The largest count a config may give (processes, machines, batch sizes, steps).
 MAX_COUNT = 10**9
@@ -323,8 +380,13 @@ def precision_asks(cfg: Configs) -> list[tuple[str, str]]:
         places.append(("--mixed_precision bf16 (mixed_precision: bf16)", "bf16"))
     elif cfg.accelerate and data.get("mixed_precision") == "bf16":
         places.append((f"{cfg.accelerate[0]} mixed_precision: bf16", "bf16"))
-    if cfg.deepspeed and _section(cfg.deepspeed[1], "bf16").get("enabled") is True:
-        places.append((f"{cfg.deepspeed[0]}: bf16.enabled: true", "bf16"))
+    if cfg.deepspeed:
+        # DeepSpeed reads "bf16", else the older "bfloat16" section, its enabled a pydantic
+        # bool (get_bfloat16_config in deepspeed/runtime/precision_config.py, 0.19.8)
+        section = "bf16" if "bf16" in cfg.deepspeed[1] else "bfloat16"
+        enabled = _section(cfg.deepspeed[1], section).get("enabled")
+        if is_true(enabled):
+            places.append((f"{cfg.deepspeed[0]}: {section}.enabled: {_shown(enabled)}", "bf16"))
     return places + list(cfg.trainer)
 
 
@@ -480,14 +542,25 @@ def _judge_processes(cfg: Configs, job: Job) -> tuple[list[str], list[str]]:
     warnings: list[str] = []
     opts, gpus = cfg.options, "GPU(s) or task(s) per node"
     if cfg.kind == "torchrun":
-        per_node = _number(opts.get("--nproc_per_node"))  # "gpu", "auto": torchrun's to count
+        given = opts.get("--nproc_per_node")
+        per_node = _number(given)  # "gpu", "auto", "cpu", "xpu": torchrun's to count
+        if given is not None and per_node is None and given not in TORCHRUN_NPROC_WORDS:
+            errors.append(
+                f"torchrun --nproc-per-node {given!r} is not a count; give a whole number or "
+                f"one of {', '.join(TORCHRUN_NPROC_WORDS)} (torch/distributed/run.py)"
+            )
         if per_node is not None:
             _count(
                 "--nproc_per_node", per_node, job.per_node, gpus, errors=errors, warnings=warnings
             )
         nnodes = str(opts.get("--nnodes") or "")
         low, _, high = nnodes.partition(":")
-        if (
+        if nnodes and (_number(low) is None or (high and _number(high) is None)):
+            errors.append(
+                f"torchrun --nnodes {nnodes!r} is not a node count; give {job.nodes} (or "
+                "MIN:MAX), or leave it out: the job's PET_NNODES says it"
+            )
+        elif (
             nnodes
             and _number(low) is not None
             and not (int(low) <= job.nodes <= (_number(high) or int(low)))
@@ -502,7 +575,11 @@ def _judge_processes(cfg: Configs, job: Job) -> tuple[list[str], list[str]]:
             ("--num_gpus", job.per_node, gpus),
             ("--num_nodes", job.nodes, "node(s)"),
         ):
-            asked = _number(opts.get(option))
+            try:  # deepspeed's runner reads both with type=int: anything else is a traceback
+                asked = _config_count(opts.get(option), f"deepspeed {option}")
+            except BadInput as exc:
+                errors.append(str(exc).replace(' or "auto"', ""))
+                continue
             if asked is not None:
                 _count(option, asked, have, what, errors=errors, warnings=warnings)
         include = _included(str(opts.get("--include") or opts.get("--i") or ""))

@@ -15,7 +15,13 @@ which node it is and where the others are, or every node starts as machine 0 of 
   neither flag, so each node runs its per-node launcher, ``python -u -m
   deepspeed.launcher.launch --world_info=... --node_rank=N``, instead of the runner;
 - ``torchrun`` / ``python -m torch.distributed.run``: the rendezvous comes from the job's
-  ``PET_*`` variables; ``--nproc-per-node`` (the GPUs or tasks per node) is added.
+  ``PET_*`` variables; ``--nproc-per-node`` (the GPUs or tasks per node) is added; on more
+  than one node ``--standalone`` (one node's own rendezvous on localhost) is left out, and
+  said, so the job's rendezvous holds; on one node it stays.
+
+A wrapper CLI (knowledge/wrappers.toml: axolotl, llamafactory-cli, ``tune run``, trl,
+composer) gets what its launcher needs the way the wrapper passes it on: the launcher's
+options after ``--`` or anywhere in its words, or the variables it reads (``Launch.env``).
 
 The command is read by ``hpcenv.job.command`` (``VAR=value``, ``env -u``, ``uv run --``
 before the launcher are kept, and applied on the node). Options the user wrote win: only
@@ -33,9 +39,10 @@ import re
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePath
 
 from hpcenv.job import command, launch_config
+from hpcenv.knowledge import wrappers
 from hpcenv.utils.errors import BadInput
 from hpcenv.utils.output import print_text
 
@@ -78,15 +85,23 @@ class Launch:
     argv: tuple[str, ...]
     added: tuple[str, ...] = ()
     replaced: bool = False  # the launcher itself replaced (an old DeepSpeed's launch module)
+    dropped: tuple[str, ...] = ()  # the user's options left out, each with why
+    name: str = ""  # a wrapper CLI running the launcher (knowledge/wrappers.toml)
+    env: tuple[tuple[str, str], ...] = ()  # variables the wrapper reads, set on the node
 
     def describe(self) -> str:
         if not self.kind:
             return ""
+        who = f"{self.name} ({self.kind})" if self.name else self.kind
         if self.replaced:
-            return f"{self.kind} runs on each node as {' '.join(self.added)}"
-        if not self.added:
-            return f"{self.kind}: every option it needs was given"
-        return f"{self.kind} gets {' '.join(self.added)}"
+            said = f"{who} runs on each node as {' '.join(self.added)}"
+        elif self.env:
+            said = f"{who} gets {' '.join(f'{k}={v}' for k, v in self.env)}"
+        elif not self.added:
+            said = f"{who}: every option it needs was given"
+        else:
+            said = f"{who} gets {' '.join(self.added)}"
+        return said + "".join(f"; without {d}" for d in self.dropped)
 
 
 def _missing(given: Mapping[str, str | None], wanted: Sequence[tuple[str, str]]) -> list[str]:
@@ -116,6 +131,33 @@ def installed_version(venv: Path | None, dist: str) -> str:
     return ""
 
 
+def command_venv(cmd: command.Command, environ: Mapping[str, str], cwd: Path) -> Path | None:
+    """The venv the command's Python really runs in: ``uv run``'s project environment
+    (``--project DIR``, else the first directory from ``--directory``/the working directory
+    up holding a pyproject.toml; ``$UV_PROJECT_ENVIRONMENT``, relative to the project, else
+    its ``.venv``; ``--active`` keeps ``$VIRTUAL_ENV``), else ``$VIRTUAL_ENV``. What uv's
+    docs say of project discovery and UV_PROJECT_ENVIRONMENT (docs.astral.sh/uv, "Project
+    environments"); a workspace member's shared root .venv is not followed."""
+    env = cmd.environ(environ)
+    active = env.get("VIRTUAL_ENV")
+    words = cmd.wrapper
+    if not (words[:2] and PurePath(words[0]).name == "uv" and words[1:2] == ("run",)):
+        return Path(active) if active else None
+    opts = command.launcher_options(words, 2)
+    if "--active" in opts and active:
+        return Path(active)
+    start = cwd / (opts.get("--directory") or ".")
+    given = opts.get("--project")
+    project = start / given if given else None
+    if project is None:
+        project = next(
+            (d for d in (start, *start.parents) if (d / "pyproject.toml").is_file()), None
+        )
+    if project is None:
+        return Path(active) if active else None
+    return project / (env.get("UV_PROJECT_ENVIRONMENT") or ".venv")
+
+
 def plan(
     cmd: command.Command,
     alloc: Allocation,
@@ -131,6 +173,8 @@ def plan(
     if not kind:
         return Launch(kind="", argv=argv)
     given = {**dict.fromkeys(configured), **cmd.options()}
+    if cmd.wrapped and cmd.passes != "options":
+        return _through_wrapper(cmd, alloc, given)
     total = alloc.nodes * alloc.per_node
     if kind == "accelerate":
         wanted = [
@@ -159,8 +203,84 @@ def plan(
                 wanted = wanted[1:]
     else:
         wanted = [("--nproc_per_node", str(alloc.per_node))]
+        if "--standalone" in given and alloc.nodes > 1:
+            return _without_standalone(cmd, alloc, _missing(given, wanted))
     added = _missing(given, wanted)
-    return Launch(kind=kind, argv=(*argv[:start], *added, *argv[start:]), added=tuple(added))
+    return Launch(
+        kind=kind, argv=(*argv[:start], *added, *argv[start:]), added=tuple(added),
+        name=cmd.wrapped,
+    )  # fmt: skip
+
+
+def _through_wrapper(
+    cmd: command.Command, alloc: Allocation, given: Mapping[str, str | None]
+) -> Launch:
+    """A wrapper CLI (knowledge/wrappers.toml) given what its launcher needs: variables it
+    reads (``env``; the command's own VAR=value win), or the launcher's options after
+    ``--`` (``dashdash``) or anywhere (``remaining``), appended to the words."""
+    row = wrappers.by_name(cmd.wrapped)
+    if cmd.passes == "env":
+        values = {
+            "nodes": str(alloc.nodes), "node_rank": alloc.node_rank,
+            "per_node": str(alloc.per_node), "world": str(alloc.nodes * alloc.per_node),
+            "master_addr": alloc.master_addr, "master_port": alloc.master_port,
+        }  # fmt: skip
+        own = {name for name, _ in cmd.env}
+        env = tuple(
+            (name, template.format(**values)) for name, template in row.env if name not in own
+        )
+        return Launch(kind=cmd.kind, argv=cmd.words, name=row.name, env=env)
+    total = alloc.nodes * alloc.per_node
+    if cmd.kind == "accelerate":
+        wanted = [
+            ("--num_machines", str(alloc.nodes)),
+            ("--machine_rank", alloc.node_rank),
+            ("--main_process_ip", alloc.master_addr),
+            ("--main_process_port", alloc.master_port),
+            ("--num_processes", str(total)),
+        ]
+        if total > 1 and not any(m in given for m in command.ACCELERATE_MODES):
+            wanted.append(("--multi_gpu", ""))
+    else:  # torchrun: the rendezvous from the job's PET_* variables
+        wanted = [("--nproc_per_node", str(alloc.per_node))]
+    added = _missing(given, wanted)
+    dashdash = cmd.passes == "dashdash" and cmd.words[cmd.start - 1 : cmd.start] != ("--",)
+    words = (*cmd.words, *(["--"] if dashdash and added else []), *added)
+    return Launch(kind=cmd.kind, argv=words, added=tuple(added), name=row.name)
+
+
+def _without_standalone(cmd: command.Command, alloc: Allocation, added: list[str]) -> Launch:
+    """torchrun's ``--standalone`` on several nodes: its ``run`` replaces the rendezvous
+    with ``localhost:0`` and a random id (torch/distributed/run.py, ``if args.standalone``),
+    so each node would wait alone for the others until ``RendezvousTimeoutError``. The word
+    is left out; the job's ``PET_*`` rendezvous (c10d on the first node) takes its place."""
+    _, script = command.split_options(cmd.words, cmd.start)
+    options = [
+        w for w in cmd.words[cmd.start : script]
+        if w.partition("=")[0] not in ("--standalone", "-standalone")
+    ]  # fmt: skip
+    return Launch(
+        kind="torchrun",
+        argv=(*cmd.words[: cmd.start], *added, *options, *cmd.words[script:]),
+        added=tuple(added),
+        dropped=(
+            f"--standalone (on {alloc.nodes} nodes each node would rendezvous alone on "
+            "localhost; the job's c10d rendezvous on the first node replaces it)",
+        ),
+    )
+
+
+def _count(given: Mapping[str, str | None], option: str, default: int) -> int:
+    """A count the user gave DeepSpeed (``default`` when absent); BadInput (exit 2) naming
+    it when it is not a whole number above 0 (DeepSpeed's ``type=int`` would traceback)."""
+    value = given.get(option)
+    if not value:
+        return default
+    if not (value.isascii() and value.isdigit() and len(value) <= 9 and int(value) > 0):
+        raise BadInput(
+            f"deepspeed {option} {value[:40]!r}: not a count; give a whole number above 0"
+        )
+    return int(value)
 
 
 def world_info(hosts: Sequence[str], slots: int) -> str:
@@ -184,8 +304,8 @@ def _old_deepspeed(
             f"{refused[0]}; leave it out (the allocation chooses the nodes) or use "
             "deepspeed>=0.15"
         )
-    slots = int(given.get("--num_gpus") or alloc.per_node)
-    hosts = alloc.hosts[: int(given.get("--num_nodes") or alloc.nodes)]
+    slots = _count(given, "--num_gpus", alloc.per_node)
+    hosts = alloc.hosts[: _count(given, "--num_nodes", alloc.nodes)]
     _, script = command.split_options(cmd.words, cmd.start)
     head = cmd.words[cmd.start - 3] if cmd.words[cmd.start - 2 : cmd.start - 1] == ("-m",) else ""
     carried = [o for o in _LAUNCH_CARRIES if o in given]
@@ -207,16 +327,23 @@ def _old_deepspeed(
     )
 
 
-def check_fits(cmd: command.Command, launch: str) -> None:
-    """A launcher starts its own processes: once per node, never once per task."""
+def check_fits(cmd: command.Command, launch: str, nodes: int = 1) -> None:
+    """A launcher starts its own processes: once per node, never once per task; a wrapper
+    told to run one plain process cannot span nodes."""
     kind = cmd.kind
+    if cmd.wrapped and not kind and nodes > 1:
+        raise BadInput(
+            f"{cmd.wrapped} without a launcher (--launcher python) runs one process, so on "
+            f"{nodes} nodes each would train alone; use --launcher accelerate or torchrun"
+        )
+    who = cmd.wrapped or kind
     if kind and launch == "task":
         raise BadInput(
-            f"--per-task with {kind}: it starts its own processes on each node, so one "
-            f"{kind} per task would start them again; leave out --per-task"
+            f"--per-task with {who}: it starts its own processes on each node, so one "
+            f"{who} per task would start them again; leave out --per-task"
         )
     if kind and launch == "ray":
-        raise BadInput(f"--ray with {kind}: run {kind} without --ray (Ray starts its own workers)")
+        raise BadInput(f"--ray with {who}: run {who} without --ray (Ray starts its own workers)")
 
 
 def from_environment(env: Mapping[str, str]) -> Allocation:
@@ -253,21 +380,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         cmd = command.read(words)
         cfg = launch_config.read(cmd, Path.cwd(), os.environ)
-        venv = os.environ.get("VIRTUAL_ENV")
-        version = (
-            installed_version(Path(venv), "deepspeed") if cmd.kind == "deepspeed" and venv else ""
-        )
+        venv = command_venv(cmd, os.environ, Path.cwd()) if cmd.kind == "deepspeed" else None
+        version = installed_version(venv, "deepspeed")
         alloc = from_environment(os.environ)
         given = launch_config.configured(cfg, alloc.nodes)
         launch = plan(cmd, alloc, given, deepspeed=version)
     except BadInput as exc:
         print_text(f"hpcenv: {exc}\n", err=True)
         return 2
-    if launch.added:
+    if launch.added or launch.dropped or launch.env:
         node = os.environ.get("SLURM_NODEID", "0")
         print_text(f"hpcenv: node {node}: {launch.describe()}\n", err=True)
     env = cmd.environ(os.environ)  # VAR=value and env -u before the launcher, applied
-    if launch.kind != "torchrun":  # the job's PET_* rendezvous is torchrun's: accelerate and
+    env.update(launch.env)  # what a wrapper reads (the command's own VAR=value kept)
+    if launch.kind not in (
+        "torchrun",
+        "composer",
+    ):  # the job's PET_* rendezvous is torchrun's: accelerate and
         for name in [n for n in env if n.startswith("PET_")]:  # DeepSpeed run torch's launcher
             del env[name]  # inside and would take it over their own (a second store, one port)
     runs = launch.argv[cmd.program :]  # never a VAR=value word as the program

@@ -43,7 +43,7 @@ from pathlib import Path, PurePosixPath
 from hpcenv.job import command, containers, environment, launch_config, launchers
 from hpcenv.kit import registry
 from hpcenv.kit.masking import MIN_VALUE_LEN, is_secret
-from hpcenv.knowledge import network
+from hpcenv.knowledge import network, wrappers
 from hpcenv.models import walltime
 from hpcenv.profile.schema import Profile
 from hpcenv.slurm import sbatch, steps, survive
@@ -208,34 +208,49 @@ def per_node(profile: Profile, spec: CommandJob) -> int:
     return sbatch.gpus_per_node(profile, spec.request.gpus) or _tasks_per_node(profile, spec)
 
 
-def launcher_lines(
+def shown_launch(
     profile: Profile,
     spec: CommandJob,
-    log_dir: Path,
     venv: Path | None = None,
     configured: frozenset[str] = frozenset(),
-) -> list[str]:
-    """For a launcher in CMD: what each node's copy is told (said in the log), the
-    hostfile DeepSpeed reads; nothing for other commands. ``venv``: the job's, whose
-    DeepSpeed version decides its flags."""
+    cwd: Path = Path("."),
+) -> tuple[launchers.Launch, str] | None:
+    """What each node's launcher will be given, with node-independent placeholders, and
+    the DeepSpeed version read from ``venv`` ("" unknown); None without a launcher run
+    once per node."""
     cmd = spec.cmd
     kind = cmd.kind
     if not kind or spec.launch != "node":
-        return []
-    n = per_node(profile, spec)
-    hostfile = f"{shell_quote(str(log_dir))}/hostfile-$SLURM_JOB_ID"
+        return None
+    if kind == "deepspeed":  # read where the command runs: uv run's project venv, else the job's
+        environ = {**os.environ, "VIRTUAL_ENV": str(venv)} if venv else dict(os.environ)
+        venv = launchers.command_venv(cmd, environ, cwd)
     version = launchers.installed_version(venv, "deepspeed") if kind == "deepspeed" else ""
-    hosts = tuple(f"<node {i}>" for i in range(spec.nodes))
     shown = launchers.plan(
         cmd,
         launchers.Allocation(
-            nodes=spec.nodes, node_rank="<node>", per_node=n, master_addr="$MASTER_ADDR",
-            master_port="$MASTER_PORT", hostfile="<hostfile>" if kind == "deepspeed" else "",
-            hosts=hosts,
+            nodes=spec.nodes, node_rank="<node>", per_node=per_node(profile, spec),
+            master_addr="$MASTER_ADDR", master_port="$MASTER_PORT",
+            hostfile="<hostfile>" if kind == "deepspeed" else "",
+            hosts=tuple(f"<node {i}>" for i in range(spec.nodes)),
         ),
         configured,
         deepspeed=version,
     )  # fmt: skip
+    return shown, version
+
+
+def launcher_lines(
+    profile: Profile, spec: CommandJob, log_dir: Path, shown: tuple[launchers.Launch, str] | None
+) -> list[str]:
+    """For a launcher in CMD: what each node's copy is told (said in the log), the
+    hostfile DeepSpeed reads; nothing for other commands."""
+    if shown is None:
+        return []
+    launch, version = shown
+    kind = launch.kind
+    n = per_node(profile, spec)
+    hostfile = f"{shell_quote(str(log_dir))}/hostfile-$SLURM_JOB_ID"
     lines = [
         "",
         f"# --- the launcher: {kind} on every node learns its node rank and the first node",
@@ -248,7 +263,7 @@ def launcher_lines(
             f'for host in "${{hosts[@]}}"; do echo "$host slots={n}"; done '
             '> "$HPCENV_LAUNCH_HOSTFILE"',
         ]
-    said = shown.describe()
+    said = launch.describe()
     if kind == "deepspeed":
         said += f" (DeepSpeed {version or 'version unknown here: the node reads it'})"
     return [*lines, f"echo {shell_quote('hpcenv: ' + said)}"]
@@ -262,7 +277,7 @@ def render(
 ) -> sbatch.Job:
     """The job script running ``spec.argv`` on ``profile``'s cluster."""
     _check(spec, profile)
-    launchers.check_fits(spec.cmd, spec.launch)
+    launchers.check_fits(spec.cmd, spec.launch, spec.nodes)
     form = containers.read(spec.cmd)  # own srun/mpirun, a container
     containers.check(form, spec.launch)
     cwd = (workdir or Path.cwd()).absolute()
@@ -371,7 +386,8 @@ def render(
     lines += _container_lines(profile, spec, form)  # hook: containers
     lines += _gate_lines(spec, hpcenv, ref, form, sbatch.gpus_per_node(profile, spec.request.gpus))
     lines += survive.pairs_gate_lines(spec, hpcenv, ref, own)
-    lines += launcher_lines(profile, spec, log_dir, venv, configured)
+    shown = shown_launch(profile, spec, venv, configured, cwd)
+    lines += launcher_lines(profile, spec, log_dir, shown)
     lines += [
         "",
         f"# --- the command, {_describe(spec, form).split(';')[0]}, in its own process group:",
@@ -415,6 +431,8 @@ def render(
         log_dir=log_dir,
         output_dir=log_dir,
         nodes=spec.nodes,
+        venv=_venv_words(venv, spec),
+        checks=_checks(profile, spec),
         notes=(
             *([form.describe()] if form.describe() else []),
             f"the job uses the venv {_venv_words(venv, spec)}"
@@ -426,7 +444,22 @@ def render(
             ),
             *(f"warning: {w}" for w in found.warnings),
             *found.notes,
+            *(f"the launcher runs without {d}" for d in (shown[0].dropped if shown else ())),
         ),
+    )
+
+
+def _checks(profile: Profile, spec: CommandJob) -> tuple[str, ...]:
+    """What the job checks on its nodes before the command (the gate), in order."""
+    if not spec.preflight:
+        return ()
+    gpu = profile.platform.gpu or "the node's GPUs"
+    return (
+        "the venv exists",
+        f"hpcenv preflight on every node, with the command (its launcher config, trainer "
+        f"flags and files against {gpu})",
+        *(f"probe {p}" for p in spec.gate if p != PAIRS_GATE),
+        *(["the bad-node finder (nccl between pairs of nodes)"] if PAIRS_GATE in spec.gate else []),
     )
 
 
@@ -449,7 +482,24 @@ def check_launch_config(
         gpu=profile.platform.gpu,
     )
     cfg = launch_config.read(spec.cmd, cwd, os.environ)
+    _check_task_wrapper(profile, spec, cfg)
     return launch_config.verdict(cfg, job), launch_config.configured(cfg, spec.nodes)
+
+
+def _check_task_wrapper(profile: Profile, spec: CommandJob, cfg: launch_config.Configs) -> None:
+    """A script whose framework takes its processes from SLURM's tasks (Lightning:
+    knowledge/wrappers.toml, passes = "tasks") needs one task per process: --per-task."""
+    row = wrappers.by_import(set(cfg.imports))
+    if row is None or row.passes != "tasks" or spec.launch != "node":
+        return
+    n = per_node(profile, spec)
+    if spec.nodes * n > 1:
+        raise BadInput(
+            f"{spec.cmd.script} imports {'/'.join(sorted(cfg.imports & set(row.imports)))}: "
+            f"{row.name} takes its world from SLURM's tasks (one process per task, "
+            f"SLURM_NTASKS_PER_NODE = its devices), but the job runs it once per node; add "
+            f"--per-task ({n} tasks per node) and Trainer(devices={n}, num_nodes={spec.nodes})"
+        )
 
 
 def _with_references(word: str, refs: Sequence[tuple[str, str]]) -> str:
@@ -545,8 +595,10 @@ def _gate_lines(
                 'gate "venv $VIRTUAL_ENV (built? hpcenv build)" test -x "$VIRTUAL_ENV/bin/python"'
             ]
         ),
+        # every command: its trainer flags, config files and launcher config are checked
+        # again against each node's real GPUs (job/preflight.check_launcher_config)
         f'gate "preflight on $nodes node(s)" on_nodes {shell_join([*hpcenv, "preflight", ref])}'
-        + (' -- "${cmd[@]}"' if spec.cmd.kind else ""),
+        ' -- "${cmd[@]}"',
     ]
     probes = [p for p in spec.gate if p != PAIRS_GATE]
     if probes:

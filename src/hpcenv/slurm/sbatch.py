@@ -98,6 +98,17 @@ class Job:
     output_dir: Path
     nodes: int
     notes: tuple[str, ...] = ()  # for the person submitting: warnings, the effective batch
+    venv: str = ""  # the venv the job uses ("" when the job says it itself)
+    checks: tuple[str, ...] = ()  # what the job checks on its nodes before the command
+
+    def as_json(self, job_id: str | None = None) -> dict[str, object]:
+        """The rendered job as ``hpcenv sbatch --json`` prints it (``job_id`` once
+        submitted, else null)."""
+        return {
+            "name": self.name, "script": self.script, "venv": self.venv or None,
+            "checks": list(self.checks), "notes": list(self.notes), "nodes": self.nodes,
+            "log_dir": str(self.log_dir), "job_id": job_id,
+        }  # fmt: skip
 
     def report_path(self, job_id: str) -> Path:
         return self.output_dir / job_id / "report.json"

@@ -74,7 +74,7 @@ def test_env_with_other_options_is_the_program_run_as_written() -> None:
         (["X=1", "uv", "run", "--", "python", "-m", "deepspeed.launcher.runner", "t.py"],
          "deepspeed", ("uv", "run", "--")),
         (["python", "train.py"], "", ()),
-        (["llamafactory-cli", "train", "cfg.yaml"], "", ()),
+        (["llamafactory-cli", "train", "cfg.yaml"], "torchrun", ()),  # a wrapper CLI (issue 44)
     ],
 )  # fmt: skip
 def test_launchers_behind_wrappers_and_module_forms(
