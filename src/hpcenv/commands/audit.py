@@ -2,7 +2,9 @@
 a setup.py/setup.cfg, a conda environment.yml or an installed venv holds - local label,
 else the nvidia-cuda-runtime version it pulls, else CPU - and whether this node (or --facts
 FILE, or a profile's declared node with --declared PROFILE) can run it and every other
-CUDA package in it (vLLM, flash-attn, CUDA-major labels), with resolve's fix and warnings.
+GPU package in it (JAX's plugins, CuPy, vLLM, flash-attn, anything pulling a CUDA runtime
+wheel or naming a CUDA major), with resolve's fix and warnings; a set without torch is
+judged by its GPU packages alone.
 A hand-written file is first resolved for the node with uv (cached by content and target),
 from the requirements its files declare as data: a repo's code never runs (a setup.py or
 build backend that computes its requirements is named; --allow-build lets uv run it, in a
@@ -109,7 +111,8 @@ def _print(result: Audit, node: str) -> None:
         table.add_row("python", Text(f"{result.python}: {result.python_why}"))
     if result.resolved:
         table.add_row("resolved", Text(result.resolved))
-    table.add_row("torch", Text(f"{result.torch_version}: {result.build}"))
+    torch = f"{result.torch_version}: {result.build}" if result.torch_version else "none"
+    table.add_row("torch", Text(torch))
     table.add_row("evidence", Text(result.evidence))
     table.add_row("verdict", Text(result.message, style="green" if result.ok else "red"))
     if result.fix:
@@ -185,7 +188,8 @@ def _ci_reports(args: argparse.Namespace, result: Audit | None, error: str | Non
         if remedy:
             rows.append(("fix", remedy))
         if result is not None:
-            rows += [("torch", f"{result.torch_version} ({result.build})")]
+            torch = f"{result.torch_version} ({result.build})" if result.torch_version else "none"
+            rows += [("torch", torch)]
             rows += [("audited", result.selection)] if result.selection else []
             rows += [("warning", w) for w in result.warnings]
         pipe = "\\|"  # a | inside a Markdown table cell

@@ -48,13 +48,9 @@ if TYPE_CHECKING:  # imported where used: a uv.lock's audit needs neither (start
     from hpcenv.binaries import archs  # a venv's binaries
     from hpcenv.project import readers  # hand-written files
 
-#: Wheels whose version is the CUDA runtime version of the build, in order of trust.
-RUNTIME_PACKAGES = (
-    "nvidia-cuda-runtime",
-    "nvidia-cuda-runtime-cu13",
-    "nvidia-cuda-runtime-cu12",
-    "nvidia-cuda-runtime-cu11",
-)
+#: Wheels whose version is the CUDA runtime version of torch's build, in order of trust
+#: (``cuda-toolkit`` is not one here: without its ``cudart`` extra it installs no runtime).
+RUNTIME_PACKAGES = tuple(r for r in cuda_packages.RUNTIMES if r.startswith("nvidia-"))
 
 _REQ_LINE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?\s*===?\s*([^\s;\\]+)")
 _LABEL = re.compile(r"^(cpu|cu\d{3}|rocm[\d.]+|xpu)$")
@@ -75,6 +71,8 @@ class Packages:
     versions: dict[str, tuple[str, ...]]
     #: requirements only: the ``; marker`` of a pinned line, for pins that have one
     markers: dict[Node, str] = field(default_factory=dict)
+    #: requirements from uv with its ``# via`` lines: name -> the names it depends on
+    edges: dict[str, tuple[str, ...]] | None = None
     #: uv.lock only: the lock and the project beside it
     lock: uv_lock.Lock | None = None
     project: uv_lock.Project | None = None
@@ -121,7 +119,7 @@ class Audit:
             "selection": self.selection,
             "python": self.python,
             "python_why": self.python_why,
-            "torch": self.torch_version,
+            "torch": self.torch_version or None,
             "build": self.build,
             "cuda": self.cuda,
             "evidence": self.evidence,
@@ -172,13 +170,23 @@ def read_requirements(path: Path) -> Packages:
 def parse_requirements(text: str, source: str, kind: str = "requirements") -> Packages:
     found: dict[str, list[str]] = {}
     markers: dict[Node, str] = {}
+    via: dict[str, list[str]] = {}  # package -> what pulls it (uv's annotations)
+    current: str | None = None
     for raw in text.replace("\\\n", " ").splitlines():
+        if current is not None and (parent := _via(raw)) is not None:
+            if parent:
+                via[current].append(canonicalize_name(parent))
+            continue
         line = raw.split("#", 1)[0].strip()
         match = _REQ_LINE.match(line)
         if not match:
             continue
         name, version = match.group(1), match.group(2)
         _add(found, name, version)
+        current = canonicalize_name(name)
+        via[current] = []
+        if (first := _via("#" + raw.split("#", 1)[1])) if "#" in raw else None:
+            via[current].append(canonicalize_name(first))
         rest = line[match.end() :].lstrip()
         if rest.startswith(";"):
             marker = _OPTION.split(rest[1:], 1)[0].strip()
@@ -192,7 +200,36 @@ def parse_requirements(text: str, source: str, kind: str = "requirements") -> Pa
                     "regenerate the file with 'uv pip compile'"
                 ) from exc
             markers[(canonicalize_name(name), version)] = marker
-    return Packages(source=source, kind=kind, versions=_freeze(found), markers=markers)
+    edges = _edges(via) if any(via.values()) else None
+    return Packages(source=source, kind=kind, versions=_freeze(found), markers=markers, edges=edges)
+
+
+_VIA = re.compile(r"^\s*#\s*(?:via\s*)?([A-Za-z0-9][A-Za-z0-9._-]*)?\s*(?:\[.*\])?\s*$")
+
+
+def _via(raw: str) -> str | None:
+    """A ``# via jax`` / ``#   jax`` annotation line of ``uv pip compile``: the package
+    named ("" for ``# via`` itself, or ``-r requirements.in``), None for any other line."""
+    stripped = raw.strip()
+    if not stripped.startswith("#"):
+        return None
+    body = stripped[1:].strip()
+    if body == "via" or body.startswith(("via -", "-r ", "-c ")):
+        return ""
+    m = _VIA.match(stripped)
+    if m is None or not (body.startswith("via ") or raw.startswith((" ", "\t"))):
+        return None
+    return m.group(1) or ""
+
+
+def _edges(via: dict[str, list[str]]) -> dict[str, tuple[str, ...]]:
+    """``{parent: (dependency, ...)}`` from ``{package: [parent, ...]}``."""
+    edges: dict[str, list[str]] = {}
+    for child, parents in via.items():
+        edges.setdefault(child, [])
+        for parent in parents:
+            edges.setdefault(parent, []).append(child)
+    return {k: tuple(v) for k, v in edges.items()}
 
 
 def read_venv(path: Path) -> Packages:
@@ -584,6 +621,9 @@ class Found:
     warnings: tuple[str, ...] = ()
     #: every package installed on the node (name -> versions): the CUDA packages are judged
     installed: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    #: who depends on whom among them (name -> names; None: not known, a venv or a file
+    #: without uv's ``# via`` lines): each CUDA runtime wheel is attributed by it
+    edges: dict[str, tuple[str, ...]] | None = None
 
     def astuple(self) -> tuple[str, str, str | None, str]:
         return self.version, self.build, self.cuda, self.evidence
@@ -629,6 +669,8 @@ def examine(
     except _MarkerError as exc:
         raise BadInput(f"{pkgs.source}: {exc}; regenerate it with uv") from exc
     torches = versions.get("torch", ())
+    if not torches and cuda_packages.gpu_stack(versions):
+        return _no_torch(versions, pkgs.edges)
     if not torches:
         what = "requirements file" if pkgs.kind == "requirements" else pkgs.kind
         hint = ""
@@ -645,7 +687,23 @@ def examine(
             f"{pkgs.source}: several torch versions{on} ({', '.join(torches)}); a "
             f"{pkgs.kind} installs one: regenerate it for this node's platform"
         )
-    return replace(_torch_build(pkgs, versions, torches[0], arch), installed=versions)
+    found = _torch_build(pkgs, versions, torches[0], arch)
+    return replace(found, installed=versions, edges=pkgs.edges)
+
+
+def _no_torch(
+    versions: dict[str, tuple[str, ...]], edges: dict[str, tuple[str, ...]] | None, **common: Any
+) -> Found:
+    """A set with GPU packages and no torch (JAX, CuPy ...): judged by its packages alone."""
+    return Found(
+        version="",
+        build="none",
+        cuda=None,
+        evidence="installs no torch",
+        installed=versions,
+        edges=edges,
+        **common,
+    )
 
 
 def _bundled(version: str, arch: str | None) -> Found | None:
@@ -673,7 +731,10 @@ def _torch_build(
     found = _by_label(pkgs.source, version)
     if found is not None:
         return found
+    pulled = _pulled_by_torch(pkgs.edges)
     for name in RUNTIME_PACKAGES:
+        if pulled is not None and name not in pulled:
+            continue  # another package's runtime (jax-cuda13-plugin's), not torch's
         for rt in versions.get(name, ()):
             if cuda := _cuda_from_runtime(rt):
                 build = "cu" + cuda.replace(".", "")
@@ -691,6 +752,20 @@ def _torch_build(
         cuda=None,
         evidence="pulls no nvidia-cuda-runtime wheel (a CPU build)",
     )
+
+
+def _pulled_by_torch(edges: dict[str, tuple[str, ...]] | None) -> set[str] | None:
+    """What torch pulls, by uv's ``# via`` lines (None: not known)."""
+    if edges is None:
+        return None
+    seen: set[str] = set()
+    todo = ["torch"]
+    while todo:
+        name = todo.pop()
+        if name not in seen:
+            seen.add(name)
+            todo += edges.get(name, ())
+    return seen
 
 
 def _by_label(source: str, version: str) -> Found | None:
@@ -730,6 +805,13 @@ def _examine_lock(
     resolved = uv_lock.resolve(lock, project, env, selection)
     where = f"{resolved.describe()}, Python {py.version} on {arch}"
     torch = resolved.packages.get("torch")
+    installed = {n: (p.version,) for n, p in resolved.packages.items() if p.version}
+    edges = {a[0]: tuple(d[0] for d in deps) for a, deps in resolved.edges.items()}
+    if (torch is None or torch.version is None) and cuda_packages.gpu_stack(installed):
+        return _no_torch(
+            installed, edges, selection=where, python=py.version, python_why=py.why,
+            warnings=tuple(warnings),
+        )  # fmt: skip
     if torch is None or torch.version is None:
         raise BadInput(
             f"{pkgs.source}: the lock installs no torch on {arch} with {where}"
@@ -758,12 +840,12 @@ def _examine_lock(
             f"with a wheel for glibc {glibc} (an older manylinux tag), or run on a node or "
             "in a container with a newer glibc"
         )
-    installed = {n: (p.version,) for n, p in resolved.packages.items() if p.version}
     common: dict[str, Any] = {
         "selection": where,
         "python": py.version,
         "python_why": py.why,
         "installed": installed,
+        "edges": edges,
     }
     found = _by_label(pkgs.source, torch.version)
     if found is not None:
@@ -883,6 +965,8 @@ def _audit_of(
             runs=torch_wish.runs_on(facts),
         )
     verdicts = _cuda_verdicts(found, facts)
+    if not found.version:  # no torch: the set's GPU packages are the whole verdict
+        return _stack_audit(pkgs, found, facts, verdicts, python=python, node=node)
     unpaired = _unpaired(found, facts)
     kernels = None
     if pkgs.kind == "venv" and facts.nvidia is not None and facts.gpus and found.cuda:
@@ -924,7 +1008,8 @@ def _audit_of(
 
 
 def _cuda_verdicts(found: Found, facts: Facts) -> tuple[cuda_packages.Verdict, ...]:
-    """Every CUDA package of the install set but torch, judged for the node."""
+    """Every GPU package of the install set but torch, judged for the node, each CUDA
+    runtime wheel attributed to the package that pulls it (``found.edges``)."""
     nv = facts.nvidia
     return cuda_packages.judge(
         {n: v for n, v in found.installed.items() if n != "torch"},
@@ -932,9 +1017,51 @@ def _cuda_verdicts(found: Found, facts: Facts) -> tuple[cuda_packages.Verdict, .
             caps=tuple(g.compute_capability for g in facts.gpus if g.compute_capability),
             driver_cuda=nv.cuda_driver_version if nv else None,
             torch_cuda=found.cuda,
-            torch_version=found.version,
+            torch_version=found.version or None,
             arch=facts.arch,
+            driver=nv.driver_version if nv else None,
+            gpu_names=tuple(g.name for g in facts.gpus),
         ),
+        edges=found.edges,
+    )
+
+
+def _stack_audit(
+    pkgs: Packages,
+    found: Found,
+    facts: Facts,
+    verdicts: tuple[cuda_packages.Verdict, ...],
+    *,
+    python: str | None,
+    node: str,
+) -> Audit:
+    """The audit of a set without torch (JAX, CuPy ...): its GPU packages' verdicts."""
+    bad = [v.line() for v in verdicts if not v.ok]
+    head = f"{found.selection}: no torch" if found.selection else "no torch"
+    if not facts.gpus:
+        message = f"{head}; this node has no NVIDIA GPU, so its GPU packages run on CPU only"
+    elif bad:
+        message = f"{head}; {'; '.join(bad)} ({describe_gpus(facts.gpus)})"
+    else:
+        judged = ", ".join(f"{v.name} {v.version}" for v in verdicts)
+        message = f"{head}; its GPU packages run here ({judged}; {describe_gpus(facts.gpus)})"
+    return Audit(
+        packages=tuple(v.line() for v in verdicts),
+        source=pkgs.source,
+        kind=pkgs.kind,
+        torch_version="",
+        build="none",
+        cuda=None,
+        evidence=found.evidence,
+        ok=not bad,
+        message=message,
+        warnings=(*pkgs.warnings, *found.warnings),
+        resolved=pkgs.resolved,
+        notes=pkgs.notes,
+        selection=found.selection,
+        python=found.python or pkgs.python or python or facts.python,
+        python_why=found.python_why or pkgs.python_why,
+        node=node,
     )
 
 
