@@ -317,13 +317,15 @@ def _one(
         major = row.cuda_major
     if major is not None:
         needs.append(f"CUDA {cuda or major}{_compat_note(cuda, node, know)}")
-        problems += _driver_problems(major, cuda, how, node, know, row, fixes)
-        floor, why = _cc_floor(major, know, row)
-        if floor is not None:
-            needs.append(f"compute capability >= {floor}")
-            if low := _below(node.caps, floor):
+        problems += _driver_problems(
+            major, cuda, how=how, node=node, know=know, row=row, fixes=fixes
+        )
+        cc_floor, why = _cc_floor(major, know, row)
+        if cc_floor is not None:
+            needs.append(f"compute capability >= {cc_floor}")
+            if low := _below(node.caps, cc_floor):
                 problems.append(
-                    f"needs compute capability >= {floor} ({why}), the GPUs are {', '.join(low)}"
+                    f"needs compute capability >= {cc_floor} ({why}), the GPUs are {', '.join(low)}"
                 )
                 if row is not None and row.fix:
                     fixes.append(row.fix)
@@ -338,6 +340,7 @@ def _one(
 def _driver_problems(
     major: int,
     cuda: str | None,
+    *,
     how: str,
     node: Node,
     know: knowledge.Knowledge,
@@ -372,7 +375,7 @@ def _driver_problems(
 
 
 def _compat_note(cuda: str | None, node: Node, know: knowledge.Knowledge) -> str:
-    """" under minor-version compatibility ..." when the driver is below the release's own
+    """ " under minor-version compatibility ..." when the driver is below the release's own
     minimum (it runs, without PTX JIT of newer PTX), else ""."""
     tk = know.toolkit(cuda) if cuda else None
     driver = _driver_key(node.driver)

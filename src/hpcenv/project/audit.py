@@ -185,8 +185,9 @@ def parse_requirements(text: str, source: str, kind: str = "requirements") -> Pa
         _add(found, name, version)
         current = canonicalize_name(name)
         via[current] = []
-        if (first := _via("#" + raw.split("#", 1)[1])) if "#" in raw else None:
-            via[current].append(canonicalize_name(first))
+        inline = _via("#" + raw.split("#", 1)[1]) if "#" in raw else None
+        if inline:  # pip-compile's "name==1.0  # via parent"
+            via[current].append(canonicalize_name(inline))
         rest = line[match.end() :].lstrip()
         if rest.startswith(";"):
             marker = _OPTION.split(rest[1:], 1)[0].strip()
@@ -805,7 +806,9 @@ def _examine_lock(
     resolved = uv_lock.resolve(lock, project, env, selection)
     where = f"{resolved.describe()}, Python {py.version} on {arch}"
     torch = resolved.packages.get("torch")
-    installed = {n: (p.version,) for n, p in resolved.packages.items() if p.version}
+    installed: dict[str, tuple[str, ...]] = {
+        n: (p.version,) for n, p in resolved.packages.items() if p.version
+    }
     edges = {a[0]: tuple(d[0] for d in deps) for a, deps in resolved.edges.items()}
     if (torch is None or torch.version is None) and cuda_packages.gpu_stack(installed):
         return _no_torch(

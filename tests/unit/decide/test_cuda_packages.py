@@ -106,3 +106,60 @@ def test_a_plain_vllm_is_pypis_build_for_the_torch_it_pins() -> None:
                torch_version="2.10.0+cu130", arch="aarch64")  # fmt: skip
     (plain,) = judge({"vllm": ("0.19.1",)}, arm)
     assert plain.ok and "CUDA" not in plain.why
+
+
+# The edges of jax[cuda13] 0.7.2 + torch 2.9.1 as uv resolves them from PyPI for x86_64
+# (tests/data/projects/torch_jax: uv's "# via" lines), cut to what decides the question.
+EDGES = {
+    "jax": ("jax-cuda13-plugin", "jaxlib"),
+    "jax-cuda13-plugin": ("jax-cuda13-pjrt", "nvidia-cuda-runtime", "nvidia-cublas"),
+    "nvidia-cublas": ("nvidia-cuda-nvrtc",),
+    "torch": ("nvidia-cuda-runtime-cu12", "nvidia-cublas-cu12", "triton"),
+    "cupy-cuda12x": ("fastrlock",),
+}
+SET = {
+    "jax": ("0.7.2",), "jaxlib": ("0.7.2",), "jax-cuda13-plugin": ("0.7.2",),
+    "jax-cuda13-pjrt": ("0.7.2",), "nvidia-cuda-runtime": ("13.5.37",),
+    "nvidia-cublas": ("13.10.0.20",), "nvidia-cuda-nvrtc": ("13.5.37",),
+    "nvidia-cuda-runtime-cu12": ("12.8.90",), "nvidia-cublas-cu12": ("12.8.4.1",),
+    "triton": ("3.5.1",), "cupy-cuda12x": ("13.6.0",), "fastrlock": ("0.8.3",),
+}  # fmt: skip
+V100_575 = Node(caps=("7.0",), driver_cuda="12.9", torch_cuda="12.8", torch_version="2.9.1",
+                driver="575.57.08", gpu_names=("Tesla V100-PCIE-32GB",))  # fmt: skip
+
+
+def test_each_runtime_is_attributed_to_the_package_that_pulls_it() -> None:
+    assert cuda_packages.bringers(EDGES, "nvidia-cuda-runtime") == ("jax-cuda13-plugin",)
+    assert cuda_packages.bringers(EDGES, "nvidia-cuda-nvrtc") == ("jax-cuda13-plugin",)
+    assert cuda_packages.brought(SET, EDGES) == {
+        "jax-cuda13-plugin": ("nvidia-cuda-runtime", "13.5.37"),
+        "torch": ("nvidia-cuda-runtime-cu12", "12.8.90"),
+    }
+    # without edges a runtime is its own bringer
+    assert cuda_packages.brought({"nvidia-cuda-runtime-cu12": ("12.9.79",)}, None) == {
+        "nvidia-cuda-runtime-cu12": ("nvidia-cuda-runtime-cu12", "12.9.79")
+    }
+
+
+def test_jax_cuda13_beside_torch_on_a_v100_is_jaxs_problem_not_torchs() -> None:
+    verdicts = {v.name: v for v in judge({k: v for k, v in SET.items() if k != "torch"},
+                                         V100_575, edges=EDGES)}  # fmt: skip
+    plugin = verdicts["jax-cuda13-plugin"]
+    assert not plugin.ok and "built for CUDA 13.5 (pulls nvidia-cuda-runtime 13.5.37)" in plugin.why
+    assert "needs driver >= 580.65.06" in plugin.why and ">= 7.5" in plugin.why
+    assert not verdicts["jax-cuda13-pjrt"].ok  # its name and JAX's docs: CUDA 13, 7.5
+    # torch's own wheels and JAX's nvidia-* wheels are not judged one by one
+    assert not any(n.startswith("nvidia-") for n in verdicts)
+    # a library's major is not CUDA's: cupy-cuda12x is CUDA 12 (and runs), whatever 13.6.0 says
+    assert verdicts["cupy-cuda12x"].ok and "CUDA 12" in verdicts["cupy-cuda12x"].why
+
+
+def test_minor_version_compatibility_and_the_majors_floors() -> None:
+    gh200 = Node(caps=("9.0",), driver_cuda="12.7", driver="565.57.01")
+    (rt,) = judge({"nvidia-cuda-runtime-cu12": ("12.9.79",)}, gh200)
+    assert rt.ok and "CUDA 12.9 under minor-version compatibility" in rt.why
+    old = Node(caps=("7.0",), driver_cuda="11.4", driver="470.82.01")
+    (rt,) = judge({"nvidia-cuda-runtime-cu12": ("12.9.79",)}, old)
+    assert not rt.ok and "needs driver >= 525.60.13" in rt.why
+    assert cuda_packages.gpu_stack({"jax-cuda12-pjrt": ("0.7.2",)})
+    assert not cuda_packages.gpu_stack({"jax": ("0.7.2",), "numpy": ("2.3.0",)})
