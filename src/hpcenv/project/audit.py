@@ -338,9 +338,9 @@ def resolve_for(
     allow_build: bool = False,
 ) -> Packages:
     """The pins a hand-written file (``pkgs.request``) installs on the node in ``facts``:
-    resolved with uv for its arch, glibc and Python (``project_resolve``, cached). When an
-    index it names cannot be reached, its exact pins are judged as written, with a
-    warning."""
+    resolved with uv for its arch, glibc and Python (``project_resolve``, cached). When it
+    cannot be resolved here (an index unreachable, a package that cannot be built), every
+    exact pin is judged as written, torch pinned or not, with a warning."""
     from hpcenv.project import compile as project_resolve
     from hpcenv.project import readers, torch_wish
 
@@ -379,8 +379,9 @@ def resolve_for(
     try:
         resolution = project_resolve.resolve(request, target, allow_build=allow_build)
     except CommandFailed as exc:
+        # every exact pin judged as written, torch pinned or not (issue 46)
         pins = [_release_pin(r) for r in request.requirements if _REQ_LINE.match(r)]
-        if not any(canonicalize_name(r.split("=", 1)[0]) == "torch" for r in pins):
+        if not pins:
             raise
         found = _with_variant(parse_requirements("\n".join(pins), pkgs.source, pkgs.kind), request)
         found = _pypi_build(found, arch) if not request.variant and not request.index_url else found

@@ -91,3 +91,26 @@ def test_hand_written_flash_attn_is_audited_like_the_compiled_form(
     assert (out["torch"], out["build"]) == ("2.1.2+cu121", "cu121")  # PyPI's x86_64 build
     assert "flash-attn 2.5.8: flash-attn 2 needs compute capability >= 8.0" in out["message"]
     assert "not resolved" in out["resolved"]
+
+
+def test_every_exact_pin_is_judged_without_torch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 46: when nothing can be resolved, exact pins are judged as written whether torch
+    is pinned or not. Before: exit 1 with uv's error, flash-attn's 8.0 never said."""
+    require("uv", uv.available(), "uv not found")
+    monkeypatch.setenv("HPCENV_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("UV_HTTP_RETRIES", "0")
+    monkeypatch.delenv("UV_FIND_LINKS", raising=False)
+    req = tmp_path / "requirements.txt"
+    req.write_text(
+        f"--index-url http://127.0.0.1:{_closed_port()}/simple\nflash-attn==2.5.6\n"
+        "numpy==1.26.4\nrich\n"
+    )
+    rc, out = _audit(req, V100, capsys)
+    assert rc == 3 and out["torch"] is None
+    assert out["packages"] == [
+        "flash-attn 2.5.6: flash-attn 2 needs compute capability >= 8.0, the GPUs are 7.0"
+    ]
+    assert "its exact pins judged as written" in out["resolved"]
+    assert "not judged (no pin): rich" in out["resolved"]
