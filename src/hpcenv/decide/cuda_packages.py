@@ -234,11 +234,14 @@ def judge(
     know: knowledge.Knowledge | None = None,
     *,
     edges: Mapping[str, Sequence[str]] | None = None,
+    declared: Sequence[tuple[str, str]] = (),
 ) -> tuple[Verdict, ...]:
     """A verdict per GPU package in ``versions`` (canonical name -> versions; torch itself
     is judged by its own audit); ``edges`` (name -> the names it depends on, as installed
-    on the node) attribute each CUDA runtime wheel to the package that brings it. Nothing
-    is judged on a node without GPUs."""
+    on the node) attribute each CUDA runtime wheel to the package that brings it;
+    ``declared`` are CUDA releases a file states for the whole environment (conda's
+    ``("cuda-version", "13.1")``), each judged as that CUDA. Nothing is judged on a node
+    without GPUs."""
     if not node.caps:
         return ()
     know = know or knowledge.load()
@@ -262,6 +265,10 @@ def judge(
             verdict = _one(name, version, node, know, runtimes.get(name))
             if verdict is not None:
                 out.append(verdict)
+    for name, release in declared:
+        verdict = _one(name, release, node, know, (name, release), cuda=release)
+        if verdict is not None:
+            out.append(verdict)
     if torch_deps:
         out.append(
             Verdict(
@@ -281,6 +288,8 @@ def _one(
     node: Node,
     know: knowledge.Knowledge,
     runtime: tuple[str, str] | None = None,
+    *,
+    cuda: str | None = None,
 ) -> Verdict | None:
     problems: list[str] = []
     needs: list[str] = []
@@ -305,7 +314,7 @@ def _one(
             problems.append(f"{what} needs compute capability >= {floor}, the GPUs are "
                             f"{', '.join(low)}")  # fmt: skip
     row = know.gpu_package(name)
-    cuda = runtime_cuda(*runtime) if runtime else None
+    cuda = cuda or (runtime_cuda(*runtime) if runtime else None)
     major = cuda_major(name, version)
     how = ""
     if major is None and (implied := implied_major(name, version, node, know)):

@@ -73,6 +73,9 @@ class Packages:
     markers: dict[Node, str] = field(default_factory=dict)
     #: requirements from uv with its ``# via`` lines: name -> the names it depends on
     edges: dict[str, tuple[str, ...]] | None = None
+    #: a hand-written file's CUDA release for the whole environment (conda's
+    #: ``cuda-version=13.1``: ``("cuda-version", "13.1")``), judged as that CUDA
+    declared_cuda: tuple[tuple[str, str], ...] = ()
     #: uv.lock only: the lock and the project beside it
     lock: uv_lock.Lock | None = None
     project: uv_lock.Project | None = None
@@ -381,7 +384,7 @@ def resolve_for(
     except CommandFailed as exc:
         # every exact pin judged as written, torch pinned or not (issue 46)
         pins = [_release_pin(r) for r in request.requirements if _REQ_LINE.match(r)]
-        if not pins:
+        if not pins and not request.cuda_constraints:
             raise
         found = _with_variant(parse_requirements("\n".join(pins), pkgs.source, pkgs.kind), request)
         found = _pypi_build(found, arch) if not request.variant and not request.index_url else found
@@ -389,6 +392,7 @@ def resolve_for(
         left = f"; not judged (no pin): {', '.join(unjudged)}" if unjudged else ""
         return replace(
             found,
+            declared_cuda=request.cuda_constraints,
             resolved=f"not resolved for {target.describe()}: its exact pins judged as written, "
             f"its CUDA packages by name{left}",
             python=py,
@@ -403,6 +407,7 @@ def resolve_for(
     kind = _KIND_WORDS.get(pkgs.kind, pkgs.kind)
     return replace(
         found,
+        declared_cuda=request.cuda_constraints,
         resolved=f"resolved from a hand-written {kind} for {target.describe()}{how}: "
         f"{what}, {len(found.versions)} packages",
         python=py,
@@ -671,7 +676,7 @@ def examine(
     except _MarkerError as exc:
         raise BadInput(f"{pkgs.source}: {exc}; regenerate it with uv") from exc
     torches = versions.get("torch", ())
-    if not torches and cuda_packages.gpu_stack(versions):
+    if not torches and (cuda_packages.gpu_stack(versions) or pkgs.declared_cuda):
         return _no_torch(versions, pkgs.edges)
     if not torches:
         what = "requirements file" if pkgs.kind == "requirements" else pkgs.kind
@@ -968,7 +973,7 @@ def _audit_of(
             python_where="--python" if python else f"--python X.Y, or the Python of {node}",
             runs=torch_wish.runs_on(facts),
         )
-    verdicts = _cuda_verdicts(found, facts)
+    verdicts = _cuda_verdicts(found, facts, _declared(pkgs, found))
     if not found.version:  # no torch: the set's GPU packages are the whole verdict
         return _stack_audit(pkgs, found, facts, verdicts, python=python, node=node)
     unpaired = _unpaired(found, facts)
@@ -1011,7 +1016,21 @@ def _audit_of(
     )
 
 
-def _cuda_verdicts(found: Found, facts: Facts) -> tuple[cuda_packages.Verdict, ...]:
+def _declared(pkgs: Packages, found: Found) -> tuple[tuple[str, str], ...]:
+    """The file's CUDA constraints to judge: beside torch, not those that chose torch's
+    build (conda's ``cudatoolkit=11.3``: torch's own verdict is that CUDA's)."""
+    if not found.version or not pkgs.declared_cuda:
+        return pkgs.declared_cuda
+    from hpcenv.project import readers
+
+    return tuple(
+        (n, r) for n, r in pkgs.declared_cuda if readers.conda_variant(n, f"=={r}", n) is None
+    )
+
+
+def _cuda_verdicts(
+    found: Found, facts: Facts, declared: tuple[tuple[str, str], ...] = ()
+) -> tuple[cuda_packages.Verdict, ...]:
     """Every GPU package of the install set but torch, judged for the node, each CUDA
     runtime wheel attributed to the package that pulls it (``found.edges``)."""
     nv = facts.nvidia
@@ -1027,6 +1046,7 @@ def _cuda_verdicts(found: Found, facts: Facts) -> tuple[cuda_packages.Verdict, .
             gpu_names=tuple(g.name for g in facts.gpus),
         ),
         edges=found.edges,
+        declared=declared,
     )
 
 
