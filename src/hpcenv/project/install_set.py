@@ -233,6 +233,8 @@ def project_set(
     if not request.locked:
         return handwritten_set(request, plan, facts)
     locked = _read_locked(request, plan, facts)
+    if not locked.torch_version:
+        return _without_torch(request, locked, plan, facts, log=log)
     directory, resolved, base = request.directory, locked.resolved, locked.base
     check_torch_fit(base, locked.python, plan, facts)
     out = _Decisions()
@@ -286,6 +288,69 @@ def project_set(
     )
 
 
+def _without_torch(
+    request: ProjectRequest, locked: _Locked, plan: Plan, facts: Facts, *, log: IO[str] | None
+) -> ProjectSet:
+    """A locked project that installs no torch (JAX, CuPy ...): its set as it is locked, no
+    torch added (the profile's only with ``--with-profile-packages``), its GPU packages
+    judged for the node as ``audit`` judges them."""
+    directory, resolved = request.directory, locked.resolved
+    text = uv.project_export(directory, selection=request.selection.uv_args(), log=log)
+    pins, local = _export_lines(text, locked.env)
+    out = _Decisions()
+    if note := readers.precedence_note(directory, lock_path(directory)):
+        out.warnings.append(note)
+    out.warnings.append(
+        f"the project installs no torch ({resolved.describe()}): it is installed as it is "
+        f"locked, without profile {plan.profile}'s torch"
+    )
+    for name, line in sorted(pins.items()):
+        out.reqs.append(line)
+        if (url := _own_index(resolved.packages.get(name))) and url not in out.indexes:
+            out.indexes.append(url)
+    if request.with_profile_packages:
+        _profile_packages(out, plan, pins)
+    versions = {n: (p.version,) for n in pins if (p := resolved.packages.get(n)) and p.version}
+    edges = {a[0]: tuple(d[0] for d in deps) for a, deps in resolved.edges.items()}
+    out.warnings += stack_warnings(versions, facts, edges=edges)
+    return ProjectSet(
+        requirements=tuple(out.reqs),
+        overrides=(),
+        indexes=tuple(out.indexes),
+        local=tuple(local),
+        python=locked.python,
+        selection=resolved.describe(),
+        torch_before="none",
+        torch_after="none",
+        variant=None,
+        changes=tuple(out.changes),
+        warnings=tuple(out.warnings),
+        complete=len(out.reqs) == len(pins),
+        plan=plan,
+        names=tuple(sorted(set(pins) | {c.name for c in out.changes if c.after})),
+    )
+
+
+def stack_warnings(
+    versions: Mapping[str, tuple[str, ...]],
+    facts: Facts,
+    *,
+    edges: Mapping[str, tuple[str, ...]] | None = None,
+) -> list[str]:
+    """The GPU packages of a set without torch that cannot run on the node
+    (``decide/cuda_packages``, each CUDA runtime attributed through ``edges``)."""
+    nv = facts.nvidia
+    node = cuda_packages.Node(
+        caps=tuple(g.compute_capability for g in facts.gpus if g.compute_capability),
+        driver_cuda=nv.cuda_driver_version if nv else None,
+        arch=facts.arch,
+        driver=nv.driver_version if nv else None,
+        gpu_names=tuple(g.name for g in facts.gpus),
+    )
+    judged = cuda_packages.judge(versions, node, edges=edges)
+    return [f"{v.line()}: it cannot run on this node" for v in judged if not v.ok]
+
+
 @dataclass(frozen=True, kw_only=True)
 class _Locked:
     """What a project's uv.lock installs on the node, and its torch."""
@@ -295,8 +360,8 @@ class _Locked:
     env: dict[str, str]
     arch: str
     resolved: uv_lock.Resolved
-    torch_version: str  # as locked, with its label
-    base: str  # its public version
+    torch_version: str  # as locked, with its label ("": the lock installs no torch)
+    base: str  # its public version ("": none)
 
 
 def _read_locked(request: ProjectRequest, plan: Plan, facts: Facts) -> _Locked:
@@ -308,11 +373,9 @@ def _read_locked(request: ProjectRequest, plan: Plan, facts: Facts) -> _Locked:
     env = marker_environment(arch, py.version)
     resolved = uv_lock.resolve(lock, project, env, request.selection)
     torch = resolved.packages.get("torch")
-    if torch is None or torch.version is None:
-        raise BadInput(
-            f"{directory}: the project does not install torch on {arch} with "
-            f"{resolved.describe()}; nothing to swap"
-        )
+    if torch is None or torch.version is None:  # JAX, CuPy ...: installed as it is locked
+        return _Locked(project=project, python=py, env=env, arch=arch, resolved=resolved,
+                       torch_version="", base="")  # fmt: skip
     try:
         base = str(Version(torch.version).public)
     except InvalidVersion as exc:
