@@ -63,7 +63,7 @@ from hpcenv.models.facts import Facts
 from hpcenv.models.plan import Plan
 from hpcenv.project import compile as project_resolve
 from hpcenv.project import copy_tree, handwritten, readers, torch_wish, uv_lock
-from hpcenv.project.audit import marker_environment
+from hpcenv.project.audit import Packages, marker_environment
 from hpcenv.project.request import ProjectRequest, lock_path, python_for
 from hpcenv.project.torch_wish import TORCH_FAMILY
 from hpcenv.tools import uv
@@ -326,9 +326,15 @@ def _without_torch(
         changes=tuple(out.changes),
         warnings=tuple(out.warnings),
         complete=len(out.reqs) == len(pins),
-        plan=plan,
+        plan=_no_torch_index(plan),
         names=tuple(sorted(set(pins) | {c.name for c in out.changes if c.after})),
     )
+
+
+def _no_torch_index(plan: Plan) -> Plan:
+    """The plan a set without torch is resolved and installed with: no PyTorch index (its
+    packages come from the indexes the project names, and the default one)."""
+    return dataclasses.replace(plan, torch=dataclasses.replace(plan.torch, index_url=None))
 
 
 def stack_warnings(
@@ -521,6 +527,8 @@ def handwritten_set(request: ProjectRequest, plan: Plan, facts: Facts) -> Projec
     hand = handwritten.request_of(request.directory, request.selection.extras, file=request.file)
     py = _python(request, plan)
     spec = torch_wish.torch_line(hand)
+    if spec is None and (pulled := _resolved_without_torch(hand, py, plan, facts)) is not None:
+        return _handwritten_without_torch(request, hand, py, plan=plan, facts=facts, pulled=pulled)
     if held := torch_wish.variant_release(hand, plan.arch or facts.arch or platform.machine()):
         version, why = held, f"the project asks for torch{spec.specifier if spec else ''}"
     else:
@@ -565,6 +573,75 @@ def handwritten_set(request: ProjectRequest, plan: Plan, facts: Facts) -> Projec
             *cuda_warnings(_hand_cuda_versions(hand), plan, facts),
         ),
         plan=plan,
+        names=tuple(sorted(names)),
+        local_requirements=hand.local_requirements,
+        dynamic=hand.dynamic,
+        local_deps=True,
+        find_links=hand.find_links,
+    )
+
+
+def _resolved_without_torch(
+    hand: readers.Request, py: uv_lock.PythonChoice, plan: Plan, facts: Facts
+) -> Packages | None:
+    """What a hand-written project that names no torch resolves to on the node (``audit``'s
+    resolution, cached), when nothing in it pulls torch: it is then installed as it is,
+    without the profile's torch. None when torch is pulled, or when it cannot be resolved
+    here (the profile's torch is then added, as before)."""
+    from hpcenv.project import audit
+
+    if hand.dynamic or hand.variant:
+        return None
+    arch = plan.arch or facts.arch or platform.machine()
+    minor = ".".join(py.version.split(".")[:2])
+    target = project_resolve.Target(arch=arch, glibc=facts.glibc, python=minor)
+    try:
+        resolution = project_resolve.resolve(hand, target)
+    except (BadInput, CommandFailed):
+        return None
+    pins = audit.parse_requirements(resolution.text, hand.source)
+    return None if "torch" in pins.versions else pins
+
+
+def _handwritten_without_torch(
+    request: ProjectRequest,
+    hand: readers.Request,
+    py: uv_lock.PythonChoice,
+    *,
+    plan: Plan,
+    facts: Facts,
+    pulled: Packages,
+) -> ProjectSet:
+    """A hand-written project whose set pulls no torch (JAX ...): its lines as they are,
+    its GPU packages judged for the node (``stack_warnings``)."""
+    lines, local, notes, _ = handwritten.project_lines(hand, request.directory, None)
+    indexes, dropped = handwritten.project_indexes(hand, None)
+    reqs = list(lines)
+    changes: list[Change] = []
+    names = {canonicalize_name(n) for n in hand.names()}
+    for req in plan.packages if request.with_profile_packages else ():
+        wanted = req_name(req)
+        if wanted is not None and wanted not in names:
+            why = f"profile {plan.profile}'s [packages] install"
+            changes.append(Change(name=wanted, before=None, after=req, why=why))
+            reqs.append(req)
+    judged = stack_warnings(pulled.versions, facts, edges=pulled.edges)
+    kind = Path(hand.source).name
+    said = (f"{kind} installs no torch on this node (nothing in it pulls one): installed as it "
+            f"is, without profile {plan.profile}'s torch")  # fmt: skip
+    return ProjectSet(
+        requirements=tuple(reqs),
+        overrides=(),
+        indexes=tuple(indexes),
+        local=tuple(local),
+        python=py,
+        selection=f"{kind} (no uv.lock: resolved for this node)",
+        torch_before="none",
+        torch_after="none",
+        variant=None,
+        changes=tuple(changes),
+        warnings=(said, *hand.warnings, *dropped, *notes, *hand.notes, *judged),
+        plan=_no_torch_index(plan),
         names=tuple(sorted(names)),
         local_requirements=hand.local_requirements,
         dynamic=hand.dynamic,

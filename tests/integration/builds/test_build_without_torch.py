@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from support import DATA, FACTS
-from support.buildkit import hpcenv, require_local_build, require_uv
+from support.buildkit import hpcenv, require_local_build, require_pypi, require_uv
 
 PROJECT = DATA / "projects" / "jax_gpu"
 
@@ -62,3 +62,25 @@ def test_plan_names_the_jax_plugins_a_v100_cannot_run(tmp_path: Path) -> None:
     assert "needs compute capability >= 7.5" in plugin and plugin.endswith(
         "cannot run on this node"
     )
+
+
+def test_a_requirements_file_that_pulls_no_torch_gets_none(tmp_path: Path) -> None:
+    """``jax[cuda13]==0.7.2`` alone (the issue's hand-written case), resolved with real uv
+    from PyPI: planned without torch (before: the profile's torch added), its CUDA 13
+    plugin judged for the V100 (compute capability 7.0)."""
+    require_uv()
+    require_pypi()
+    project = tmp_path / "jax_req"
+    project.mkdir()
+    (project / "requirements.txt").write_text("jax[cuda13]==0.7.2\n")
+    done = hpcenv(
+        "plan", "local", "--project", str(project), "--facts", str(FACTS / "v100-supercloud.json"),
+        "--json", env={"HPCENV_HOME": str(tmp_path / "home"), "HPCENV_CACHE": str(tmp_path)},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    proj = json.loads(done.stdout)["project"]
+    assert proj["torch_after"] == "none" and proj["resolved"] is True
+    assert not any(line.startswith("torch") for line in proj["install"])
+    assert "jax-cuda13-plugin==0.7.2" in proj["install"]
+    (plugin,) = [w for w in proj["warnings"] if w.startswith("jax-cuda13-plugin")]
+    assert "needs compute capability >= 7.5" in plugin and "needs driver >= 580.65.06" in plugin
