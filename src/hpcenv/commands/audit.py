@@ -61,6 +61,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "copy of the project); without it, a repo's code never runs and only requirements "
         "written as data are read",
     )
+    parser.add_argument(
+        "--gpu-code",
+        action="store_true",
+        help="also read the GPU code (SASS/PTX) of each GPU package's wheel for the node from "
+        "its index by HTTP range requests (cached by sha256): a GPU it carries no code for is "
+        "named",
+    )
     parser.add_argument("--junit", metavar="FILE", help="write the verdict as JUnit XML (CI)")
     parser.add_argument(
         "--summary",
@@ -157,6 +164,7 @@ def _audit_for(args: argparse.Namespace, selection: Selection) -> tuple[Audit, s
         python=args.python,
         node=node,
         allow_build=args.allow_build,
+        gpu_code=args.gpu_code,
     )
     return result, node
 

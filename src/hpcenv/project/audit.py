@@ -923,17 +923,20 @@ def audit(
     python: str | None = None,
     node: str = "the node",
     allow_build: bool = False,
+    gpu_code: bool = False,
 ) -> Audit:
     """Which torch build ``path`` holds and whether the node in ``facts`` (described by
     ``node``) can run it. ``selection`` picks a uv.lock's extras and groups; ``python``
     overrides the Python the markers are evaluated for. A project's code never runs
-    unless ``allow_build`` (then in a copy of it: ``project_resolve``)."""
+    unless ``allow_build`` (then in a copy of it: ``project_resolve``). ``gpu_code``: each
+    GPU package's wheel for the node is read by ranges (``binaries/wheel_code``)."""
     pkgs = read(path)
     # packaging's answers for this lock, kept for its next audit (utils/answers)
     with answers.kept(pkgs.lock.digest if pkgs.lock else None):
         return _audit_of(
-            pkgs, facts, selection=selection, python=python, node=node, allow_build=allow_build
-        )
+            pkgs, facts, selection=selection, python=python, node=node,
+            allow_build=allow_build, gpu_code=gpu_code,
+        )  # fmt: skip
 
 
 def _audit_of(
@@ -944,6 +947,7 @@ def _audit_of(
     python: str | None,
     node: str,
     allow_build: bool,
+    gpu_code: bool = False,
 ) -> Audit:
     """:func:`audit` of what was read."""
     # read: the install set (a hand-written file resolved for the node first), its CUDA
@@ -974,6 +978,8 @@ def _audit_of(
             runs=torch_wish.runs_on(facts),
         )
     verdicts = _cuda_verdicts(found, facts, _declared(pkgs, found))
+    if gpu_code:
+        verdicts = (*verdicts, *_code_verdicts(pkgs, found, facts, verdicts))
     if not found.version:  # no torch: the set's GPU packages are the whole verdict
         return _stack_audit(pkgs, found, facts, verdicts, python=python, node=node)
     unpaired = _unpaired(found, facts)
@@ -1048,6 +1054,50 @@ def _cuda_verdicts(
         edges=found.edges,
         declared=declared,
     )
+
+
+def _code_verdicts(
+    pkgs: Packages, found: Found, facts: Facts, verdicts: tuple[cuda_packages.Verdict, ...]
+) -> tuple[cuda_packages.Verdict, ...]:
+    """``--gpu-code``: the wheel each judged GPU package installs on the node, its GPU code
+    read by ranges (``binaries/wheel_code``, cached by sha256); a GPU none of a library's
+    code runs on is named with what the library carries."""
+    caps = sorted({g.compute_capability for g in facts.gpus if g.compute_capability},
+                  key=knowledge.cap_key)  # fmt: skip
+    if not caps:
+        return ()
+    from hpcenv.binaries import wheel_code
+
+    arch = facts.arch or os.uname().machine
+    py = _minor(found.python or facts.python) or f"{sys.version_info[0]}.{sys.version_info[1]}"
+    out: list[cuda_packages.Verdict] = []
+    for name in dict.fromkeys(v.name for v in verdicts if v.name in found.installed):
+        version = found.installed[name][0]
+        hit = wheel_code.wheel_for(name, version, index=_index_of(pkgs, name), arch=arch,
+                                   python=py, glibc=facts.glibc)  # fmt: skip
+        code = wheel_code.read_cached(hit[0], sha256=hit[1]) if hit else None
+        if code is None or not code.libraries:
+            continue
+        bad = {c: libs for c in caps if (libs := code.missing(c, ptx_jit=True))}
+        if not bad:
+            why = f"its wheel {code.wheel} carries code for {', '.join(caps)}"
+            out.append(cuda_packages.Verdict(name=name, version=version, ok=True, why=why))
+            continue
+        lib = next(iter(bad.values()))[0]
+        sms = ", ".join(f"sm_{c.replace('.', '')}" for c in bad)
+        why = (f"its wheel {code.wheel} carries no code for {sms} ({lib.member}: SASS "
+               f"{' '.join(lib.sass) or 'none'}, PTX {' '.join(lib.ptx) or 'none'})")  # fmt: skip
+        out.append(cuda_packages.Verdict(name=name, version=version, ok=False, why=why))
+    return tuple(out)
+
+
+def _index_of(pkgs: Packages, name: str) -> str:
+    """The index a package comes from: its lock's registry, else PyPI."""
+    for pkg in pkgs.lock.by_name(name) if pkgs.lock else ():
+        kind, _, where = pkg.source.partition("=")
+        if kind == "registry" and where.startswith(("http://", "https://")):
+            return where
+    return "https://pypi.org/simple"
 
 
 def _stack_audit(
