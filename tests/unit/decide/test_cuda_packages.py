@@ -7,10 +7,17 @@ open-instruct's uv.lock), PyPI's ``nixl-cu13``, ``nvidia-cutlass-dsl-libs-cu13``
 
 from __future__ import annotations
 
+from email.parser import HeaderParser
+from pathlib import Path
+
 import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from hpcenv.decide import cuda_packages
 from hpcenv.decide.cuda_packages import Node, cuda_major, judge
+from hpcenv.kit.coverage import covers
+from hpcenv.kit.fatbin import scan
 from hpcenv.project.install_set import other_major
 
 
@@ -163,3 +170,53 @@ def test_minor_version_compatibility_and_the_majors_floors() -> None:
     assert not rt.ok and "needs driver >= 525.60.13" in rt.why
     assert cuda_packages.gpu_stack({"jax-cuda12-pjrt": ("0.7.2",)})
     assert not cuda_packages.gpu_stack({"jax": ("0.7.2",), "numpy": ("2.3.0",)})
+
+
+# --- real wheels' METADATA and fatbins (tests/data/wheels, ORIGIN there) ------------------
+
+WHEELS = Path(__file__).resolve().parents[2] / "data" / "wheels"
+
+
+def _meta(prefix: str) -> tuple[str, str, list[Requirement]]:
+    (path,) = WHEELS.glob(f"{prefix}*.METADATA")
+    headers = HeaderParser().parsestr(path.read_text(), headersonly=True)
+    reqs = [Requirement(r) for r in headers.get_all("Requires-Dist") or ()]
+    return canonicalize_name(headers["Name"]), headers["Version"], reqs
+
+
+def test_the_jax_plugins_own_metadata_attributes_its_runtime() -> None:
+    """``jax[cuda13]`` installs ``jax-cuda13-plugin[with-cuda]``: its real Requires-Dist
+    under that extra are the edges; the runtime is the plugin's, judged on a V100."""
+    name, version, reqs = _meta("jax_cuda13_plugin")
+    env = {"extra": "with-cuda", "sys_platform": "linux"}
+    deps = tuple(
+        canonicalize_name(r.name) for r in reqs if r.marker is None or r.marker.evaluate(env)
+    )
+    assert "nvidia-cuda-runtime" in deps and "jax-cuda13-pjrt" in deps
+    versions = {name: (version,), "nvidia-cuda-runtime": ("13.0.96",),
+                "nvidia-cudnn-cu13": ("9.13.0.50",)}  # fmt: skip
+    verdicts = {v.name: v for v in judge(versions, V100_575, edges={name: deps})}
+    assert set(verdicts) == {"jax-cuda13-plugin"}  # NVIDIA's wheels judged through it
+    assert "pulls nvidia-cuda-runtime 13.0.96" in verdicts[name].why
+    assert "needs compute capability >= 7.5" in verdicts[name].why
+
+
+def test_library_majors_are_not_cuda_majors_in_real_wheels() -> None:
+    cudnn, cudnn_v, _ = _meta("nvidia_cudnn_cu12")
+    cupy, cupy_v, _ = _meta("cupy_cuda12x")
+    assert (cudnn, cudnn_v.split(".")[0]) == ("nvidia-cudnn-cu12", "9")
+    assert (cupy, cupy_v.split(".")[0]) == ("cupy-cuda12x", "14")
+    assert cuda_major(cudnn, cudnn_v) == 12 and cuda_major(cupy, cupy_v) == 12
+    node = Node(caps=("7.0",), driver_cuda="12.9", driver="575.57.08")
+    (verdict,) = judge({cupy: (cupy_v,)}, node)
+    assert verdict.ok and "CUDA 12" in verdict.why
+
+
+def test_the_jax_plugins_fatbins_say_which_gpus_they_run_on() -> None:
+    code = {v: scan((WHEELS / f"jax_cuda{v}_plugin-0.7.2-_prng.so.nv_fatbin").read_bytes())
+            for v in ("12", "13")}  # fmt: skip
+    assert code["12"].full_sass == ["5.0", "6.0", "7.0", "8.0", "9.0", "10.0", "12.0"]
+    assert code["13"].full_sass == ["7.5", "8.0", "9.0", "10.0", "12.0"]
+    assert code["13"].full_ptx == ["12.0"]
+    assert covers("7.0", code["13"].full_sass, code["13"].full_ptx, ptx_jit=True) is None
+    assert covers("7.0", code["12"].full_sass, code["12"].full_ptx, ptx_jit=True) == "sm_70"
