@@ -86,6 +86,45 @@ def read(url: str, *, sha256: str | None) -> WheelCode:
     return WheelCode(wheel=name, libraries=tuple(libraries), skipped=tuple(skipped))
 
 
+def release_files(
+    name: str, version: str, *, index: str, timeout: float = remote.TIMEOUT_S
+) -> dict[str, tuple[str, str | None]]:
+    """``{file name: (URL, sha256)}`` of release ``version`` of ``name`` on the index's PEP 691
+    project page (wheels and sdists); ``BadInput`` when the index cannot be read."""
+    from packaging.utils import (
+        InvalidSdistFilename,
+        InvalidWheelFilename,
+        canonicalize_name,
+        parse_sdist_filename,
+        parse_wheel_filename,
+    )
+    from packaging.version import InvalidVersion, Version
+
+    page = f"{index.rstrip('/')}/{canonicalize_name(name)}/"
+    data = remote.parse_json(page, remote.fetch(page, accept=SIMPLE_JSON, timeout=timeout))
+    files = data.get("files") if isinstance(data, dict) else None
+    if not isinstance(files, list):
+        raise BadInput(f"{page}: not a PEP 691 project page (no 'files' list)")
+    try:
+        wanted = Version(version)
+    except InvalidVersion:
+        return {}
+    out: dict[str, tuple[str, str | None]] = {}
+    for f in files:
+        filename = str(f.get("filename", "")) if isinstance(f, dict) else ""
+        try:
+            if filename.endswith(".whl"):
+                got = parse_wheel_filename(filename)[:2]
+            else:
+                got = parse_sdist_filename(filename)
+        except (InvalidWheelFilename, InvalidSdistFilename):
+            continue
+        if got == (canonicalize_name(name), wanted) and not f.get("yanked"):
+            sha = (f.get("hashes") or {}).get("sha256")
+            out[filename] = (urllib.parse.urljoin(page, str(f.get("url", ""))), sha)
+    return out
+
+
 def wheel_for(
     name: str,
     version: str,
@@ -97,25 +136,11 @@ def wheel_for(
 ) -> tuple[str, str | None] | None:
     """(URL, sha256) of the wheel of ``name`` ``version`` that installs on the node, from
     the index's PEP 691 project page, or None (no such wheel: an sdist, another platform)."""
-    from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
-    from packaging.version import Version
-
-    page = f"{index.rstrip('/')}/{canonicalize_name(name)}/"
-    data = remote.parse_json(page, remote.fetch(page, accept=SIMPLE_JSON))
-    files = data.get("files") if isinstance(data, dict) else None
-    if not isinstance(files, list):
-        raise BadInput(f"{page}: not a PEP 691 project page (no 'files' list)")
-    for f in files:
-        filename = str(f.get("filename", "")) if isinstance(f, dict) else ""
-        try:
-            wname, wversion, _, _ = parse_wheel_filename(filename)
-        except InvalidWheelFilename:
-            continue
-        if wname != canonicalize_name(name) or wversion != Version(version):
-            continue
-        if wheel_fit.wheel_fits(filename, python=python, arch=arch, glibc=glibc):
-            sha = (f.get("hashes") or {}).get("sha256")
-            return urllib.parse.urljoin(page, str(f.get("url", ""))), sha
+    for filename, found in release_files(name, version, index=index).items():
+        if filename.endswith(".whl") and wheel_fit.wheel_fits(
+            filename, python=python, arch=arch, glibc=glibc
+        ):
+            return found
     return None
 
 
@@ -145,4 +170,4 @@ def read_cached(url: str, *, sha256: str | None) -> WheelCode:
     return code
 
 
-__all__ = ["Library", "WheelCode", "read", "read_cached", "wheel_for"]
+__all__ = ["Library", "WheelCode", "read", "read_cached", "release_files", "wheel_for"]

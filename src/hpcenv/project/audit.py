@@ -76,6 +76,8 @@ class Packages:
     #: a hand-written file's CUDA release for the whole environment (conda's
     #: ``cuda-version=13.1``: ``("cuda-version", "13.1")``), judged as that CUDA
     declared_cuda: tuple[tuple[str, str], ...] = ()
+    #: an unresolved file's exact pins the index has no wheel nor sdist of for the node
+    uninstallable: tuple[str, ...] = ()
     #: uv.lock only: the lock and the project beside it
     lock: uv_lock.Lock | None = None
     project: uv_lock.Project | None = None
@@ -392,6 +394,7 @@ def resolve_for(
         left = f"; not judged (no pin): {', '.join(unjudged)}" if unjudged else ""
         return replace(
             found,
+            uninstallable=_without_wheels(pins, target, request.index_url),
             declared_cuda=request.cuda_constraints,
             resolved=f"not resolved for {target.describe()}: its exact pins judged as written, "
             f"its CUDA packages by name{left}",
@@ -415,6 +418,38 @@ def resolve_for(
         notes=(*notes, *found.notes),
         warnings=warnings,
     )
+
+
+def _without_wheels(pins: list[str], target: Any, index: str | None) -> tuple[str, ...]:
+    """The exact pins of an unresolved file that cannot install on ``target``: the index
+    (PyPI unless the file names one) lists wheels of that release for other platforms
+    only, and no sdist (``triton==2.2.0`` on aarch64). Nothing is said once the index
+    cannot be read (why the file was not resolved, often)."""
+    from hpcenv.binaries import wheel_code
+    from hpcenv.models import wheel_fit
+
+    out: list[str] = []
+    for pin in pins:
+        name, _, version = pin.partition("==")
+        name, version = canonicalize_name(name.split("[", 1)[0].strip()), version.strip()
+        if name == "torch" or not version or ";" in version:
+            continue  # torch: judged against hpcenv's data (torch_fit)
+        try:
+            files = wheel_code.release_files(
+                name, version, index=index or "https://pypi.org/simple", timeout=10
+            )
+        except BadInput:
+            break
+        wheels = [f for f in files if f.endswith(".whl")]
+        if not wheels or len(wheels) < len(files):
+            continue  # no such release here, or an sdist uv may build
+        if not any(wheel_fit.wheel_fits(w, python=target.python, arch=target.arch,
+                                        glibc=target.glibc) for w in wheels):  # fmt: skip
+            plats = sorted({w.removesuffix(".whl").rsplit("-", 1)[-1] for w in wheels})
+            out.append(f"{name} {version} has no wheel for {target.describe()} (its "
+                       f"{len(wheels)} wheels are for {', '.join(plats)}) and no sdist: it "
+                       "cannot be installed on this node")  # fmt: skip
+    return tuple(out)
 
 
 def _held_to_variant(request: readers.Request, arch: str) -> readers.Request:
@@ -676,7 +711,9 @@ def examine(
     except _MarkerError as exc:
         raise BadInput(f"{pkgs.source}: {exc}; regenerate it with uv") from exc
     torches = versions.get("torch", ())
-    if not torches and (cuda_packages.gpu_stack(versions) or pkgs.declared_cuda):
+    if not torches and (
+        cuda_packages.gpu_stack(versions) or pkgs.declared_cuda or pkgs.uninstallable
+    ):
         return _no_torch(versions, pkgs.edges)
     if not torches:
         what = "requirements file" if pkgs.kind == "requirements" else pkgs.kind
@@ -991,6 +1028,7 @@ def _audit_of(
     # decide, then word
     verdict = _judge(found, facts, kernels)
     bad = [v.line() for v in verdicts if not v.ok] + [m.why for m in unpaired]
+    bad += pkgs.uninstallable
     message, ok = verdict.message, verdict.ok
     if bad:
         message, ok = f"{message}; {'but ' if ok else ''}{'; '.join(bad)}", False
@@ -1001,6 +1039,7 @@ def _audit_of(
     return Audit(
         packages=(
             *(v.line() for v in verdicts),
+            *pkgs.uninstallable,
             *(f"{m.name} {m.version}: {m.why} ({m.source})" for m in unpaired),
         ),
         source=pkgs.source,
@@ -1110,7 +1149,7 @@ def _stack_audit(
     node: str,
 ) -> Audit:
     """The audit of a set without torch (JAX, CuPy ...): its GPU packages' verdicts."""
-    bad = [v.line() for v in verdicts if not v.ok]
+    bad = [v.line() for v in verdicts if not v.ok] + list(pkgs.uninstallable)
     head = f"{found.selection}: no torch" if found.selection else "no torch"
     if not facts.gpus:
         message = f"{head}; this node has no NVIDIA GPU, so its GPU packages run on CPU only"
@@ -1120,7 +1159,7 @@ def _stack_audit(
         judged = ", ".join(f"{v.name} {v.version}" for v in verdicts)
         message = f"{head}; its GPU packages run here ({judged}; {describe_gpus(facts.gpus)})"
     return Audit(
-        packages=tuple(v.line() for v in verdicts),
+        packages=(*(v.line() for v in verdicts), *pkgs.uninstallable),
         source=pkgs.source,
         kind=pkgs.kind,
         torch_version="",

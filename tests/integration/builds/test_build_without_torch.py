@@ -64,6 +64,7 @@ def test_plan_names_the_jax_plugins_a_v100_cannot_run(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.slow
 def test_a_requirements_file_that_pulls_no_torch_gets_none(tmp_path: Path) -> None:
     """``jax[cuda13]==0.7.2`` alone (the issue's hand-written case), resolved with real uv
     from PyPI: planned without torch (before: the profile's torch added), its CUDA 13
