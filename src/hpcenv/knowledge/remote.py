@@ -177,9 +177,6 @@ def _open(
             if resp.status >= 400:
                 raise HTTPStatus(url, resp.status, resp.reason)
             yield resp
-        except (OSError, http.client.HTTPException) as exc:
-            conn.close()
-            raise BadInput(f"{_where(url)} is unreachable ({exc})") from exc
         finally:
             if not resp.isclosed():
                 conn.close()
@@ -187,8 +184,12 @@ def _open(
     raise BadInput(f"{_where(url)}: more than {MAX_REDIRECTS} redirects")
 
 
-def _read(resp: http.client.HTTPResponse, limit: int) -> bytes:
-    body = resp.read(limit)
+def _read(resp: http.client.HTTPResponse, limit: int, url: str) -> bytes:
+    """Up to ``limit`` bytes of the body; a connection lost meanwhile is one line."""
+    try:
+        body = resp.read(limit)
+    except (OSError, http.client.HTTPException) as exc:
+        raise BadInput(f"{_where(url)} is unreachable ({exc})") from exc
     _pool().counts.bytes += len(body)
     return body
 
@@ -196,7 +197,7 @@ def _read(resp: http.client.HTTPResponse, limit: int) -> bytes:
 def fetch(url: str, *, accept: str | None = None, timeout: float = TIMEOUT_S) -> bytes:
     """The body of ``url`` (one GET); an unreachable URL is one ``BadInput`` line."""
     with _open(url, headers={"Accept": accept} if accept else None, timeout=timeout) as resp:
-        body = _read(resp, MAX_PAGE + 1)
+        body = _read(resp, MAX_PAGE + 1, url)
     if len(body) > MAX_PAGE:
         raise BadInput(f"{_where(url)}: the answer is over {MAX_PAGE >> 20} MiB; not an index page")
     return body
@@ -260,7 +261,7 @@ class RangeFile(io.RawIOBase):
                 raise BadInput(
                     f"{_where(self.url)}: a range answer of bytes {first}-{last}/{total} to {spec}"
                 )
-            body = _read(resp, last - first + 2)  # one more: a body too long
+            body = _read(resp, last - first + 2, self.url)  # one more: a body too long
         if len(body) != last - first + 1:
             size = f"{len(body)}" if len(body) <= last - first else "more"
             raise BadInput(
@@ -340,7 +341,7 @@ class Wheel:
 def _download(url: str, sha256: str | None, into: IO[bytes]) -> None:
     digest = hashlib.sha256()
     with _open(url) as resp:
-        while chunk := _read(resp, 8 * 1024 * 1024):
+        while chunk := _read(resp, 8 * 1024 * 1024, url):
             digest.update(chunk)
             into.write(chunk)
     if sha256 and digest.hexdigest() != sha256:
@@ -386,7 +387,7 @@ def fetch_metadata(url: str, *, limit: int) -> bytes | None:
         return None
     try:
         with _open(meta) as resp:
-            body = _read(resp, limit + 1)
+            body = _read(resp, limit + 1, meta)
     except HTTPStatus as exc:
         if exc.status in (403, 404, 410):  # this host serves none: the wheel is read
             _pool().no_metadata.add(parts.netloc)
