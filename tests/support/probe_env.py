@@ -1,7 +1,7 @@
 """Shared by the probe tests: a real target environment and a way to load probe modules.
 
 ``probe_python`` is a real uv venv (Python 3.11) with the CPU torch 2.13.0 wheel from
-the wheelhouse, numpy, and Ray from PyPI: the probes run in it exactly as they run
+the wheelhouse, numpy, and Ray and JAX (CPU) from PyPI: the probes run in it exactly as they run
 in a built environment. It is the tests' one such venv (``torch_venv.py``'s fixture
 is this one too). It is built once and kept in the temp directory (keyed by its
 contents, guarded by a file lock), so repeated sessions reuse it; the uv cache makes
@@ -33,6 +33,7 @@ from support import REPO, require
 PROBES = REPO / "probes"
 TORCH = "torch==2.13.0+cpu"
 RAY = "ray>=2.49"
+JAX = "jax==0.7.2"  # CPU: jax and jaxlib from PyPI (the jax probe's multi-process psum)
 VENV = Path(tempfile.gettempdir()) / "hpcenv-test-probe-venv-py311-torch2.13.0-cpu"
 
 
@@ -74,7 +75,10 @@ def _build(venv: Path) -> bool:
         text=True,
     )
     (venv / ".ray-install.log").write_text(ray.stdout + ray.stderr)
-    return ray.returncode == 0
+    jax = _install(python, JAX, "jax")
+    if jax:
+        (venv / ".jax-complete").write_text("ok\n")
+    return ray.returncode == 0 and jax
 
 
 #: This session's venv once built (several test modules import the fixture).
@@ -92,8 +96,24 @@ def build_probe_venv() -> Path:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not (VENV / ".complete").exists() and _build(VENV):
             (VENV / ".complete").write_text("ok\n")
+        older = (VENV / ".complete").exists() and not (VENV / ".jax-complete").exists()
+        if older and _install(VENV / "bin" / "python", JAX, "jax"):  # made before the jax probe
+            (VENV / ".jax-complete").write_text("ok\n")
     _READY.append(VENV / "bin" / "python")
     return _READY[0]
+
+
+def _install(python: Path, requirement: str, what: str) -> bool:
+    """``uv pip install`` from PyPI into the venv; its output kept as ``.<what>-install.log``."""
+    uv = shutil.which("uv")
+    assert uv is not None
+    done = subprocess.run(
+        [uv, "pip", "install", "-q", "--python", str(python), requirement],
+        capture_output=True,
+        text=True,
+    )
+    (python.parent.parent / f".{what}-install.log").write_text(done.stdout + done.stderr)
+    return done.returncode == 0
 
 
 @pytest.fixture(scope="session")
@@ -106,6 +126,15 @@ def has_ray(python: Path) -> bool:
     return (
         subprocess.run(
             [str(python), "-c", "import ray"], capture_output=True, timeout=120
+        ).returncode
+        == 0
+    )
+
+
+def has_jax(python: Path) -> bool:
+    return (
+        subprocess.run(
+            [str(python), "-c", "import jax"], capture_output=True, timeout=120
         ).returncode
         == 0
     )

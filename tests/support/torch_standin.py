@@ -140,6 +140,7 @@ class Served:
     """What the server was asked (for assertions)."""
 
     requests: list[tuple[str, str | None]] = field(default_factory=list)  # (path, Range)
+    clients: list[tuple[str, int]] = field(default_factory=list)  # each request's connection
 
     def count(self, suffix: str) -> int:
         return sum(1 for p, _ in self.requests if p.endswith(suffix))
@@ -159,6 +160,8 @@ class StandIn:
         self.pypi: list[Path] = []  # wheels PyPI lists
         self.index: dict[str, list[Path]] = {}  # variant -> wheels the index lists
         self.whole_page = True  # serve /whl/torch/ (False: only per-variant pages)
+        self.keep_alive = False  # HTTP/1.1, connections kept (True), or HTTP/1.0's one each
+        self.metadata = False  # serve each wheel's PEP 658 ``<wheel>.metadata`` file
         self.served = Served()
         self._server: ThreadingHTTPServer | None = None
 
@@ -235,12 +238,21 @@ class StandIn:
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1" if outer.keep_alive else "HTTP/1.0"
+
             def log_message(self, format: str, *args: object) -> None:
                 pass
 
             def do_GET(self) -> None:
                 rng = self.headers.get("Range")
                 outer.served.requests.append((self.path, rng))
+                outer.served.clients.append(self.client_address[:2])
+                if self.path.endswith(".whl.metadata") and outer.metadata:
+                    wheel = outer.files / os.path.basename(self.path).removesuffix(".metadata")
+                    with zipfile.ZipFile(wheel) as zf:
+                        (name,) = [n for n in zf.namelist() if n.endswith(".dist-info/METADATA")]
+                        self._send(200, zf.read(name), {"Content-Type": "text/plain"})
+                    return
                 if self.path.startswith("/files/"):
                     path = outer.files / os.path.basename(self.path)
                     if not path.is_file():

@@ -629,8 +629,9 @@ def _install(
             lambda: swap.sync_and_swap(proj, target, plan, log=log, facts=facts),
         )
     fa: results.FlashAttnOutcome
-    if project_report is not None and project_report.flash_attn_from_project:
-        fa = results.FlashAttnOutcome.left_to_project()
+    no_torch = project_report is not None and project_report.torch_after is None
+    if project_report is not None and (project_report.flash_attn_from_project or no_torch):
+        fa = results.FlashAttnOutcome.left_to_project()  # the project's, or none without torch
     else:
         fa = steps(
             "flash-attn",
@@ -648,7 +649,9 @@ def _install(
     walk = venv_check.Walk()  # what protect saw, for the proof and the file list
     steps("protect", "files shared with uv's cache made read-only",
           lambda: venv_check.protect(target, walk))  # fmt: skip
-    repaired, imports = _prove_and_probe(target, plan, names, steps, log=log, walk=walk)
+    repaired, imports = _prove_and_probe(
+        target, plan, names, steps, log=log, walk=walk, torch=not no_torch
+    )
     if project_report is not None:
         isolation = project_report.no_build_isolation
     return replace(
@@ -708,6 +711,7 @@ def _prove_and_probe(
     *,
     log: IO[str],
     walk: venv_check.Walk,
+    torch: bool = True,
 ) -> tuple[tuple[str, ...], import_check.ImportCheck]:
     """The RECORD proof (:func:`_prove`) and the import check, at the same time: the files
     are hashed in threads while the import check's interpreters start (both only read the
@@ -716,6 +720,7 @@ def _prove_and_probe(
     that answer counts; a failed check before a repair is no verdict either. Last, the
     file list a no-op compares with (``venv_check.record_tree``)."""
     stop = threading.Event()
+    check = import_check.check
     hashed: dict[str, float] = {}
     listed: list[list[str]] = []  # the file list from protect's walk, made meanwhile
 
@@ -733,7 +738,7 @@ def _prove_and_probe(
     probe_error: BuildFailed | None = None
     imports: import_check.ImportCheck | None = None
     try:
-        imports = steps("probe", "import check", lambda: import_check.check(target, names, log=log))
+        imports = steps("probe", "import check", lambda: check(target, names, log=log, torch=torch))
     except BuildFailed as exc:
         probe_error = exc
     except BaseException:
@@ -755,7 +760,7 @@ def _prove_and_probe(
     if repaired:  # the reinstalled files are new links into uv's cache: protect them too
         venv_check.protect(target)
         imports = steps("probe", "import check of the repaired environment",
-                        lambda: import_check.check(target, names, log=log))  # fmt: skip
+                        lambda: check(target, names, log=log, torch=torch))  # fmt: skip
     elif probe_error is not None:
         raise probe_error
     assert imports is not None

@@ -63,10 +63,15 @@ def with_torch() -> frozenset[str]:
     return frozenset(canonicalize_name(str(row["name"])) for row in rows)
 
 
-def groups(names: Sequence[str], cpus: int, loaded: frozenset[str]) -> list[list[str]]:
+def groups(
+    names: Sequence[str], cpus: int, loaded: frozenset[str], *, torch: bool = True
+) -> list[list[str]]:
     """The distributions each import process takes: torch with what its import
     ``loaded`` anyway, beside the others, with :data:`PARALLEL_CPUS` or more; else all in
-    one process, torch first."""
+    one process, torch first. Without ``torch`` (a project that installs none: JAX), the
+    names alone, in one process."""
+    if not torch:
+        return [[n for n in names if n != "torch"]]
     first = ["torch", *(n for n in names if n != "torch" and canonicalize_name(n) in loaded)]
     others = [n for n in names if n not in first]
     if others and cpus >= PARALLEL_CPUS:
@@ -81,13 +86,16 @@ def preload() -> list[str]:
     return [str(name) for name in table.get("preload", ())]
 
 
-def check(venv: Path, names: Sequence[str], *, log: IO[str] | None) -> ImportCheck:
-    """Import torch and ``names`` (distribution names) in ``venv``; ``BuildFailed`` naming
-    the first one that does not import."""
+def check(
+    venv: Path, names: Sequence[str], *, log: IO[str] | None, torch: bool = True
+) -> ImportCheck:
+    """Import torch (unless not ``torch``: a project without it) and ``names``
+    (distribution names) in ``venv``; ``BuildFailed`` naming the first one that does not
+    import."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["PYTHONPATH"] = paths.kit_pythonpath(env.get("PYTHONPATH"))
     python = str(paths.venv_python(venv))
-    parts = groups(names, len(os.sched_getaffinity(0)), with_torch())
+    parts = groups(names, len(os.sched_getaffinity(0)), with_torch(), torch=torch)
     argv = [python, "-m", "hpcenv.kit.imports", *(json.dumps(group) for group in parts)]
     if len(parts) > 1:
         argv += ["--preload", json.dumps(preload())]

@@ -114,12 +114,15 @@ def sync_and_swap(
             f"the environment is not one CUDA {check.major} stack: {check.problems[0]}{more}"
         )
     dependents = {n for n, info in after.items() if "torch" in info.requires}
+    if torch_after is None:  # no torch (JAX ...): the set's top packages, which nothing requires
+        required = {r for info in after.values() for r in info.requires}
+        dependents = {n for n, info in after.items() if n not in required and not info.local}
     profile_names = {n for n in (_req_name(r) for r in plan.packages) if n and n in after}
     own = {n for n, info in after.items() if info.local}  # the project itself must import
     return dataclasses.replace(
         done,
         torch_after=torch_after,
-        swapped=torch_after != wanted.torch_before,
+        swapped=torch_after != wanted.torch_before and torch_after is not None,
         libraries=check,
         # imported by the build's import check (after the fixes are in)
         checked=tuple(sorted(dependents | profile_names | own)),

@@ -3,7 +3,9 @@ a setup.py/setup.cfg, a conda environment.yml, an installed venv or a container 
 rootfs directory, podman:IMAGE: project/image.py) holds - local label,
 else the nvidia-cuda-runtime version it pulls, else CPU - and whether this node (or --facts
 FILE, or a profile's declared node with --declared PROFILE) can run it and every other
-CUDA package in it (vLLM, flash-attn, CUDA-major labels), with resolve's fix and warnings.
+GPU package in it (JAX's plugins, CuPy, vLLM, flash-attn, anything pulling a CUDA runtime
+wheel or naming a CUDA major), with resolve's fix and warnings; a set without torch is
+judged by its GPU packages alone.
 A hand-written file is first resolved for the node with uv (cached by content and target),
 from the requirements its files declare as data: a repo's code never runs (a setup.py or
 build backend that computes its requirements is named; --allow-build lets uv run it, in a
@@ -61,6 +63,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "copy of the project); without it, a repo's code never runs and only requirements "
         "written as data are read",
     )
+    parser.add_argument(
+        "--gpu-code",
+        action="store_true",
+        help="also read the GPU code (SASS/PTX) of each GPU package's wheel for the node from "
+        "its index by HTTP range requests (cached by sha256): a GPU it carries no code for is "
+        "named",
+    )
     parser.add_argument("--junit", metavar="FILE", help="write the verdict as JUnit XML (CI)")
     parser.add_argument(
         "--summary",
@@ -111,7 +120,8 @@ def _print(result: Audit, node: str) -> None:
         table.add_row("python", Text(f"{result.python}: {result.python_why}"))
     if result.resolved:
         table.add_row("resolved", Text(result.resolved))
-    table.add_row("torch", Text(f"{result.torch_version}: {result.build}"))
+    torch = f"{result.torch_version}: {result.build}" if result.torch_version else "none"
+    table.add_row("torch", Text(torch))
     table.add_row("evidence", Text(result.evidence))
     table.add_row("verdict", Text(result.message, style="green" if result.ok else "red"))
     if result.fix:
@@ -160,6 +170,7 @@ def _audit_for(args: argparse.Namespace, selection: Selection) -> tuple[Audit, s
         python=args.python,
         node=node,
         allow_build=args.allow_build,
+        gpu_code=args.gpu_code,
     )
     return result, node
 
@@ -191,7 +202,8 @@ def _ci_reports(args: argparse.Namespace, result: Audit | None, error: str | Non
         if remedy:
             rows.append(("fix", remedy))
         if result is not None:
-            rows += [("torch", f"{result.torch_version} ({result.build})")]
+            torch = f"{result.torch_version} ({result.build})" if result.torch_version else "none"
+            rows += [("torch", torch)]
             rows += [("audited", result.selection)] if result.selection else []
             rows += [("warning", w) for w in result.warnings]
         pipe = "\\|"  # a | inside a Markdown table cell

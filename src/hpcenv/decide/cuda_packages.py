@@ -1,15 +1,28 @@
-"""Every CUDA package of an install set judged against the node, not only torch (pure).
+"""What every GPU package of an install set needs of the node, judged from what it pulls and
+what it is called, for any framework (torch, JAX, CuPy, TensorFlow ...) (pure).
 
+- the CUDA runtime wheels a package pulls (``nvidia-cuda-runtime-cu12 12.9.79``,
+  ``nvidia-cuda-runtime 13.5.37``, ``cuda-toolkit``), attributed through the dependency
+  graph (a uv.lock's edges, uv's ``# via`` lines) to the package that brings them
+  (:func:`bringers`: ``jax[cuda13]``'s runtime is ``jax-cuda13-plugin``'s, not torch's):
+  that CUDA release needs a driver (``cuda.toml``: outright, else its major's
+  minor-version floor; NVIDIA's cuda-compat named on data center GPUs) and a GPU its
+  toolkit compiles for (``[[major]] min_compute_capability``: CUDA 13 has no code for 7.0);
+- any package whose version label or name names a CUDA major (``+cu130``,
+  ``+cu.13.0.torch.2.11``, ``nvidia-nccl-cu13``, ``nixl-cu13``, ``cupy-cuda12x``,
+  ``jax-cuda13-pjrt``): the driver must run that major, and it must be torch's major (one
+  CUDA major per venv). A library's own major is not CUDA's (``nvidia-cudnn-cu12 9.x`` is
+  CUDA 12, cuDNN 9): only the name's ``cuNN`` and the runtime's version are read;
+- what a package's own documentation adds (``packages.toml`` ``[[gpu_package]]``: JAX's
+  CUDA plugins, driver and compute capability, and the extra that runs instead);
 - vLLM against the minimum compute capability of its release (``knowledge/vllm.toml``,
   read from each sdist's CMakeLists.txt);
 - flash-attn: 2.x needs compute capability 8.0 (``knowledge/packages.toml``), its FA3
-  kernels (``flash-attn-3``, ``flash_attn_3``, a 3.x release) 9.0;
-- any package whose version label or name names a CUDA major (``+cu130``,
-  ``+cu.13.0.torch.2.11``, ``nvidia-nccl-cu13``, ``nixl-cu13``, ``cupy-cuda12x``): the
-  driver must run that major, and it must be torch's major (one CUDA major per venv).
+  kernels (``flash-attn-3``, ``flash_attn_3``, a 3.x release) 9.0.
 
-The wheels torch itself pulls (``nvidia-*``) are folded into one line: torch's own verdict
-already says whether its CUDA runs here.
+NVIDIA's own wheels (``nvidia-*``, ``cuda-*``) are judged through the package that brings
+them; those torch pulls are folded into one line: torch's own verdict already says whether
+its CUDA runs here.
 """
 
 from __future__ import annotations
@@ -32,6 +45,16 @@ _FLASH_ATTN = (
     "flash-attn-cu13",
 )
 
+
+#: Wheels whose version is the CUDA release a package pulling them was built for, in order
+#: of trust (``cuda-toolkit`` is CUDA 13's metapackage: ``cuda-toolkit[cudart] 13.0.2``).
+RUNTIMES = (
+    "nvidia-cuda-runtime",
+    "nvidia-cuda-runtime-cu13",
+    "nvidia-cuda-runtime-cu12",
+    "nvidia-cuda-runtime-cu11",
+    "cuda-toolkit",
+)
 
 #: CUDA packages judged by name alone when no version is known (an unresolved file):
 #: flash-attn's compute-capability floor holds for every 2.x (its README); a 3.x is named so.
@@ -58,6 +81,8 @@ class Node:
     torch_cuda: str | None = None  # the torch build's CUDA ("12.6"); None: CPU or unknown
     torch_version: str | None = None  # the torch installed beside ("2.10.0+cu126")
     arch: str | None = None  # the node's CPU arch (PyPI's builds differ per arch)
+    driver: str | None = None  # the driver's version ("575.57.08"); None: only driver_cuda
+    gpu_names: tuple[str, ...] = ()  # as NVML names them (cuda-compat: data center GPUs)
 
 
 def cuda_major(name: str, version: str) -> int | None:
@@ -107,28 +132,143 @@ def _below(caps: Sequence[str], minimum: str) -> list[str]:
     return sorted({c for c in caps if _cap(c) < _cap(minimum)}, key=_cap)
 
 
+def is_carrier(name: str) -> bool:
+    """NVIDIA's own wheels (``nvidia-*``, ``cuda-*``): judged through who brings them."""
+    return name.startswith(("nvidia-", "cuda-"))
+
+
+def runtime_cuda(name: str, version: str) -> str | None:
+    """The CUDA release (``"12.9"``) a runtime wheel of :data:`RUNTIMES` is, else None."""
+    if name not in RUNTIMES:
+        return None
+    try:
+        v = Version(version)
+    except InvalidVersion:
+        return None
+    return f"{v.major}.{v.minor}" if len(v.release) > 1 else None
+
+
+def _parents(edges: Mapping[str, Sequence[str]]) -> dict[str, list[str]]:
+    parents: dict[str, list[str]] = {}
+    for name, deps in edges.items():
+        for dep in deps:
+            parents.setdefault(dep, []).append(name)
+    return parents
+
+
+def bringers(
+    edges: Mapping[str, Sequence[str]],
+    target: str,
+    parents: Mapping[str, Sequence[str]] | None = None,
+) -> tuple[str, ...]:
+    """The packages that bring ``target`` into the set: its nearest dependents that are
+    not NVIDIA's own wheels, found through ``edges`` (name -> the names it depends on)
+    upwards (``jax-cuda13-plugin`` -> ``nvidia-cuda-runtime``; ``torch`` ->
+    ``cuda-toolkit`` -> ``nvidia-cuda-runtime``: torch)."""
+    parents = _parents(edges) if parents is None else parents
+    found: set[str] = set()
+    seen = {target}
+    todo = [target]
+    while todo:
+        for parent in parents.get(todo.pop(), ()):
+            if parent in seen:
+                continue
+            seen.add(parent)
+            if is_carrier(parent):
+                todo.append(parent)
+            else:
+                found.add(parent)
+    return tuple(sorted(found))
+
+
+def brought(
+    versions: Mapping[str, Sequence[str]], edges: Mapping[str, Sequence[str]] | None
+) -> dict[str, tuple[str, str]]:
+    """``{package: (runtime wheel, its version)}``: the CUDA runtime each package brings
+    (the most trusted of :data:`RUNTIMES` first). Without edges, or for a runtime nothing
+    brings (a line of its own), the runtime is its own bringer."""
+    out: dict[str, tuple[str, str]] = {}
+    parents = _parents(edges) if edges else {}
+    for runtime in RUNTIMES:
+        for version in versions.get(runtime, ()):
+            if runtime_cuda(runtime, version) is None:
+                continue
+            for name in (bringers(edges, runtime, parents) if edges else ()) or (runtime,):
+                out.setdefault(name, (runtime, version))
+    return out
+
+
+def gpu_stack(
+    versions: Mapping[str, Sequence[str]], know: knowledge.Knowledge | None = None
+) -> bool:
+    """Whether a set holds anything :func:`judge` judges (a CUDA runtime wheel, a package
+    naming a CUDA major, flash-attn, vLLM, a ``[[gpu_package]]``): a set without torch is
+    then audited by these alone."""
+    know = know or knowledge.load()
+    return any(
+        name in RUNTIMES
+        or name in BY_NAME
+        or know.gpu_package(name) is not None
+        or any(cuda_major(name, v) is not None for v in found)
+        for name, found in versions.items()
+    )
+
+
+def _torch_side(edges: Mapping[str, Sequence[str]] | None) -> set[str] | None:
+    """What torch pulls (None: no edges, so every NVIDIA wheel is taken to be torch's)."""
+    if edges is None:
+        return None
+    seen: set[str] = set()
+    todo = ["torch"]
+    while todo:
+        name = todo.pop()
+        if name not in seen:
+            seen.add(name)
+            todo += edges.get(name, ())
+    return seen
+
+
 def judge(
     versions: Mapping[str, Sequence[str]],
     node: Node,
     know: knowledge.Knowledge | None = None,
+    *,
+    edges: Mapping[str, Sequence[str]] | None = None,
+    declared: Sequence[tuple[str, str]] = (),
 ) -> tuple[Verdict, ...]:
-    """A verdict per CUDA package in ``versions`` (canonical name -> versions); nothing
-    is judged on a node without GPUs."""
+    """A verdict per GPU package in ``versions`` (canonical name -> versions; torch itself
+    is judged by its own audit); ``edges`` (name -> the names it depends on, as installed
+    on the node) attribute each CUDA runtime wheel to the package that brings it;
+    ``declared`` are CUDA releases a file states for the whole environment (conda's
+    ``("cuda-version", "13.1")``), each judged as that CUDA. Nothing is judged on a node
+    without GPUs."""
     if not node.caps:
         return ()
     know = know or knowledge.load()
+    runtimes = brought(versions, edges)
+    if node.torch_cuda is not None:  # torch's runtime is judged by torch's own verdict
+        runtimes = {n: r for n, r in runtimes.items() if n == "torch" or not is_carrier(n)}
+    torch_side = _torch_side(edges)
+    parents = _parents(edges) if edges else {}
     out: list[Verdict] = []
     torch_deps: list[str] = []
     for name, found in sorted(versions.items()):
         for version in found:
-            if name.startswith("nvidia-") and node.torch_cuda is not None:
-                major = cuda_major(name, version)
-                if major is not None and major != int(node.torch_cuda.split(".")[0]):
-                    torch_deps.append(name)
-                continue
-            verdict = _one(name, version, node, know)
+            if is_carrier(name) and name not in runtimes:
+                if node.torch_cuda is not None and (torch_side is None or name in torch_side):
+                    major = cuda_major(name, version)
+                    if major is not None and major != int(node.torch_cuda.split(".")[0]):
+                        torch_deps.append(name)
+                    continue
+                if bringers(edges, name, parents) if edges else runtimes:
+                    continue  # judged through the package that brings it, or the runtime
+            verdict = _one(name, version, node, know, runtimes.get(name))
             if verdict is not None:
                 out.append(verdict)
+    for name, release in declared:
+        verdict = _one(name, release, node, know, (name, release), cuda=release)
+        if verdict is not None:
+            out.append(verdict)
     if torch_deps:
         out.append(
             Verdict(
@@ -142,9 +282,18 @@ def judge(
     return tuple(out)
 
 
-def _one(name: str, version: str, node: Node, know: knowledge.Knowledge) -> Verdict | None:
+def _one(
+    name: str,
+    version: str,
+    node: Node,
+    know: knowledge.Knowledge,
+    runtime: tuple[str, str] | None = None,
+    *,
+    cuda: str | None = None,
+) -> Verdict | None:
     problems: list[str] = []
     needs: list[str] = []
+    fixes: list[str] = []
     # only vllm's and flash-attn's versions are read: the rest are not parsed (~300 in a lock)
     public = _public(version) if name in BY_NAME else None
     if name == "vllm" and public is not None:
@@ -164,25 +313,123 @@ def _one(name: str, version: str, node: Node, know: knowledge.Knowledge) -> Verd
         if low := _below(node.caps, floor):
             problems.append(f"{what} needs compute capability >= {floor}, the GPUs are "
                             f"{', '.join(low)}")  # fmt: skip
+    row = know.gpu_package(name)
+    cuda = cuda or (runtime_cuda(*runtime) if runtime else None)
     major = cuda_major(name, version)
     how = ""
     if major is None and (implied := implied_major(name, version, node, know)):
         major, how = implied[0], f" ({implied[1]})"
+    if cuda is not None and runtime is not None:
+        how = f" (pulls {runtime[0]} {runtime[1]})" if runtime[0] != name else ""
+        major = major if major is not None else int(cuda.split(".")[0])
+    if major is None and row is not None:
+        major = row.cuda_major
     if major is not None:
-        needs.append(f"CUDA {major}")
-        driver_major = int(node.driver_cuda.split(".")[0]) if node.driver_cuda else None
-        if driver_major is not None and major > driver_major:
-            problems.append(
-                f"built for CUDA {major}{how}, the driver runs CUDA <= {node.driver_cuda}"
-            )
-        elif node.torch_cuda and major != int(node.torch_cuda.split(".")[0]):
-            problems.append(f"built for CUDA {major}{how}, torch here is a CUDA {node.torch_cuda} "
-                            "build (one CUDA major per environment)")  # fmt: skip
+        needs.append(f"CUDA {cuda or major}{_compat_note(cuda, node, know)}")
+        problems += _driver_problems(
+            major, cuda, how=how, node=node, know=know, row=row, fixes=fixes
+        )
+        cc_floor, why = _cc_floor(major, know, row)
+        if cc_floor is not None:
+            needs.append(f"compute capability >= {cc_floor}")
+            if low := _below(node.caps, cc_floor):
+                problems.append(
+                    f"needs compute capability >= {cc_floor} ({why}), the GPUs are {', '.join(low)}"
+                )
+                if row is not None and row.fix:
+                    fixes.append(row.fix)
     if not needs:
         return None
     if problems:
-        return Verdict(name=name, version=version, ok=False, why="; ".join(problems))
+        fix = f"; fix: {' or '.join(dict.fromkeys(fixes))}" if fixes else ""
+        return Verdict(name=name, version=version, ok=False, why="; ".join(problems) + fix)
     return Verdict(name=name, version=version, ok=True, why=f"runs here ({', '.join(needs)})")
+
+
+def _driver_problems(
+    major: int,
+    cuda: str | None,
+    *,
+    how: str,
+    node: Node,
+    know: knowledge.Knowledge,
+    row: knowledge.GpuPackage | None,
+    fixes: list[str],
+) -> list[str]:
+    """What a build for CUDA ``major`` (release ``cuda`` where a runtime wheel says it)
+    lacks on the node's driver, and beside its torch; fixes named go to ``fixes``."""
+    built = f"built for CUDA {cuda or major}{how}"
+    need = _min_driver(major, know, row)
+    driver = _driver_key(node.driver)
+    driver_major = int(node.driver_cuda.split(".")[0]) if node.driver_cuda else None
+    below = driver is not None and need is not None and driver < knowledge.driver_key(need)
+    if below or (driver_major is not None and major > driver_major):
+        runs = f"the driver runs CUDA <= {node.driver_cuda}" if node.driver_cuda else ""
+        if node.driver:
+            runs = f"{runs} ({node.driver})" if runs else f"this node has driver {node.driver}"
+        wants = f", needs driver >= {need}" if need and node.driver else ""
+        if row is not None and row.fix:
+            fixes.append(row.fix)
+        if need and node.driver:
+            fixes.append(f"a driver >= {need}")
+        if cuda and node.gpu_names and all(know.forward_compat.covers(g) for g in node.gpu_names):
+            cmaj, cmin = knowledge.cuda_key(cuda)
+            fixes.append(f"NVIDIA's {know.forward_compat.package.format(major=cmaj, minor=cmin)} "
+                         "(forward compatibility on data center GPUs)")  # fmt: skip
+        return [f"{built}{wants}, {runs}" if wants else f"{built}, {runs}"]
+    if node.torch_cuda and major != int(node.torch_cuda.split(".")[0]):
+        return [f"{built}, torch here is a CUDA {node.torch_cuda} build "
+                "(one CUDA major per environment)"]  # fmt: skip
+    return []
+
+
+def _compat_note(cuda: str | None, node: Node, know: knowledge.Knowledge) -> str:
+    """ " under minor-version compatibility ..." when the driver is below the release's own
+    minimum (it runs, without PTX JIT of newer PTX), else ""."""
+    tk = know.toolkit(cuda) if cuda else None
+    driver = _driver_key(node.driver)
+    if driver is None or tk is None:
+        return ""
+    if tk.min_driver is None:
+        return " under minor-version compatibility (no minimum driver published for it)"
+    if driver < knowledge.driver_key(tk.min_driver):
+        return f" under minor-version compatibility (driver >= {tk.min_driver} runs it outright)"
+    return ""
+
+
+def _min_driver(
+    major: int, know: knowledge.Knowledge, row: knowledge.GpuPackage | None
+) -> str | None:
+    """The lowest driver a CUDA ``major`` build runs on at all: the package's documented
+    minimum, else the major's minor-version floor (cuda.toml)."""
+    if row is not None:
+        return row.min_driver
+    mm = know.major_minimum(major)
+    return mm.min_driver if mm else None
+
+
+def _cc_floor(
+    major: int, know: knowledge.Knowledge, row: knowledge.GpuPackage | None
+) -> tuple[str | None, str]:
+    """The oldest GPU a CUDA ``major`` build (of the package in ``row``) runs on, and why."""
+    mm = know.major_minimum(major)
+    floors = []
+    if mm is not None and mm.min_compute_capability:
+        floors.append((mm.min_compute_capability, f"CUDA {major} compiles for no older GPU"))
+    if row is not None:
+        floors.append((row.min_compute_capability, f"{row.names[0]}'s documentation"))
+    if not floors:
+        return None, ""
+    return max(floors, key=lambda f: _cap(f[0]))
+
+
+def _driver_key(driver: str | None) -> Version | None:
+    if not driver:
+        return None
+    try:
+        return knowledge.driver_key(driver)
+    except InvalidVersion:
+        return None
 
 
 def _public(version: str) -> str | None:
@@ -194,9 +441,15 @@ def _public(version: str) -> str | None:
 
 __all__ = [
     "BY_NAME",
+    "RUNTIMES",
     "Node",
     "Verdict",
+    "bringers",
+    "brought",
     "cuda_major",
+    "gpu_stack",
     "implied_major",
+    "is_carrier",
     "judge",
+    "runtime_cuda",
 ]

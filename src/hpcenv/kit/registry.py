@@ -45,6 +45,12 @@ PROBES: tuple[ProbeInfo, ...] = (
         key_metrics=("gpu_matmul_rel_err", "cpu_matmul_max_abs_err"),
     ),
     ProbeInfo(
+        name="jax",
+        summary="devices JAX sees vs the GPUs, a psum across the job's processes",
+        multi_rank=True,
+        key_metrics=("devices", "processes"),
+    ),
+    ProbeInfo(
         name="gpu-health",
         summary="uncorrected ECC, row remaps, free memory, persistence, throttling, heat",
         key_metrics=("gpus", "min_free_mib", "max_temperature_c"),

@@ -90,6 +90,23 @@ class MajorMinimum:
     min_driver: str  # minor-version compatibility floor for the whole major
     source: str
     confirmed: bool
+    #: the oldest GPU the major's toolkit compiles for ("7.5" for 13), and its source
+    min_compute_capability: str | None = None
+    cc_source: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class GpuPackage:
+    """What one GPU package's own documentation says it needs beyond its CUDA major's
+    floors (``packages.toml`` ``[[gpu_package]]``): JAX's CUDA plugins."""
+
+    names: tuple[str, ...]
+    cuda_major: int
+    min_driver: str
+    min_compute_capability: str
+    fix: str  # the install that runs where this one cannot ("" : none named)
+    source: str
+    confirmed: bool
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -149,6 +166,7 @@ class Knowledge:
     vllm_versions: tuple[str, ...]  # the vLLM releases vllm.toml has a row for
     forward_compat: ForwardCompat
     companions: CompanionData = companion_data.EMPTY  # torchvision/torchaudio per torch
+    gpu_packages: tuple[GpuPackage, ...] = ()  # packages.toml [[gpu_package]]
 
     @property
     def releases(self) -> tuple[TorchRelease, ...]:
@@ -167,6 +185,11 @@ class Knowledge:
 
     def major_minimum(self, major: int) -> MajorMinimum | None:
         return self.majors.get(major)
+
+    def gpu_package(self, name: str) -> GpuPackage | None:
+        """What ``name``'s own documentation says it needs (None: nothing beyond its CUDA
+        major's floors)."""
+        return next((g for g in self.gpu_packages if name in g.names), None)
 
     # -- torch ---------------------------------------------------------------------
 
@@ -243,6 +266,8 @@ def load() -> Knowledge:
             min_driver=m["min_driver"],
             source=m["source"],
             confirmed=bool(m.get("confirmed", True)),
+            min_compute_capability=m.get("min_compute_capability"),
+            cc_source=str(m.get("cc_source", "")),
         )
         for m in cuda["major"]
     }
@@ -284,7 +309,20 @@ def load() -> Knowledge:
         source=fc["source"],
         confirmed=bool(fc.get("confirmed", True)),
     )
+    gpu_packages = tuple(
+        GpuPackage(
+            names=_strs(g["names"]),
+            cuda_major=int(g["cuda_major"]),
+            min_driver=str(g["min_driver"]),
+            min_compute_capability=str(g["min_compute_capability"]),
+            fix=str(g.get("fix", "")),
+            source=g["source"],
+            confirmed=bool(g.get("confirmed", True)),
+        )
+        for g in pkg.get("gpu_package", ())
+    )
     return Knowledge(
+        gpu_packages=gpu_packages,
         toolkits=tuple(toolkits),
         majors=majors,
         torch=torch,
@@ -300,6 +338,7 @@ __all__ = [
     "ArchSet",
     "CompanionData",
     "ForwardCompat",
+    "GpuPackage",
     "Knowledge",
     "PlatformVariants",
     "TorchRelease",

@@ -48,13 +48,9 @@ if TYPE_CHECKING:  # imported where used: a uv.lock's audit needs neither (start
     from hpcenv.binaries import archs  # a venv's binaries
     from hpcenv.project import readers  # hand-written files
 
-#: Wheels whose version is the CUDA runtime version of the build, in order of trust.
-RUNTIME_PACKAGES = (
-    "nvidia-cuda-runtime",
-    "nvidia-cuda-runtime-cu13",
-    "nvidia-cuda-runtime-cu12",
-    "nvidia-cuda-runtime-cu11",
-)
+#: Wheels whose version is the CUDA runtime version of torch's build, in order of trust
+#: (``cuda-toolkit`` is not one here: without its ``cudart`` extra it installs no runtime).
+RUNTIME_PACKAGES = tuple(r for r in cuda_packages.RUNTIMES if r.startswith("nvidia-"))
 
 _REQ_LINE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?\s*===?\s*([^\s;\\]+)")
 _LABEL = re.compile(r"^(cpu|cu\d{3}|rocm[\d.]+|xpu)$")
@@ -75,6 +71,13 @@ class Packages:
     versions: dict[str, tuple[str, ...]]
     #: requirements only: the ``; marker`` of a pinned line, for pins that have one
     markers: dict[Node, str] = field(default_factory=dict)
+    #: requirements from uv with its ``# via`` lines: name -> the names it depends on
+    edges: dict[str, tuple[str, ...]] | None = None
+    #: a hand-written file's CUDA release for the whole environment (conda's
+    #: ``cuda-version=13.1``: ``("cuda-version", "13.1")``), judged as that CUDA
+    declared_cuda: tuple[tuple[str, str], ...] = ()
+    #: an unresolved file's exact pins the index has no wheel nor sdist of for the node
+    uninstallable: tuple[str, ...] = ()
     #: uv.lock only: the lock and the project beside it
     lock: uv_lock.Lock | None = None
     project: uv_lock.Project | None = None
@@ -121,7 +124,7 @@ class Audit:
             "selection": self.selection,
             "python": self.python,
             "python_why": self.python_why,
-            "torch": self.torch_version,
+            "torch": self.torch_version or None,
             "build": self.build,
             "cuda": self.cuda,
             "evidence": self.evidence,
@@ -172,13 +175,24 @@ def read_requirements(path: Path) -> Packages:
 def parse_requirements(text: str, source: str, kind: str = "requirements") -> Packages:
     found: dict[str, list[str]] = {}
     markers: dict[Node, str] = {}
+    via: dict[str, list[str]] = {}  # package -> what pulls it (uv's annotations)
+    current: str | None = None
     for raw in text.replace("\\\n", " ").splitlines():
+        if current is not None and (parent := _via(raw)) is not None:
+            if parent:
+                via[current].append(canonicalize_name(parent))
+            continue
         line = raw.split("#", 1)[0].strip()
         match = _REQ_LINE.match(line)
         if not match:
             continue
         name, version = match.group(1), match.group(2)
         _add(found, name, version)
+        current = canonicalize_name(name)
+        via[current] = []
+        inline = _via("#" + raw.split("#", 1)[1]) if "#" in raw else None
+        if inline:  # pip-compile's "name==1.0  # via parent"
+            via[current].append(canonicalize_name(inline))
         rest = line[match.end() :].lstrip()
         if rest.startswith(";"):
             marker = _OPTION.split(rest[1:], 1)[0].strip()
@@ -192,7 +206,36 @@ def parse_requirements(text: str, source: str, kind: str = "requirements") -> Pa
                     "regenerate the file with 'uv pip compile'"
                 ) from exc
             markers[(canonicalize_name(name), version)] = marker
-    return Packages(source=source, kind=kind, versions=_freeze(found), markers=markers)
+    edges = _edges(via) if any(via.values()) else None
+    return Packages(source=source, kind=kind, versions=_freeze(found), markers=markers, edges=edges)
+
+
+_VIA = re.compile(r"^\s*#\s*(?:via\s*)?([A-Za-z0-9][A-Za-z0-9._-]*)?\s*(?:\[.*\])?\s*$")
+
+
+def _via(raw: str) -> str | None:
+    """A ``# via jax`` / ``#   jax`` annotation line of ``uv pip compile``: the package
+    named ("" for ``# via`` itself, or ``-r requirements.in``), None for any other line."""
+    stripped = raw.strip()
+    if not stripped.startswith("#"):
+        return None
+    body = stripped[1:].strip()
+    if body == "via" or body.startswith(("via -", "-r ", "-c ")):
+        return ""
+    m = _VIA.match(stripped)
+    if m is None or not (body.startswith("via ") or raw.startswith((" ", "\t"))):
+        return None
+    return m.group(1) or ""
+
+
+def _edges(via: dict[str, list[str]]) -> dict[str, tuple[str, ...]]:
+    """``{parent: (dependency, ...)}`` from ``{package: [parent, ...]}``."""
+    edges: dict[str, list[str]] = {}
+    for child, parents in via.items():
+        edges.setdefault(child, [])
+        for parent in parents:
+            edges.setdefault(parent, []).append(child)
+    return {k: tuple(v) for k, v in edges.items()}
 
 
 def read_venv(path: Path, inside: Path | None = None) -> Packages:
@@ -310,9 +353,9 @@ def resolve_for(
     allow_build: bool = False,
 ) -> Packages:
     """The pins a hand-written file (``pkgs.request``) installs on the node in ``facts``:
-    resolved with uv for its arch, glibc and Python (``project_resolve``, cached). When an
-    index it names cannot be reached, its exact pins are judged as written, with a
-    warning."""
+    resolved with uv for its arch, glibc and Python (``project_resolve``, cached). When it
+    cannot be resolved here (an index unreachable, a package that cannot be built), every
+    exact pin is judged as written, torch pinned or not, with a warning."""
     from hpcenv.project import compile as project_resolve
     from hpcenv.project import readers, torch_wish
 
@@ -351,8 +394,9 @@ def resolve_for(
     try:
         resolution = project_resolve.resolve(request, target, allow_build=allow_build)
     except CommandFailed as exc:
+        # every exact pin judged as written, torch pinned or not (issue 46)
         pins = [_release_pin(r) for r in request.requirements if _REQ_LINE.match(r)]
-        if not any(canonicalize_name(r.split("=", 1)[0]) == "torch" for r in pins):
+        if not pins and not request.cuda_constraints:
             raise
         found = _with_variant(parse_requirements("\n".join(pins), pkgs.source, pkgs.kind), request)
         found = _pypi_build(found, arch) if not request.variant and not request.index_url else found
@@ -360,6 +404,8 @@ def resolve_for(
         left = f"; not judged (no pin): {', '.join(unjudged)}" if unjudged else ""
         return replace(
             found,
+            uninstallable=_without_wheels(pins, target, request.index_url),
+            declared_cuda=request.cuda_constraints,
             resolved=f"not resolved for {target.describe()}: its exact pins judged as written, "
             f"its CUDA packages by name{left}",
             python=py,
@@ -374,6 +420,7 @@ def resolve_for(
     kind = _KIND_WORDS.get(pkgs.kind, pkgs.kind)
     return replace(
         found,
+        declared_cuda=request.cuda_constraints,
         resolved=f"resolved from a hand-written {kind} for {target.describe()}{how}: "
         f"{what}, {len(found.versions)} packages",
         python=py,
@@ -381,6 +428,38 @@ def resolve_for(
         notes=(*notes, *found.notes),
         warnings=warnings,
     )
+
+
+def _without_wheels(pins: list[str], target: Any, index: str | None) -> tuple[str, ...]:
+    """The exact pins of an unresolved file that cannot install on ``target``: the index
+    (PyPI unless the file names one) lists wheels of that release for other platforms
+    only, and no sdist (``triton==2.2.0`` on aarch64). Nothing is said once the index
+    cannot be read (why the file was not resolved, often)."""
+    from hpcenv.binaries import wheel_code
+    from hpcenv.models import wheel_fit
+
+    out: list[str] = []
+    for pin in pins:
+        name, _, version = pin.partition("==")
+        name, version = canonicalize_name(name.split("[", 1)[0].strip()), version.strip()
+        if name == "torch" or not version or ";" in version:
+            continue  # torch: judged against hpcenv's data (torch_fit)
+        try:
+            files = wheel_code.release_files(
+                name, version, index=index or "https://pypi.org/simple", timeout=10
+            )
+        except BadInput:
+            break
+        wheels = [f for f in files if f.endswith(".whl")]
+        if not wheels or len(wheels) < len(files):
+            continue  # no such release here, or an sdist uv may build
+        if not any(wheel_fit.wheel_fits(w, python=target.python, arch=target.arch,
+                                        glibc=target.glibc) for w in wheels):  # fmt: skip
+            plats = sorted({w.removesuffix(".whl").rsplit("-", 1)[-1] for w in wheels})
+            out.append(f"{name} {version} has no wheel for {target.describe()} (its "
+                       f"{len(wheels)} wheels are for {', '.join(plats)}) and no sdist: it "
+                       "cannot be installed on this node")  # fmt: skip
+    return tuple(out)
 
 
 def _held_to_variant(request: readers.Request, arch: str) -> readers.Request:
@@ -594,6 +673,9 @@ class Found:
     warnings: tuple[str, ...] = ()
     #: every package installed on the node (name -> versions): the CUDA packages are judged
     installed: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    #: who depends on whom among them (name -> names; None: not known, a venv or a file
+    #: without uv's ``# via`` lines): each CUDA runtime wheel is attributed by it
+    edges: dict[str, tuple[str, ...]] | None = None
 
     def astuple(self) -> tuple[str, str, str | None, str]:
         return self.version, self.build, self.cuda, self.evidence
@@ -639,6 +721,10 @@ def examine(
     except _MarkerError as exc:
         raise BadInput(f"{pkgs.source}: {exc}; regenerate it with uv") from exc
     torches = versions.get("torch", ())
+    if not torches and (
+        cuda_packages.gpu_stack(versions) or pkgs.declared_cuda or pkgs.uninstallable
+    ):
+        return _no_torch(versions, pkgs.edges)
     if not torches:
         what = "requirements file" if pkgs.kind == "requirements" else pkgs.kind
         hint = ""
@@ -655,7 +741,23 @@ def examine(
             f"{pkgs.source}: several torch versions{on} ({', '.join(torches)}); a "
             f"{pkgs.kind} installs one: regenerate it for this node's platform"
         )
-    return replace(_torch_build(pkgs, versions, torches[0], arch), installed=versions)
+    found = _torch_build(pkgs, versions, torches[0], arch)
+    return replace(found, installed=versions, edges=pkgs.edges)
+
+
+def _no_torch(
+    versions: dict[str, tuple[str, ...]], edges: dict[str, tuple[str, ...]] | None, **common: Any
+) -> Found:
+    """A set with GPU packages and no torch (JAX, CuPy ...): judged by its packages alone."""
+    return Found(
+        version="",
+        build="none",
+        cuda=None,
+        evidence="installs no torch",
+        installed=versions,
+        edges=edges,
+        **common,
+    )
 
 
 def _bundled(version: str, arch: str | None) -> Found | None:
@@ -683,7 +785,10 @@ def _torch_build(
     found = _by_label(pkgs.source, version)
     if found is not None:
         return found
+    pulled = _pulled_by_torch(pkgs.edges)
     for name in RUNTIME_PACKAGES:
+        if pulled is not None and name not in pulled:
+            continue  # another package's runtime (jax-cuda13-plugin's), not torch's
         for rt in versions.get(name, ()):
             if cuda := _cuda_from_runtime(rt):
                 build = "cu" + cuda.replace(".", "")
@@ -701,6 +806,20 @@ def _torch_build(
         cuda=None,
         evidence="pulls no nvidia-cuda-runtime wheel (a CPU build)",
     )
+
+
+def _pulled_by_torch(edges: dict[str, tuple[str, ...]] | None) -> set[str] | None:
+    """What torch pulls, by uv's ``# via`` lines (None: not known)."""
+    if edges is None:
+        return None
+    seen: set[str] = set()
+    todo = ["torch"]
+    while todo:
+        name = todo.pop()
+        if name not in seen:
+            seen.add(name)
+            todo += edges.get(name, ())
+    return seen
 
 
 def _by_label(source: str, version: str) -> Found | None:
@@ -740,6 +859,15 @@ def _examine_lock(
     resolved = uv_lock.resolve(lock, project, env, selection)
     where = f"{resolved.describe()}, Python {py.version} on {arch}"
     torch = resolved.packages.get("torch")
+    installed: dict[str, tuple[str, ...]] = {
+        n: (p.version,) for n, p in resolved.packages.items() if p.version
+    }
+    edges = {a[0]: tuple(d[0] for d in deps) for a, deps in resolved.edges.items()}
+    if (torch is None or torch.version is None) and cuda_packages.gpu_stack(installed):
+        return _no_torch(
+            installed, edges, selection=where, python=py.version, python_why=py.why,
+            warnings=tuple(warnings),
+        )  # fmt: skip
     if torch is None or torch.version is None:
         raise BadInput(
             f"{pkgs.source}: the lock installs no torch on {arch} with {where}"
@@ -768,12 +896,12 @@ def _examine_lock(
             f"with a wheel for glibc {glibc} (an older manylinux tag), or run on a node or "
             "in a container with a newer glibc"
         )
-    installed = {n: (p.version,) for n, p in resolved.packages.items() if p.version}
     common: dict[str, Any] = {
         "selection": where,
         "python": py.version,
         "python_why": py.why,
         "installed": installed,
+        "edges": edges,
     }
     found = _by_label(pkgs.source, torch.version)
     if found is not None:
@@ -842,17 +970,20 @@ def audit(
     python: str | None = None,
     node: str = "the node",
     allow_build: bool = False,
+    gpu_code: bool = False,
 ) -> Audit:
     """Which torch build ``path`` holds and whether the node in ``facts`` (described by
     ``node``) can run it. ``selection`` picks a uv.lock's extras and groups; ``python``
     overrides the Python the markers are evaluated for. A project's code never runs
-    unless ``allow_build`` (then in a copy of it: ``project_resolve``)."""
+    unless ``allow_build`` (then in a copy of it: ``project_resolve``). ``gpu_code``: each
+    GPU package's wheel for the node is read by ranges (``binaries/wheel_code``)."""
     pkgs = read(path)
     # packaging's answers for this lock, kept for its next audit (utils/answers)
     with answers.kept(pkgs.lock.digest if pkgs.lock else None):
         return _audit_of(
-            pkgs, facts, selection=selection, python=python, node=node, allow_build=allow_build
-        )
+            pkgs, facts, selection=selection, python=python, node=node,
+            allow_build=allow_build, gpu_code=gpu_code,
+        )  # fmt: skip
 
 
 def _audit_of(
@@ -863,6 +994,7 @@ def _audit_of(
     python: str | None,
     node: str,
     allow_build: bool,
+    gpu_code: bool = False,
 ) -> Audit:
     """:func:`audit` of what was read."""
     # read: the install set (a hand-written file resolved for the node first), its CUDA
@@ -892,7 +1024,11 @@ def _audit_of(
             python_where="--python" if python else f"--python X.Y, or the Python of {node}",
             runs=torch_wish.runs_on(facts),
         )
-    verdicts = _cuda_verdicts(found, facts)
+    verdicts = _cuda_verdicts(found, facts, _declared(pkgs, found))
+    if gpu_code:
+        verdicts = (*verdicts, *_code_verdicts(pkgs, found, facts, verdicts))
+    if not found.version:  # no torch: the set's GPU packages are the whole verdict
+        return _stack_audit(pkgs, found, facts, verdicts, python=python, node=node)
     unpaired = _unpaired(found, facts)
     kernels = None
     if pkgs.kind == "venv" and facts.nvidia is not None and facts.gpus and found.cuda:
@@ -902,6 +1038,7 @@ def _audit_of(
     # decide, then word
     verdict = _judge(found, facts, kernels)
     bad = [v.line() for v in verdicts if not v.ok] + [m.why for m in unpaired]
+    bad += pkgs.uninstallable
     message, ok = verdict.message, verdict.ok
     if bad:
         message, ok = f"{message}; {'but ' if ok else ''}{'; '.join(bad)}", False
@@ -912,6 +1049,7 @@ def _audit_of(
     return Audit(
         packages=(
             *(v.line() for v in verdicts),
+            *pkgs.uninstallable,
             *(f"{m.name} {m.version}: {m.why} ({m.source})" for m in unpaired),
         ),
         source=pkgs.source,
@@ -933,8 +1071,23 @@ def _audit_of(
     )
 
 
-def _cuda_verdicts(found: Found, facts: Facts) -> tuple[cuda_packages.Verdict, ...]:
-    """Every CUDA package of the install set but torch, judged for the node."""
+def _declared(pkgs: Packages, found: Found) -> tuple[tuple[str, str], ...]:
+    """The file's CUDA constraints to judge: beside torch, not those that chose torch's
+    build (conda's ``cudatoolkit=11.3``: torch's own verdict is that CUDA's)."""
+    if not found.version or not pkgs.declared_cuda:
+        return pkgs.declared_cuda
+    from hpcenv.project import readers
+
+    return tuple(
+        (n, r) for n, r in pkgs.declared_cuda if readers.conda_variant(n, f"=={r}", n) is None
+    )
+
+
+def _cuda_verdicts(
+    found: Found, facts: Facts, declared: tuple[tuple[str, str], ...] = ()
+) -> tuple[cuda_packages.Verdict, ...]:
+    """Every GPU package of the install set but torch, judged for the node, each CUDA
+    runtime wheel attributed to the package that pulls it (``found.edges``)."""
     nv = facts.nvidia
     return cuda_packages.judge(
         {n: v for n, v in found.installed.items() if n != "torch"},
@@ -942,9 +1095,96 @@ def _cuda_verdicts(found: Found, facts: Facts) -> tuple[cuda_packages.Verdict, .
             caps=tuple(g.compute_capability for g in facts.gpus if g.compute_capability),
             driver_cuda=nv.cuda_driver_version if nv else None,
             torch_cuda=found.cuda,
-            torch_version=found.version,
+            torch_version=found.version or None,
             arch=facts.arch,
+            driver=nv.driver_version if nv else None,
+            gpu_names=tuple(g.name for g in facts.gpus),
         ),
+        edges=found.edges,
+        declared=declared,
+    )
+
+
+def _code_verdicts(
+    pkgs: Packages, found: Found, facts: Facts, verdicts: tuple[cuda_packages.Verdict, ...]
+) -> tuple[cuda_packages.Verdict, ...]:
+    """``--gpu-code``: the wheel each judged GPU package installs on the node, its GPU code
+    read by ranges (``binaries/wheel_code``, cached by sha256); a GPU none of a library's
+    code runs on is named with what the library carries."""
+    caps = sorted({g.compute_capability for g in facts.gpus if g.compute_capability},
+                  key=knowledge.cap_key)  # fmt: skip
+    if not caps:
+        return ()
+    from hpcenv.binaries import wheel_code
+
+    arch = facts.arch or os.uname().machine
+    py = _minor(found.python or facts.python) or f"{sys.version_info[0]}.{sys.version_info[1]}"
+    out: list[cuda_packages.Verdict] = []
+    for name in dict.fromkeys(v.name for v in verdicts if v.name in found.installed):
+        version = found.installed[name][0]
+        hit = wheel_code.wheel_for(name, version, index=_index_of(pkgs, name), arch=arch,
+                                   python=py, glibc=facts.glibc)  # fmt: skip
+        code = wheel_code.read_cached(hit[0], sha256=hit[1]) if hit else None
+        if code is None or not code.libraries:
+            continue
+        bad = {c: libs for c in caps if (libs := code.missing(c, ptx_jit=True))}
+        if not bad:
+            why = f"its wheel {code.wheel} carries code for {', '.join(caps)}"
+            out.append(cuda_packages.Verdict(name=name, version=version, ok=True, why=why))
+            continue
+        lib = next(iter(bad.values()))[0]
+        sms = ", ".join(f"sm_{c.replace('.', '')}" for c in bad)
+        why = (f"its wheel {code.wheel} carries no code for {sms} ({lib.member}: SASS "
+               f"{' '.join(lib.sass) or 'none'}, PTX {' '.join(lib.ptx) or 'none'})")  # fmt: skip
+        out.append(cuda_packages.Verdict(name=name, version=version, ok=False, why=why))
+    return tuple(out)
+
+
+def _index_of(pkgs: Packages, name: str) -> str:
+    """The index a package comes from: its lock's registry, else PyPI."""
+    for pkg in pkgs.lock.by_name(name) if pkgs.lock else ():
+        kind, _, where = pkg.source.partition("=")
+        if kind == "registry" and where.startswith(("http://", "https://")):
+            return where
+    return "https://pypi.org/simple"
+
+
+def _stack_audit(
+    pkgs: Packages,
+    found: Found,
+    facts: Facts,
+    verdicts: tuple[cuda_packages.Verdict, ...],
+    *,
+    python: str | None,
+    node: str,
+) -> Audit:
+    """The audit of a set without torch (JAX, CuPy ...): its GPU packages' verdicts."""
+    bad = [v.line() for v in verdicts if not v.ok] + list(pkgs.uninstallable)
+    head = f"{found.selection}: no torch" if found.selection else "no torch"
+    if not facts.gpus:
+        message = f"{head}; this node has no NVIDIA GPU, so its GPU packages run on CPU only"
+    elif bad:
+        message = f"{head}; {'; '.join(bad)} ({describe_gpus(facts.gpus)})"
+    else:
+        judged = ", ".join(f"{v.name} {v.version}" for v in verdicts)
+        message = f"{head}; its GPU packages run here ({judged}; {describe_gpus(facts.gpus)})"
+    return Audit(
+        packages=(*(v.line() for v in verdicts), *pkgs.uninstallable),
+        source=pkgs.source,
+        kind=pkgs.kind,
+        torch_version="",
+        build="none",
+        cuda=None,
+        evidence=found.evidence,
+        ok=not bad,
+        message=message,
+        warnings=(*pkgs.warnings, *found.warnings),
+        resolved=pkgs.resolved,
+        notes=pkgs.notes,
+        selection=found.selection,
+        python=found.python or pkgs.python or python or facts.python,
+        python_why=found.python_why or pkgs.python_why,
+        node=node,
     )
 
 

@@ -27,7 +27,7 @@ from hpcenv.utils import fsio, paths
 from hpcenv.utils.errors import BadInput, CommandFailed
 
 #: Bumped when the compile arguments change (old cache entries are then never read).
-_CACHE_VERSION = "1"
+_CACHE_VERSION = "2"  # 2: with uv's "# via" lines (who pulls each package)
 #: A resolution older than this is made again: an unpinned line's newest release changes
 #: as indexes publish.
 MAX_AGE_S = 24 * 3600

@@ -63,7 +63,7 @@ from hpcenv.models.facts import Facts
 from hpcenv.models.plan import Plan
 from hpcenv.project import compile as project_resolve
 from hpcenv.project import copy_tree, handwritten, readers, torch_wish, uv_lock
-from hpcenv.project.audit import marker_environment
+from hpcenv.project.audit import Packages, marker_environment
 from hpcenv.project.request import ProjectRequest, lock_path, python_for
 from hpcenv.project.torch_wish import TORCH_FAMILY
 from hpcenv.tools import uv
@@ -233,6 +233,8 @@ def project_set(
     if not request.locked:
         return handwritten_set(request, plan, facts)
     locked = _read_locked(request, plan, facts)
+    if not locked.torch_version:
+        return _without_torch(request, locked, plan, facts, log=log)
     directory, resolved, base = request.directory, locked.resolved, locked.base
     check_torch_fit(base, locked.python, plan, facts)
     out = _Decisions()
@@ -286,6 +288,75 @@ def project_set(
     )
 
 
+def _without_torch(
+    request: ProjectRequest, locked: _Locked, plan: Plan, facts: Facts, *, log: IO[str] | None
+) -> ProjectSet:
+    """A locked project that installs no torch (JAX, CuPy ...): its set as it is locked, no
+    torch added (the profile's only with ``--with-profile-packages``), its GPU packages
+    judged for the node as ``audit`` judges them."""
+    directory, resolved = request.directory, locked.resolved
+    text = uv.project_export(directory, selection=request.selection.uv_args(), log=log)
+    pins, local = _export_lines(text, locked.env)
+    out = _Decisions()
+    if note := readers.precedence_note(directory, lock_path(directory)):
+        out.warnings.append(note)
+    out.warnings.append(
+        f"the project installs no torch ({resolved.describe()}): it is installed as it is "
+        f"locked, without profile {plan.profile}'s torch"
+    )
+    for name, line in sorted(pins.items()):
+        out.reqs.append(line)
+        if (url := _own_index(resolved.packages.get(name))) and url not in out.indexes:
+            out.indexes.append(url)
+    if request.with_profile_packages:
+        _profile_packages(out, plan, pins)
+    versions = {n: (p.version,) for n in pins if (p := resolved.packages.get(n)) and p.version}
+    edges = {a[0]: tuple(d[0] for d in deps) for a, deps in resolved.edges.items()}
+    out.warnings += stack_warnings(versions, facts, edges=edges)
+    return ProjectSet(
+        requirements=tuple(out.reqs),
+        overrides=(),
+        indexes=tuple(out.indexes),
+        local=tuple(local),
+        python=locked.python,
+        selection=resolved.describe(),
+        torch_before="none",
+        torch_after="none",
+        variant=None,
+        changes=tuple(out.changes),
+        warnings=tuple(out.warnings),
+        complete=len(out.reqs) == len(pins),
+        plan=_no_torch_index(plan),
+        names=tuple(sorted(set(pins) | {c.name for c in out.changes if c.after})),
+    )
+
+
+def _no_torch_index(plan: Plan) -> Plan:
+    """The plan a set without torch is resolved and installed with: no PyTorch index (its
+    packages come from the indexes the project names, and the default one)."""
+    return dataclasses.replace(plan, torch=dataclasses.replace(plan.torch, index_url=None))
+
+
+def stack_warnings(
+    versions: Mapping[str, tuple[str, ...]],
+    facts: Facts,
+    *,
+    edges: Mapping[str, tuple[str, ...]] | None = None,
+) -> list[str]:
+    """The GPU packages of a set without torch that cannot run on the node
+    (``decide/cuda_packages``, each CUDA runtime attributed through ``edges``)."""
+    nv = facts.nvidia
+    node = cuda_packages.Node(
+        caps=tuple(g.compute_capability for g in facts.gpus if g.compute_capability),
+        driver_cuda=nv.cuda_driver_version if nv else None,
+        arch=facts.arch,
+        driver=nv.driver_version if nv else None,
+        gpu_names=tuple(g.name for g in facts.gpus),
+    )
+    judged = cuda_packages.judge(versions, node, edges=edges)
+    return [f"{v.line()}: it cannot run on this node" for v in judged if not v.ok]
+
+
 @dataclass(frozen=True, kw_only=True)
 class _Locked:
     """What a project's uv.lock installs on the node, and its torch."""
@@ -295,8 +366,8 @@ class _Locked:
     env: dict[str, str]
     arch: str
     resolved: uv_lock.Resolved
-    torch_version: str  # as locked, with its label
-    base: str  # its public version
+    torch_version: str  # as locked, with its label ("": the lock installs no torch)
+    base: str  # its public version ("": none)
 
 
 def _read_locked(request: ProjectRequest, plan: Plan, facts: Facts) -> _Locked:
@@ -308,11 +379,9 @@ def _read_locked(request: ProjectRequest, plan: Plan, facts: Facts) -> _Locked:
     env = marker_environment(arch, py.version)
     resolved = uv_lock.resolve(lock, project, env, request.selection)
     torch = resolved.packages.get("torch")
-    if torch is None or torch.version is None:
-        raise BadInput(
-            f"{directory}: the project does not install torch on {arch} with "
-            f"{resolved.describe()}; nothing to swap"
-        )
+    if torch is None or torch.version is None:  # JAX, CuPy ...: installed as it is locked
+        return _Locked(project=project, python=py, env=env, arch=arch, resolved=resolved,
+                       torch_version="", base="")  # fmt: skip
     try:
         base = str(Version(torch.version).public)
     except InvalidVersion as exc:
@@ -458,6 +527,8 @@ def handwritten_set(request: ProjectRequest, plan: Plan, facts: Facts) -> Projec
     hand = handwritten.request_of(request.directory, request.selection.extras, file=request.file)
     py = _python(request, plan)
     spec = torch_wish.torch_line(hand)
+    if spec is None and (pulled := _resolved_without_torch(hand, py, plan, facts)) is not None:
+        return _handwritten_without_torch(request, hand, py, plan=plan, facts=facts, pulled=pulled)
     if held := torch_wish.variant_release(hand, plan.arch or facts.arch or platform.machine()):
         version, why = held, f"the project asks for torch{spec.specifier if spec else ''}"
     else:
@@ -502,6 +573,75 @@ def handwritten_set(request: ProjectRequest, plan: Plan, facts: Facts) -> Projec
             *cuda_warnings(_hand_cuda_versions(hand), plan, facts),
         ),
         plan=plan,
+        names=tuple(sorted(names)),
+        local_requirements=hand.local_requirements,
+        dynamic=hand.dynamic,
+        local_deps=True,
+        find_links=hand.find_links,
+    )
+
+
+def _resolved_without_torch(
+    hand: readers.Request, py: uv_lock.PythonChoice, plan: Plan, facts: Facts
+) -> Packages | None:
+    """What a hand-written project that names no torch resolves to on the node (``audit``'s
+    resolution, cached), when nothing in it pulls torch: it is then installed as it is,
+    without the profile's torch. None when torch is pulled, or when it cannot be resolved
+    here (the profile's torch is then added, as before)."""
+    from hpcenv.project import audit
+
+    if hand.dynamic or hand.variant:
+        return None
+    arch = plan.arch or facts.arch or platform.machine()
+    minor = ".".join(py.version.split(".")[:2])
+    target = project_resolve.Target(arch=arch, glibc=facts.glibc, python=minor)
+    try:
+        resolution = project_resolve.resolve(hand, target)
+    except (BadInput, CommandFailed):
+        return None
+    pins = audit.parse_requirements(resolution.text, hand.source)
+    return None if "torch" in pins.versions else pins
+
+
+def _handwritten_without_torch(
+    request: ProjectRequest,
+    hand: readers.Request,
+    py: uv_lock.PythonChoice,
+    *,
+    plan: Plan,
+    facts: Facts,
+    pulled: Packages,
+) -> ProjectSet:
+    """A hand-written project whose set pulls no torch (JAX ...): its lines as they are,
+    its GPU packages judged for the node (``stack_warnings``)."""
+    lines, local, notes, _ = handwritten.project_lines(hand, request.directory, None)
+    indexes, dropped = handwritten.project_indexes(hand, None)
+    reqs = list(lines)
+    changes: list[Change] = []
+    names = {canonicalize_name(n) for n in hand.names()}
+    for req in plan.packages if request.with_profile_packages else ():
+        wanted = req_name(req)
+        if wanted is not None and wanted not in names:
+            why = f"profile {plan.profile}'s [packages] install"
+            changes.append(Change(name=wanted, before=None, after=req, why=why))
+            reqs.append(req)
+    judged = stack_warnings(pulled.versions, facts, edges=pulled.edges)
+    kind = Path(hand.source).name
+    said = (f"{kind} installs no torch on this node (nothing in it pulls one): installed as it "
+            f"is, without profile {plan.profile}'s torch")  # fmt: skip
+    return ProjectSet(
+        requirements=tuple(reqs),
+        overrides=(),
+        indexes=tuple(indexes),
+        local=tuple(local),
+        python=py,
+        selection=f"{kind} (no uv.lock: resolved for this node)",
+        torch_before="none",
+        torch_after="none",
+        variant=None,
+        changes=tuple(changes),
+        warnings=(said, *hand.warnings, *dropped, *notes, *hand.notes, *judged),
+        plan=_no_torch_index(plan),
         names=tuple(sorted(names)),
         local_requirements=hand.local_requirements,
         dynamic=hand.dynamic,

@@ -76,6 +76,9 @@ class Request:
     #: one line per project file whose requirements only its code knows (``static_meta``):
     #: resolving it runs that code (uv, in a copy), which audit and plan do only when asked
     dynamic: tuple[str, ...] = ()
+    #: conda's CUDA constraints (``cuda-version=13.1`` -> ``("cuda-version", "13.1")``):
+    #: the CUDA release the environment is built for, judged by ``decide/cuda_packages``
+    cuda_constraints: tuple[tuple[str, str], ...] = ()
 
     def digest(self) -> str:
         """sha256 of everything that decides the resolution (content of every file read)."""
@@ -703,6 +706,7 @@ class CondaNames:
     renamed: dict[str, str]
     dropped: dict[str, str]  # name or ``prefix*`` -> why
     conda_only: frozenset[str]
+    cuda_constraint: frozenset[str] = frozenset()  # cuda-version, cudatoolkit, pytorch-cuda
 
     def dropped_why(self, name: str) -> str | None:
         for key, why in self.dropped.items():
@@ -716,7 +720,8 @@ def conda_names() -> CondaNames:
     renamed = {r["conda"]: r["pypi"] for r in data.get("renamed", [])}
     dropped = {r["conda"]: r["why"] for r in data.get("dropped", [])}
     only = frozenset(r["conda"] for r in data.get("conda_only", []))
-    return CondaNames(renamed=renamed, dropped=dropped, conda_only=only)
+    cuda = frozenset(r["conda"] for r in data.get("cuda_constraint", []))
+    return CondaNames(renamed=renamed, dropped=dropped, conda_only=only, cuda_constraint=cuda)
 
 
 def parse_conda_yaml(text: str, where: str) -> dict[str, Any]:
@@ -802,6 +807,7 @@ def read_conda(path: Path, *, root: Path | None = None) -> Request:
     variant: tuple[str, str] | None = None
     dropped: list[str] = []
     only: list[str] = []
+    constraints: list[tuple[str, str]] = []
     for dep in deps:
         if isinstance(dep, dict):
             _conda_pip(dep, path, acc)
@@ -815,6 +821,11 @@ def read_conda(path: Path, *, root: Path | None = None) -> Request:
             continue
         if chosen := conda_variant(name, version, dep):
             variant = variant or chosen
+        if name in names.cuda_constraint and (release := _cuda_release(version)):
+            constraints.append((name, release))
+            if name not in names.dropped:  # cuda-version: not a piece torch brings
+                acc.note(f"{path}: {dep}: the environment's CUDA {release}, judged as such")
+                continue
         if why := names.dropped_why(name):
             dropped.append(f"{name} ({why})")
             continue
@@ -835,6 +846,10 @@ def read_conda(path: Path, *, root: Path | None = None) -> Request:
             f"{path}: conda-only packages without a PyPI twin, not installed: {', '.join(only)} "
             "(install them with the system or modules)"
         )
+        acc.note(
+            f"{path}: not judged (what they need of the node is in conda's channels, not "
+            f"read here): {', '.join(only)}"
+        )
     return Request(
         source=str(path),
         kind="environment.yml",
@@ -852,7 +867,15 @@ def read_conda(path: Path, *, root: Path | None = None) -> Request:
         root=str(acc.root),
         local_requirements=tuple(dict.fromkeys(acc.local_requirements)),
         dynamic=tuple(acc.dynamic),
+        cuda_constraints=tuple(dict.fromkeys(constraints)),
     )
+
+
+def _cuda_release(version: str) -> str | None:
+    """The CUDA release (``"13.1"``) a conda constraint's version part names: ``==13.1.*``,
+    ``>=13.0,<=13.1`` (the lowest it admits: its major is the env's); None: none named."""
+    m = re.search(r"(\d+)\.(\d+)", version)
+    return f"{int(m.group(1))}.{int(m.group(2))}" if m else None
 
 
 def _conda_pip(dep: dict[str, Any], path: Path, acc: _Acc) -> None:

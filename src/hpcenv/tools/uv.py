@@ -383,8 +383,9 @@ def compile_for(
     project's ``pyproject.toml``/``setup.py``/``setup.cfg``, whose metadata uv gets from
     the build backend) for another node; the pinned set on stdout. The indexes are the ones
     the project names; with more than one, the best version wins across them, as pip does
-    (``unsafe-best-match``)."""
-    args: list[str] = ["pip", "compile", input_file.name, "--no-header", "--no-annotate"]
+    (``unsafe-best-match``). uv's ``# via`` lines are kept: who pulls each package
+    (``decide/cuda_packages`` attributes a CUDA runtime wheel by them)."""
+    args: list[str] = ["pip", "compile", input_file.name, "--no-header"]
     args += ["--no-python-downloads", "--python-platform", python_platform]
     args += ["--python-version", python_version, "--quiet"]
     if hashes:

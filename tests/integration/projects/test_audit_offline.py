@@ -91,3 +91,49 @@ def test_hand_written_flash_attn_is_audited_like_the_compiled_form(
     assert (out["torch"], out["build"]) == ("2.1.2+cu121", "cu121")  # PyPI's x86_64 build
     assert "flash-attn 2.5.8: flash-attn 2 needs compute capability >= 8.0" in out["message"]
     assert "not resolved" in out["resolved"]
+
+
+def test_every_exact_pin_is_judged_without_torch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 46: when nothing can be resolved, exact pins are judged as written whether torch
+    is pinned or not. Before: exit 1 with uv's error, flash-attn's 8.0 never said."""
+    require("uv", uv.available(), "uv not found")
+    monkeypatch.setenv("HPCENV_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("UV_HTTP_RETRIES", "0")
+    monkeypatch.delenv("UV_FIND_LINKS", raising=False)
+    req = tmp_path / "requirements.txt"
+    req.write_text(
+        f"--index-url http://127.0.0.1:{_closed_port()}/simple\nflash-attn==2.5.6\n"
+        "numpy==1.26.4\nrich\n"
+    )
+    rc, out = _audit(req, V100, capsys)
+    assert rc == 3 and out["torch"] is None
+    assert out["packages"] == [
+        "flash-attn 2.5.6: flash-attn 2 needs compute capability >= 8.0, the GPUs are 7.0"
+    ]
+    assert "its exact pins judged as written" in out["resolved"]
+    assert "not judged (no pin): rich" in out["resolved"]
+
+
+@pytest.mark.slow
+def test_a_pin_without_a_wheel_for_the_arch_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 46: flash-attn's sdist cannot be built here (its setup.py imports torch), so the
+    file is judged as written; triton 2.2.0 has only x86_64 wheels on PyPI and no sdist, so
+    on the GH200 (aarch64) it is named as not installable. Before: exit 1 with uv's error."""
+    require("uv", uv.available(), "uv not found")
+    try:
+        socket.create_connection(("pypi.org", 443), timeout=5).close()
+    except OSError:
+        require("pypi", False, "pypi.org:443 unreachable")
+    monkeypatch.setenv("HPCENV_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("UV_FIND_LINKS", raising=False)
+    (tmp_path / "requirements.txt").write_text("flash-attn==2.5.6\ntriton==2.2.0\n")
+    rc, out = _audit(tmp_path / "requirements.txt", GH200, capsys)
+    assert rc == 3 and out["torch"] is None, out
+    (triton,) = [p for p in out["packages"] if p.startswith("triton")]
+    assert triton.startswith("triton 2.2.0 has no wheel for aarch64-manylinux_2_35, Python 3.12")
+    assert "x86_64" in triton and triton.endswith("cannot be installed on this node")
+    assert "flash-attn 2.5.6: runs here (compute capability >= 8.0)" in out["packages"]

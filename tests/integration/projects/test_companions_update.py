@@ -130,6 +130,43 @@ def test_update_pairs_each_torch_from_the_companions_metadata(
     assert standin.served.count(".whl") == before
 
 
+def test_pep_658_metadata_files_on_one_kept_connection(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 41: where the index serves ``<wheel>.metadata`` (PEP 658/714), each METADATA is
+    that one small answer, no wheel byte read; every request of the run shares one kept
+    connection (the stand-in speaks HTTP/1.1 here). Before: a range request per part of the
+    zip (its tail, the member), a connection each."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    s = StandIn(tmp_path / "standin")
+    s.keep_alive = s.metadata = True
+    s.add_pypi(torch_wheel(s.files, "2.9.1", cuda=None))
+    s.start()
+    try:
+        _serve_companions(s, monkeypatch)
+        written = companions.update_companions(s.url, out=tmp_path)
+        assert written is not None
+        pairs = read_model.build(tomllib.loads(written.path.read_text()))
+        assert pairs.pairing("2.9.1").companion("torchvision").version == "0.24.1"  # type: ignore[union-attr]
+        assert s.served.count(".whl") == 0  # no wheel read: their .metadata files
+        assert s.served.count(".whl.metadata") == 5  # the releases not yanked
+        assert len(set(s.served.clients)) == 1, s.served.clients
+    finally:
+        s.stop()
+
+
+def test_an_index_without_metadata_files_is_asked_once(
+    standin: StandIn, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """PyPI's mirror here serves no ``.metadata``: asked once per host, then the wheels'
+    METADATA members are read by range (the tail kept: two requests for a small wheel at
+    most)."""
+    _serve_companions(standin, monkeypatch)
+    companions.update_companions(standin.url, out=tmp_path)
+    assert standin.served.count(".whl.metadata") == 1
+    assert 0 < standin.served.count(".whl") <= 2 * 5
+
+
 def test_a_mirror_without_the_companions_leaves_the_file(standin: StandIn, tmp_path: Path) -> None:
     assert companions.update_companions(standin.url, out=tmp_path) is None
     assert not (tmp_path / companions.COMPANIONS_FILE).exists()

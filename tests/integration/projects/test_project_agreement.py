@@ -26,7 +26,13 @@ from hpcenv.cli import main
 from support import DATA, FACTS
 from support.buildkit import require_pypi
 
-PROJECTS = sorted(p.name for p in (DATA / "projects").iterdir() if p.is_dir())
+#: torch projects: audit and plan both answer "which torch". A JAX project's default selection
+#: installs no GPU package (its CUDA plugins are the `gpu` extra): judged in
+#: test_audit_gpu_stacks.py and builds/test_build_without_torch.py instead.
+WITHOUT_TORCH = {"jax_gpu"}
+PROJECTS = sorted(
+    p.name for p in (DATA / "projects").iterdir() if p.is_dir() and p.name not in WITHOUT_TORCH
+)
 NODES = sorted(p.stem for p in FACTS.glob("*.json"))
 
 

@@ -57,3 +57,7 @@ def test_nothing_but_what_torch_loads_is_one_process() -> None:
 
 def test_numpy_is_known_to_come_with_torch() -> None:
     assert "numpy" in import_check.with_torch()  # knowledge/packages.toml
+
+
+def test_a_set_without_torch_imports_its_names_alone() -> None:
+    assert import_check.groups(["jax", "numpy"], 64, LOADED, torch=False) == [["jax", "numpy"]]

@@ -7,10 +7,17 @@ open-instruct's uv.lock), PyPI's ``nixl-cu13``, ``nvidia-cutlass-dsl-libs-cu13``
 
 from __future__ import annotations
 
+from email.parser import HeaderParser
+from pathlib import Path
+
 import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from hpcenv.decide import cuda_packages
 from hpcenv.decide.cuda_packages import Node, cuda_major, judge
+from hpcenv.kit.coverage import covers
+from hpcenv.kit.fatbin import scan
 from hpcenv.project.install_set import other_major
 
 
@@ -106,3 +113,110 @@ def test_a_plain_vllm_is_pypis_build_for_the_torch_it_pins() -> None:
                torch_version="2.10.0+cu130", arch="aarch64")  # fmt: skip
     (plain,) = judge({"vllm": ("0.19.1",)}, arm)
     assert plain.ok and "CUDA" not in plain.why
+
+
+# The edges of jax[cuda13] 0.7.2 + torch 2.9.1 as uv resolves them from PyPI for x86_64
+# (tests/data/projects/torch_jax: uv's "# via" lines), cut to what decides the question.
+EDGES = {
+    "jax": ("jax-cuda13-plugin", "jaxlib"),
+    "jax-cuda13-plugin": ("jax-cuda13-pjrt", "nvidia-cuda-runtime", "nvidia-cublas"),
+    "nvidia-cublas": ("nvidia-cuda-nvrtc",),
+    "torch": ("nvidia-cuda-runtime-cu12", "nvidia-cublas-cu12", "triton"),
+    "cupy-cuda12x": ("fastrlock",),
+}
+SET = {
+    "jax": ("0.7.2",), "jaxlib": ("0.7.2",), "jax-cuda13-plugin": ("0.7.2",),
+    "jax-cuda13-pjrt": ("0.7.2",), "nvidia-cuda-runtime": ("13.5.37",),
+    "nvidia-cublas": ("13.10.0.20",), "nvidia-cuda-nvrtc": ("13.5.37",),
+    "nvidia-cuda-runtime-cu12": ("12.8.90",), "nvidia-cublas-cu12": ("12.8.4.1",),
+    "triton": ("3.5.1",), "cupy-cuda12x": ("13.6.0",), "fastrlock": ("0.8.3",),
+}  # fmt: skip
+V100_575 = Node(caps=("7.0",), driver_cuda="12.9", torch_cuda="12.8", torch_version="2.9.1",
+                driver="575.57.08", gpu_names=("Tesla V100-PCIE-32GB",))  # fmt: skip
+
+
+def test_each_runtime_is_attributed_to_the_package_that_pulls_it() -> None:
+    assert cuda_packages.bringers(EDGES, "nvidia-cuda-runtime") == ("jax-cuda13-plugin",)
+    assert cuda_packages.bringers(EDGES, "nvidia-cuda-nvrtc") == ("jax-cuda13-plugin",)
+    assert cuda_packages.brought(SET, EDGES) == {
+        "jax-cuda13-plugin": ("nvidia-cuda-runtime", "13.5.37"),
+        "torch": ("nvidia-cuda-runtime-cu12", "12.8.90"),
+    }
+    # without edges a runtime is its own bringer
+    assert cuda_packages.brought({"nvidia-cuda-runtime-cu12": ("12.9.79",)}, None) == {
+        "nvidia-cuda-runtime-cu12": ("nvidia-cuda-runtime-cu12", "12.9.79")
+    }
+
+
+def test_jax_cuda13_beside_torch_on_a_v100_is_jaxs_problem_not_torchs() -> None:
+    verdicts = {v.name: v for v in judge({k: v for k, v in SET.items() if k != "torch"},
+                                         V100_575, edges=EDGES)}  # fmt: skip
+    plugin = verdicts["jax-cuda13-plugin"]
+    assert not plugin.ok and "built for CUDA 13.5 (pulls nvidia-cuda-runtime 13.5.37)" in plugin.why
+    assert "needs driver >= 580.65.06" in plugin.why and ">= 7.5" in plugin.why
+    assert not verdicts["jax-cuda13-pjrt"].ok  # its name and JAX's docs: CUDA 13, 7.5
+    # torch's own wheels and JAX's nvidia-* wheels are not judged one by one
+    assert not any(n.startswith("nvidia-") for n in verdicts)
+    # a library's major is not CUDA's: cupy-cuda12x is CUDA 12 (and runs), whatever 13.6.0 says
+    assert verdicts["cupy-cuda12x"].ok and "CUDA 12" in verdicts["cupy-cuda12x"].why
+
+
+def test_minor_version_compatibility_and_the_majors_floors() -> None:
+    gh200 = Node(caps=("9.0",), driver_cuda="12.7", driver="565.57.01")
+    (rt,) = judge({"nvidia-cuda-runtime-cu12": ("12.9.79",)}, gh200)
+    assert rt.ok and "CUDA 12.9 under minor-version compatibility" in rt.why
+    old = Node(caps=("7.0",), driver_cuda="11.4", driver="470.82.01")
+    (rt,) = judge({"nvidia-cuda-runtime-cu12": ("12.9.79",)}, old)
+    assert not rt.ok and "needs driver >= 525.60.13" in rt.why
+    assert cuda_packages.gpu_stack({"jax-cuda12-pjrt": ("0.7.2",)})
+    assert not cuda_packages.gpu_stack({"jax": ("0.7.2",), "numpy": ("2.3.0",)})
+
+
+# --- real wheels' METADATA and fatbins (tests/data/wheels, ORIGIN there) ------------------
+
+WHEELS = Path(__file__).resolve().parents[2] / "data" / "wheels"
+
+
+def _meta(prefix: str) -> tuple[str, str, list[Requirement]]:
+    (path,) = WHEELS.glob(f"{prefix}*.METADATA")
+    headers = HeaderParser().parsestr(path.read_text(), headersonly=True)
+    reqs = [Requirement(r) for r in headers.get_all("Requires-Dist") or ()]
+    return canonicalize_name(headers["Name"]), headers["Version"], reqs
+
+
+def test_the_jax_plugins_own_metadata_attributes_its_runtime() -> None:
+    """``jax[cuda13]`` installs ``jax-cuda13-plugin[with-cuda]``: its real Requires-Dist
+    under that extra are the edges; the runtime is the plugin's, judged on a V100."""
+    name, version, reqs = _meta("jax_cuda13_plugin")
+    env = {"extra": "with-cuda", "sys_platform": "linux"}
+    deps = tuple(
+        canonicalize_name(r.name) for r in reqs if r.marker is None or r.marker.evaluate(env)
+    )
+    assert "nvidia-cuda-runtime" in deps and "jax-cuda13-pjrt" in deps
+    versions = {name: (version,), "nvidia-cuda-runtime": ("13.0.96",),
+                "nvidia-cudnn-cu13": ("9.13.0.50",)}  # fmt: skip
+    verdicts = {v.name: v for v in judge(versions, V100_575, edges={name: deps})}
+    assert set(verdicts) == {"jax-cuda13-plugin"}  # NVIDIA's wheels judged through it
+    assert "pulls nvidia-cuda-runtime 13.0.96" in verdicts[name].why
+    assert "needs compute capability >= 7.5" in verdicts[name].why
+
+
+def test_library_majors_are_not_cuda_majors_in_real_wheels() -> None:
+    cudnn, cudnn_v, _ = _meta("nvidia_cudnn_cu12")
+    cupy, cupy_v, _ = _meta("cupy_cuda12x")
+    assert (cudnn, cudnn_v.split(".")[0]) == ("nvidia-cudnn-cu12", "9")
+    assert (cupy, cupy_v.split(".")[0]) == ("cupy-cuda12x", "14")
+    assert cuda_major(cudnn, cudnn_v) == 12 and cuda_major(cupy, cupy_v) == 12
+    node = Node(caps=("7.0",), driver_cuda="12.9", driver="575.57.08")
+    (verdict,) = judge({cupy: (cupy_v,)}, node)
+    assert verdict.ok and "CUDA 12" in verdict.why
+
+
+def test_the_jax_plugins_fatbins_say_which_gpus_they_run_on() -> None:
+    code = {v: scan((WHEELS / f"jax_cuda{v}_plugin-0.7.2-_prng.so.nv_fatbin").read_bytes())
+            for v in ("12", "13")}  # fmt: skip
+    assert code["12"].full_sass == ["5.0", "6.0", "7.0", "8.0", "9.0", "10.0", "12.0"]
+    assert code["13"].full_sass == ["7.5", "8.0", "9.0", "10.0", "12.0"]
+    assert code["13"].full_ptx == ["12.0"]
+    assert covers("7.0", code["13"].full_sass, code["13"].full_ptx, ptx_jit=True) is None
+    assert covers("7.0", code["12"].full_sass, code["12"].full_ptx, ptx_jit=True) == "sm_70"

@@ -3,8 +3,9 @@
 Each torchvision/torchaudio wheel says which torch it was built for in its
 ``*.dist-info/METADATA`` (``Requires-Dist: torch (==2.13.0)``). ``update_companions`` reads
 that line from one wheel per release (a Linux x86_64 wheel where there is one, the smallest;
-through HTTP range requests: the zip's central directory and the METADATA member, a few
-hundred KB), cached by the wheel's sha256, and writes ``torch_companions.toml``
+the index's PEP 658 ``.metadata`` file where it serves one, else through HTTP range
+requests: the zip's central directory and the METADATA member, a few hundred KB), cached
+by the wheel's sha256, and writes ``torch_companions.toml``
 (GENERATED): one ``[[torch]]`` row per torch release on PyPI from 1.8 with its pair, every
 companion release read (``[[read]]``, the requirement as written) and the releases not read
 with the reason (``[[left_out]]``: yanked, no wheel).
@@ -82,7 +83,11 @@ MAX_METADATA = 4 * 1024 * 1024
 
 
 def read_requires(url: str, *, sha256: str | None) -> str | None:
-    """``torch_requirement`` of the remote wheel at ``url`` (its METADATA read by ranges)."""
+    """``torch_requirement`` of the remote wheel at ``url``: its METADATA from the index's
+    PEP 658 file where it serves one, else read from the wheel by ranges."""
+    served = remote.fetch_metadata(url, limit=MAX_METADATA)
+    if served is not None:
+        return torch_requirement(served.decode("utf-8", "replace"))
     with remote.open_wheel(url, sha256=sha256) as wheel:
         names = [
             n
