@@ -36,8 +36,8 @@ from hpcenv.build import fixes, torch_first
 from hpcenv.build.results import InstalledDist, ProjectInstall
 from hpcenv.models.facts import Facts
 from hpcenv.models.plan import Plan
-from hpcenv.project import copy_tree
-from hpcenv.project.install_set import ProjectSet, extra_args, project_set, resolve_set, write_input
+from hpcenv.project import copy_tree, model
+from hpcenv.project.install_set import ProjectSet, extra_args, resolve_set, write_input
 from hpcenv.project.install_set import hint as _hint
 from hpcenv.project.install_set import req_name as _req_name
 from hpcenv.project.request import ProjectRequest
@@ -100,7 +100,7 @@ def sync_and_swap(
         from hpcenv.facts.collect import collect
 
         facts = collect(network=False)
-    wanted = project_set(request, plan, facts, log=log)
+    wanted = model.on_node(request, plan, facts, log=log).install_set  # as _decide read it
     assert wanted.plan is not None
     plan = wanted.plan
     done = _install_project(request, wanted, venv, plan, facts, log=log)

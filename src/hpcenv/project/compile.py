@@ -80,11 +80,13 @@ def resolve(request: Request, target: Target, *, allow_build: bool = False) -> R
 
 def _compile(request: Request, target: Target, work: Path) -> str:
     constraints = None
+    extras: tuple[str, ...] = ()  # read as data into the lines, unless the backend runs
     if request.dynamic and request.project_file:  # allowed: its backend runs in a copy
         project = Path(request.project_file)
         copy = work / "project"
         copy_tree.copy_project(project.parent, copy)
         input_file = copy / project.name
+        extras = request.extras
     else:
         input_file = work / "requirements.in"
         lines = [*request.requirements, *request.local_requirements]
@@ -102,7 +104,7 @@ def _compile(request: Request, target: Target, work: Path) -> str:
             index_url=request.index_url,
             extra_index_urls=request.extra_index_urls,
             find_links=request.find_links,
-            extras=request.extras,
+            extras=extras,
             constraints=constraints,
         )
     except CommandFailed as exc:

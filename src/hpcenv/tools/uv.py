@@ -341,6 +341,16 @@ def build_wheel(
     )
 
 
+_PYTHON_DOWNLOAD = re.compile(r"Failed to download\W+\S*/cpython-(\d+\.\d+)[.\d]*%2B")
+
+
+def python_not_downloaded(output: str) -> str | None:
+    """The Python (``3.8``) uv failed to download for a venv, from its error output (a
+    python-build-standalone archive it could not fetch); None for any other failure."""
+    m = _PYTHON_DOWNLOAD.search(output.replace("\n", " "))
+    return m.group(1) if m else None
+
+
 def error_summary(output: str) -> str:
     """uv's error line, with the first cause naming a URL or file and the root cause.
     uv wraps its messages at ``$COLUMNS`` (nox and pytest-xdist set it): an indented line

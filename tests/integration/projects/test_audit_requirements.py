@@ -303,3 +303,22 @@ def test_a_file_meant_for_a_separate_torch_install_says_how(
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no torch in this requirements file" in err
     assert f"'hpcenv build PROFILE --project {project}' installs the profile's torch" in err
+
+
+@pytest.mark.parametrize(("name", "file"), [("pyproject-extras", "pyproject.toml"),
+                                            ("vllm-range", "setup.py")])  # fmt: skip
+def test_extra_of_a_lockless_pyproject_and_a_setup_py(
+    cache: Path, capsys: pytest.CaptureFixture[str], name: str, file: str
+) -> None:
+    """Issue 40: ``audit pyproject.toml --extra fa`` (no lock) and ``audit setup.py --extra
+    vllm`` exited 2 with uv's "Requesting extras requires a pyproject.toml ..." (the extra
+    was passed to ``uv pip compile`` of a requirements.in; it is read as data instead)."""
+    require_pypi()
+    extra = {"pyproject-extras": "fa", "vllm-range": "vllm"}[name]
+    main(["audit", str(PROJECTS / name / file), "--extra", extra, "--facts", V100_FILE, "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert "Requesting extras" not in json.dumps(out)
+    judged = " ".join(out["packages"])
+    assert {"pyproject-extras": "flash-attn 2.7.4.post1", "vllm-range": "vllm 0.11.0"}[
+        name
+    ] in judged
