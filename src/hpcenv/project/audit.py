@@ -112,6 +112,9 @@ class Audit:
     resolved: str | None = None  # a hand-written file: what it was resolved to
     notes: tuple[str, ...] = ()  # what reading a hand-written file ignored or dropped
     packages: tuple[str, ...] = ()  # CUDA packages judged besides torch, with verdicts
+    #: the torch build the node gets for this file (``2.14.1+cu126``): the one found when it
+    #: runs, else the fix's (the newest of the file's torch range with a build that runs)
+    node_torch: str | None = None
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -132,6 +135,7 @@ class Audit:
             "resolved": self.resolved,
             "notes": list(self.notes),
             "packages": list(self.packages),
+            "node_torch": self.node_torch,
         }
 
 
@@ -896,7 +900,8 @@ def _audit_of(
     if bad:
         message, ok = f"{message}; {'but ' if ok else ''}{'; '.join(bad)}", False
     advice: list[str] = []  # resolve's warnings about the fix it offers
-    fix = _better(facts, pkgs, found, advice) if verdict.wants_fix else None
+    better = _better(facts, pkgs, found, advice) if verdict.wants_fix else None
+    fix, node_torch = better if better else (None, found.version if verdict.ok else None)
     if unpaired:  # the pair of the torch found
         fix = "; ".join([*([fix] if fix else []), *(m.fix for m in unpaired)])
     return Audit(
@@ -920,7 +925,15 @@ def _audit_of(
         python=found.python or pkgs.python or facts.python,
         python_why=found.python_why or pkgs.python_why,
         node=node,
+        node_torch=_labelled(node_torch, found.build),
     )
+
+
+def _labelled(version: str | None, build: str) -> str | None:
+    """``2.9.1`` of a ``cu128`` build -> ``2.9.1+cu128`` (a labelled version as it is)."""
+    if version is None or "+" in version or not build:
+        return version
+    return f"{version}+{build}"
 
 
 def _cuda_verdicts(found: Found, facts: Facts) -> tuple[cuda_packages.Verdict, ...]:
@@ -1020,9 +1033,12 @@ def _judge(found: Found, facts: Facts, kernels: archs.KernelCheck | None) -> _Ve
     )
 
 
-def _better(facts: Facts, pkgs: Packages, found: Found, advice: list[str]) -> str | None:
-    """resolve's answer: the same release's build that runs here, else the newest release
-    that has one (said with its version); resolve's warnings about it go to ``advice``."""
+def _better(
+    facts: Facts, pkgs: Packages, found: Found, advice: list[str]
+) -> tuple[str, str] | None:
+    """(the fix, the torch build it names): resolve's answer, the same release's build that
+    runs here, else the newest release of the file's torch range (any, for a lock or a
+    venv) that has one (said with its version); resolve's warnings go to ``advice``."""
     from hpcenv.project import torch_wish  # here: a lock that runs does not import it
 
     public = str(Version(found.version).public)
@@ -1033,7 +1049,9 @@ def _better(facts: Facts, pkgs: Packages, found: Found, advice: list[str]) -> st
         how = f"'hpcenv resolve --torch =={public}' gives its install line"
     else:  # a hand-written file: the build installs the node's build of the release it pins
         how = f"'hpcenv build PROFILE --project {pkgs.source}' installs the project with it"
-    for spec in (f"=={public}", ">=0"):
+    line = torch_wish.torch_line(pkgs.request) if pkgs.request is not None else None
+    wanted = str(line.specifier) if line is not None and line.specifier else ">=0"
+    for spec in (f"=={public}", wanted):
         try:
             choice = torch_wish.choice_for(facts, spec)
         except BadInput:
@@ -1041,13 +1059,14 @@ def _better(facts: Facts, pkgs: Packages, found: Found, advice: list[str]) -> st
         if choice.backend is None or (choice.backend == found.build and choice.version == public):
             continue
         advice.extend(w for w in choice.warnings if w not in advice)
+        gets = f"{choice.version}+{choice.backend}"
         if choice.version == public:
-            return f"use the {choice.backend} build from {choice.index_url} ({how})"
+            return f"use the {choice.backend} build from {choice.index_url} ({how})", gets
         return (
             f"no build of torch {public} runs here; use torch {choice.version} (its "
             f"{choice.backend} build from {choice.index_url} runs here; "
             f"'hpcenv resolve --torch =={choice.version}' gives its install line)"
-        )
+        ), gets
     return None
 
 

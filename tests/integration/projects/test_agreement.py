@@ -1,0 +1,106 @@
+"""One answer for a project on a node, whichever command asks (issue 40).
+
+Every project under tests/data/projects (real public projects, origins in their ORIGIN;
+and the kinds issue 40 names, of hpcenv's own making: conda with ``python=`` and
+``pytorch-cuda``, setup.py and lockless pyproject extras, requirements with ``-r``/``-c``,
+a vLLM range, flash-attn pins) on the recorded V100 node (driver 575), asked of:
+
+- ``audit`` (``project/audit.py``: what the file installs, resolved with real uv against
+  PyPI, and the torch build the node gets for it, ``node_torch``);
+- ``plan --project`` and ``lock --project`` (``model.on_node``: their set);
+- ``build --project``'s decision before any venv or uv (``builder._decide``).
+
+They must give the same Python, torch release and variant (the variant's CUDA major where
+audit judges PyPI's build of a release that runs: the model installs the node's newest
+variant of that release, the same CUDA stack), and the same GPU-package verdicts, field
+by field. The profile asks for any torch (``>=1.0``), as ``audit`` does, which has none.
+
+Before this test (main at 4399f20): ``build --project`` of conda-py38 stopped on torch
+2.11.0 (exit 3) where plan said 2.0.1+cu117; the vLLM range was "vllm (unpinned)" in the
+plan, vllm 0.11.0 in audit; audit's fix for a range was the newest torch of all.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from packaging.version import Version
+
+from hpcenv import knowledge
+from hpcenv.decide.plan import make_plan
+from hpcenv.facts import collect
+from hpcenv.profile import schema as profile
+from hpcenv.project import audit as project_audit
+from hpcenv.project import uv_lock as uvlock
+from hpcenv.project.request import ProjectRequest
+from support import DATA, FACTS, REPO
+from support.buildkit import require_pypi
+
+PROJECTS = DATA / "projects"
+V100 = collect.load(FACTS / "v100-supercloud.json")
+#: the extras each project is asked with (the rest: its defaults)
+EXTRAS = {"setup-extras": ("fa",), "pyproject-extras": ("fa",), "vllm-range": ("vllm",)}
+ALL = sorted(p.name for p in PROJECTS.iterdir() if p.is_dir())
+
+
+def test_there_are_at_least_15_kinds() -> None:
+    assert len(ALL) >= 15, ALL
+
+
+@pytest.fixture(scope="module")
+def any_torch(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The V100 cluster's profile, asking for any torch (as audit, which has no profile)."""
+    text = (REPO / "envs" / "supercloud.toml").read_text()
+    path = tmp_path_factory.mktemp("profile") / "anytorch.toml"
+    path.write_text(text.replace('version = "==2.11.0"', 'version = ">=1.0"'))
+    return path
+
+
+def _cuda_major(variant: str | None) -> str | None:
+    cuda = knowledge.variant_cuda(variant) if variant else None
+    return cuda.split(".")[0] if cuda else variant
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_audit_plan_lock_and_build_agree(
+    name: str, any_torch: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    require_pypi()
+    from hpcenv.build import builder
+    from hpcenv.project import model
+
+    monkeypatch.setenv("HPCENV_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("UV_HTTP_RETRIES", "0")  # an unreachable PyTorch index: said at once
+    directory = tmp_path / name
+    shutil.copytree(PROJECTS / name, directory)
+    selection = uvlock.Selection(extras=EXTRAS.get(name, ()))
+    plan = make_plan(profile.load(str(any_torch)), V100, environ={})
+    request = ProjectRequest(directory=directory, selection=selection)
+
+    audited = project_audit.audit(directory, V100, selection=selection)
+    on_node = model.on_node(request, plan, V100)  # plan --project and lock --project
+    decided = builder._decide(plan, V100, name="agree", project=request)  # build, before uv
+
+    # the Python
+    assert audited.python == on_node.python.version == decided.python, name
+    # the torch release and variant
+    assert audited.node_torch is not None, audited.message
+    gets = Version(audited.node_torch)
+    assert str(gets.public) == on_node.torch.release, (name, audited.node_torch, on_node.torch)
+    if gets.local != on_node.torch.variant:  # audit's PyPI build that runs, the same stack
+        assert audited.ok or audited.fix is None or "runs here" in audited.message, name
+        assert _cuda_major(gets.local) == _cuda_major(on_node.torch.variant), name
+    # the GPU packages: every one audit judges that cannot run, the model judges alike
+    failing = {line.split(" ", 1)[0] for line in audited.packages if "runs here" not in line}
+    failing -= {"torchvision", "torchaudio"}  # companions: the model installs torch's pair
+    assert failing == {v.name for v in on_node.verdicts if not v.ok}, (
+        name,
+        audited.packages,
+        on_node.verdicts,
+    )
+    for v in on_node.verdicts:
+        same = [line for line in audited.packages if line.startswith(f"{v.name} ")]
+        if same and "unpinned" not in v.version:
+            assert same[0].startswith(f"{v.name} {v.version}:"), (name, same, v)
