@@ -331,6 +331,14 @@ def resolve_for(
         chosen = python_for(request, offered, "the node")
     py = _minor(chosen.version) or chosen.version
     request = _held_to_variant(request, arch)
+    from hpcenv.project import ranges  # a GPU package's range: what plan picks, said alike
+
+    ranged = ranges.pick(request, facts, arch=arch, python=py, torch=None)
+    request = replace(
+        request,
+        constraints=(*request.constraints, *ranged.constraints),
+        notes=(*request.notes, *ranged.notes),
+    )
     target = project_resolve.Target(arch=arch, glibc=facts.glibc, python=py)
     pinned = _pinned_torch(request.requirements)
     if pinned:  # before uv: exit 3 naming the fix, not uv's resolver error

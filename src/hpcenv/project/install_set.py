@@ -62,7 +62,7 @@ from hpcenv.decide import cuda_packages, torch_fit
 from hpcenv.models.facts import Facts
 from hpcenv.models.plan import Plan
 from hpcenv.project import compile as project_resolve
-from hpcenv.project import copy_tree, handwritten, readers, torch_wish, uv_lock
+from hpcenv.project import copy_tree, handwritten, ranges, readers, torch_wish, uv_lock
 from hpcenv.project.audit import marker_environment
 from hpcenv.project.request import ProjectRequest, lock_path, python_for
 from hpcenv.project.torch_wish import TORCH_FAMILY
@@ -441,143 +441,6 @@ def _plain_build_major(name: str, version: str, torch: str, arch: str) -> tuple[
     return cuda_packages.implied_major(name, version, node, knowledge.load())
 
 
-@dataclass(frozen=True, kw_only=True)
-class _Ranged:
-    """A hand-written file's CUDA packages given as a range, resolved for the node."""
-
-    versions: dict[str, str] = field(default_factory=dict)  # name -> the release picked
-    torch: str | None = None  # the torch release that resolution holds
-    why: str = ""
-    notes: tuple[str, ...] = ()
-
-
-#: How many older releases of a range are tried when the newest cannot run on the node.
-_OLDER_TRIES = 3
-
-
-def _ranged(
-    hand: readers.Request, plan: Plan, facts: Facts, py: uv_lock.PythonChoice, torch: str
-) -> _Ranged:
-    """A range of a CUDA package (``vllm>=0.8.5,<=0.12.0``) is judged by the release the
-    resolver picks for the node, never as "unpinned": the file resolved with uv for the
-    node's platform and the project's Python (``project/compile``, the resolution ``audit``
-    makes and caches), with the torch chosen so far when the range admits one that works
-    with it. Where the release picked cannot run on the node, the newest older one of the
-    range that can is picked, and said. An unreachable index or code that computes the
-    requirements leaves the range judged by name, with a note."""
-    ranges = {name: req for name, req in _cuda_lines(hand) if _is_range(req)}
-    if not ranges:
-        return _Ranged()
-    arch = plan.arch or facts.arch or platform.machine()
-    target = project_resolve.Target(arch=arch, glibc=facts.glibc, python=_minor(py.version))
-    spec = torch_wish.torch_line(hand)
-    held = () if spec is not None and readers.exact_release(spec.specifier) else (
-        f"torch=={torch}",)  # fmt: skip
-    tried: list[str] = []
-    picked: dict[str, str] = {}
-    pinned: str | None = None
-    older: tuple[str, ...] = ()
-    for attempt in range(_OLDER_TRIES + 1):
-        found = None
-        for extra in (held, ()) if held else ((),):
-            try:
-                text = project_resolve.resolve(
-                    dataclasses.replace(hand, constraints=(*hand.constraints, *extra, *older)),
-                    target,
-                ).text
-            except BadInput:
-                held = ()  # the range does not work with the torch so far: never asked again
-                continue
-            except CommandFailed as exc:
-                why = uv.error_summary(exc.output or "") or str(exc).splitlines()[0]
-                return _Ranged(notes=(f"{_ranges_text(ranges)}: not resolved for this node "
-                                      f"({why}); judged by name",))  # fmt: skip
-            found = _pins(text)
-            break
-        if found is None:
-            break
-        picked = {n: found[n] for n in ranges if n in found}
-        pinned = found.get("torch")
-        node = _node(facts, pinned or torch, arch)
-        bad = [v for v in cuda_packages.judge({n: (v,) for n, v in picked.items()}, node)
-               if not v.ok]  # fmt: skip
-        if not bad or attempt == _OLDER_TRIES:
-            break
-        below = [b for v in bad if (b := _below_release(v))]
-        if len(below) < len(bad):  # no older release is known to do better: the newest said
-            break
-        tried += [f"{v.name} {v.version} ({v.why})" for v in bad]
-        older = (*older, *below)
-    if not picked:
-        return _Ranged(notes=(f"{_ranges_text(ranges)}: no release resolves for this node; "
-                              "judged by name",))  # fmt: skip
-    words = ", ".join(f"{n} {v} (of {ranges[n]})" for n, v in sorted(picked.items()))
-    notes = [f"{words}: the release the resolver picks for this node"]
-    if tried and not bad:
-        notes.append(f"cannot run on this node: {'; '.join(tried)}; the newest older release of "
-                     "the range that can is picked")  # fmt: skip
-    elif tried:
-        notes.append(f"cannot run on this node: {'; '.join(tried)}, nor the release below "
-                     f"them: the range's newest {len(tried) + 1} releases were tried")  # fmt: skip
-    why = f"the project's set resolved for this node ({words}) holds torch {pinned}"
-    return _Ranged(versions=picked, torch=pinned, why=why, notes=tuple(notes))
-
-
-def _below_release(verdict: cuda_packages.Verdict) -> str | None:
-    """The constraint that skips a release that cannot run, from the judge's data: below
-    the first release of its vLLM compute-capability range (``knowledge/vllm.toml``); None
-    where the data knows no older release that differs (flash-attn 2's floor is every 2.x's)."""
-    if verdict.name != "vllm" or (rng := knowledge.load().vllm_min_cc(verdict.version)) is None:
-        return None
-    return f"vllm<{rng.versions.split(',')[0].removeprefix('>=')}"
-
-
-def _cuda_lines(hand: readers.Request) -> list[tuple[str, Requirement]]:
-    out: list[tuple[str, Requirement]] = []
-    for line in hand.requirements:
-        try:
-            req = Requirement(line)
-        except InvalidRequirement:
-            continue
-        if (name := canonicalize_name(req.name)) in cuda_packages.BY_NAME:
-            out.append((name, req))
-    return out
-
-
-def _is_range(req: Requirement) -> bool:
-    return bool(req.specifier) and not any(s.operator in ("==", "===") for s in req.specifier)
-
-
-def _ranges_text(ranges: Mapping[str, Requirement]) -> str:
-    return ", ".join(str(r) for r in ranges.values())
-
-
-def _pins(text: str) -> dict[str, str]:
-    """``{name: public version}`` of ``uv pip compile``'s output."""
-    out: dict[str, str] = {}
-    for raw in text.splitlines():
-        line = raw.split(";", 1)[0].strip()
-        name, sep, version = line.partition("==")
-        if sep and name and not line.startswith(("#", "-")):
-            out[canonicalize_name(name.strip())] = version.strip()
-    return out
-
-
-def _minor(version: str) -> str:
-    return ".".join(version.split(".")[:2])
-
-
-def _node(facts: Facts, torch: str, arch: str) -> cuda_packages.Node:
-    """The node as the judge sees it beside PyPI's build of ``torch`` (the resolver's)."""
-    nv = facts.nvidia
-    return cuda_packages.Node(
-        caps=tuple(g.compute_capability for g in facts.gpus if g.compute_capability),
-        driver_cuda=nv.cuda_driver_version if nv else None,
-        torch_version=torch,
-        arch=arch,
-    )
-
-
 def handwritten_set(request: ProjectRequest, plan: Plan, facts: Facts) -> ProjectSet:
     """The set of a project without a ``uv.lock`` (``project/handwritten.py``)."""
     sel = request.selection
@@ -590,7 +453,8 @@ def handwritten_set(request: ProjectRequest, plan: Plan, facts: Facts) -> Projec
     py = _python(request, plan)
     spec = torch_wish.torch_line(hand)
     version, why = torch_wish.release_for(hand, plan, facts)
-    ranged = _ranged(hand, plan, facts, py, version)
+    arch = plan.arch or facts.arch or platform.machine()
+    ranged = ranges.pick(hand, facts, arch=arch, python=py.version, torch=version)
     if ranged.torch and ranged.torch != version and not hand.variant:
         version, why = ranged.torch, ranged.why
     check_torch_fit(version, py, plan, facts)
