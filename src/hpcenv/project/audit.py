@@ -248,7 +248,10 @@ def read(path: str | Path) -> Packages:
             f"{p}: no such file or directory (give a uv.lock, requirements file, pyproject.toml, "
             "setup.py, environment.yml or venv)"
         )
-    if p.name.endswith(".lock") or p.read_text(errors="replace").lstrip().startswith("version ="):
+    from hpcenv.project import read_once
+
+    head = read_once.content(p, "the audited file")[:4096]  # kept: read once (read_once)
+    if p.name.endswith(".lock") or head.decode(errors="replace").lstrip().startswith("version ="):
         return read_uv_lock(p)
     from hpcenv.project import readers  # here: a uv.lock's audit does not import it
 
@@ -256,7 +259,7 @@ def read(path: str | Path) -> Packages:
     if kind not in (None, "requirements"):
         request = readers.read(p, root=root)
         return Packages(source=str(p), kind=kind or "requirements", versions={}, request=request)
-    text = fsio.read_text(p, "requirements file")
+    text = read_once.text(p, "requirements file")
     if readers.is_compiled(text):
         return parse_requirements(text, str(p))
     request = readers.read_requirements(p, root=root)

@@ -237,7 +237,7 @@ def project_set(
         )
         out.warnings += list(plan.torch.warnings)
     variant = plan.torch.backend
-    text = uv.project_export(directory, selection=request.selection.uv_args(), log=log)
+    text = locked.exported  # the one ``uv export`` of this command
     pins, local = _export_lines(text, locked.env)
     if "torch" not in pins:
         raise BuildFailed(
@@ -288,6 +288,7 @@ class _Locked:
     resolved: uv_lock.Resolved
     torch_version: str  # as locked, with its label
     base: str  # its public version
+    exported: str  # ``uv export --frozen``'s text for the selection, run once
 
 
 def _read_locked(request: ProjectRequest, plan: Plan, facts: Facts) -> _Locked:
@@ -297,7 +298,8 @@ def _read_locked(request: ProjectRequest, plan: Plan, facts: Facts) -> _Locked:
     py = _python(request, plan)
     arch = plan.arch or facts.arch or platform.machine()
     env = marker_environment(arch, py.version)
-    resolved = uv_lock.resolve(lock, project, env, request.selection)
+    exported = uv_lock.export(lock, request.selection)
+    resolved = uv_lock.resolve(lock, project, env, request.selection, exported=exported)
     torch = resolved.packages.get("torch")
     if torch is None or torch.version is None:
         raise BadInput(
@@ -310,7 +312,7 @@ def _read_locked(request: ProjectRequest, plan: Plan, facts: Facts) -> _Locked:
         raise BuildFailed(f"{directory}: torch version {torch.version!r} is not a version") from exc
     return _Locked(
         project=project, python=py, env=env, arch=arch, resolved=resolved,
-        torch_version=torch.version, base=base,
+        torch_version=torch.version, base=base, exported=exported,
     )  # fmt: skip
 
 

@@ -27,7 +27,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from hpcenv.project import containment, static_meta, uv_lock
+from hpcenv.project import containment, read_once, static_meta, uv_lock
 from hpcenv.utils import fsio
 from hpcenv.utils.errors import BadInput
 
@@ -83,8 +83,8 @@ class Request:
         for f in self.files:
             h.update(f.encode() + b"\0")
             try:
-                h.update(Path(f).read_bytes())
-            except OSError:
+                h.update(read_once.content(Path(f), "a project file"))
+            except (OSError, BadInput):
                 h.update(b"<unreadable>")
         for part in (
             *self.requirements,
@@ -189,8 +189,20 @@ def is_compiled(text: str) -> bool:
 
 def read(path: Path, *, extras: tuple[str, ...] = (), root: Path | None = None) -> Request:
     """The request of one file (kind by :func:`kind_of`), read inside ``root`` (default: the
-    project around it, ``containment.root_of``): a symlink leaving it is refused."""
+    project around it, ``containment.root_of``): a symlink leaving it is refused. Read once
+    per file (``read_once``)."""
     root = root or containment.root_of(path)
+    pin = read_once.identity(path.parent / ".python-version")
+    return read_once.kept(
+        "request",
+        path,
+        (extras, str(root), pin),
+        lambda: _read(path, extras=extras, root=root),
+        also=lambda request: request.files,
+    )
+
+
+def _read(path: Path, *, extras: tuple[str, ...], root: Path) -> Request:
     if path.is_symlink():
         containment.require_inside(path, root, "the dependency file (a symlink)")
     kind = kind_of(path)
@@ -264,7 +276,7 @@ def _installs_itself(path: Path, directory: Path) -> bool:
 
 def _has_project_table(path: Path) -> bool:
     try:
-        return "project" in fsio.load_toml(path, "pyproject.toml")
+        return "project" in read_once.toml(path, "pyproject.toml")
     except BadInput:
         return False
 
@@ -404,7 +416,7 @@ def _read_requirements_into(
     if not path.is_file():
         where = f" (included from {seen[-1]})" if seen else ""
         raise BadInput(f"{path}: no such requirements file{where}")
-    text = fsio.read_text(path, "requirements file")
+    text = read_once.text(path, "requirements file")
     acc.files.append(str(real))
     for n, line in _logical_lines(text):
         where = f"{path} (line {n})"
@@ -522,7 +534,7 @@ def _vcs_as_pep508(text: str) -> str | None:
 def read_pyproject(
     path: Path, *, extras: tuple[str, ...] = (), root: Path | None = None
 ) -> Request:
-    data = fsio.load_toml(path, "pyproject.toml")
+    data = read_once.toml(path, "pyproject.toml")
     project = data.get("project")
     root = root or containment.root_of(path)
     if not isinstance(project, dict):
@@ -792,7 +804,18 @@ def conda_to_pep508(spec: str) -> tuple[str, str]:
 
 
 def read_conda(path: Path, *, root: Path | None = None) -> Request:
-    data = parse_conda_yaml(fsio.read_text(path, "conda environment file"), str(path))
+    root = root or containment.root_of(path)
+    return read_once.kept(
+        "conda", path, (str(root),), lambda: _read_conda(path, root=root), also=_files
+    )
+
+
+def _files(request: Request) -> tuple[str, ...]:
+    return request.files
+
+
+def _read_conda(path: Path, *, root: Path) -> Request:
+    data = parse_conda_yaml(read_once.text(path, "conda environment file"), str(path))
     deps = data.get("dependencies")
     if not isinstance(deps, list):
         raise BadInput(f"{path}: no 'dependencies:' list; not a conda environment file")

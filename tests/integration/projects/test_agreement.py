@@ -23,6 +23,7 @@ plan, vllm 0.11.0 in audit; audit's fix for a range was the newest torch of all.
 from __future__ import annotations
 
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -119,3 +120,85 @@ def test_a_range_whose_newest_cannot_run_gets_the_newest_that_can(any_torch: Pat
     said = " ".join(on_node.warnings)
     assert "vllm 0.22.0 (needs compute capability >= 7.5" in said
     assert "the newest older release of the range that can is picked" in said
+
+
+# --- read once ----------------------------------------------------------------------------
+
+
+class _Opens:
+    """Files opened for reading while ``counting`` (an audit hook cannot be removed)."""
+
+    counting: dict[str, int] | None = None
+
+
+def _count_opens(event: str, args: tuple[object, ...]) -> None:
+    seen = _Opens.counting
+    if seen is None or event != "open" or not isinstance(args[0], str | Path):
+        return
+    mode, flags = args[1], args[2]
+    frame = sys._getframe(1)
+    while frame is not None:  # the copy a build installs from is no read of the project
+        if frame.f_code.co_filename.endswith("copy_tree.py"):
+            return
+        frame = frame.f_back  # type: ignore[assignment]
+    if mode in ("r", "rb", None) and not (isinstance(flags, int) and flags & 3):
+        path = str(Path(args[0]).absolute())
+        seen[path] = seen.get(path, 0) + 1
+
+
+sys.addaudithook(_count_opens)
+READ_ONCE = ["open-instruct", "conda-py38", "requirements-r", "pyproject-extras"]
+
+
+@pytest.mark.parametrize(
+    "case", [(verb, name) for verb in ("audit", "plan", "lock", "build") for name in READ_ONCE]
+)
+def test_each_project_file_is_read_once_and_uv_asked_once(
+    case: tuple[str, str],
+    any_torch: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Issue 40: one ``build --project`` read a requirements project's files 5 times and ran
+    ``uv export`` of open-instruct's lock 3 times. Now each command opens each project
+    file once (``project/read_once``) and runs ``uv export``/``uv pip compile`` at most
+    once. The build stops where this machine cannot go on (no PyTorch index, no Python
+    3.8 download: ``UV_OFFLINE``); what it read until then is counted."""
+    require_pypi()
+    from hpcenv.cli import main
+    from hpcenv.tools import command
+
+    verb, name = case
+    monkeypatch.setenv("HPCENV_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("UV_HTTP_RETRIES", "0")
+    if verb == "build":
+        monkeypatch.setenv("UV_OFFLINE", "1")
+    directory = tmp_path / name
+    shutil.copytree(PROJECTS / name, directory)
+    calls: list[str] = []
+    run = command.run
+
+    def counted(argv: list[str], *args: object, **kwargs: object) -> object:
+        text = f" {' '.join(map(str, argv))} "
+        calls.extend(w for w in ("export", "pip compile") if f" {w} " in text)
+        return run(argv, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(command, "run", counted)
+    extra = [a for e in EXTRAS.get(name, ()) for a in ("--extra", e)]
+    facts = ["--facts", str(FACTS / "v100-supercloud.json")]
+    argv = {
+        "audit": ["audit", str(directory), *extra, *facts, "--json"],
+        "plan": ["plan", str(any_torch), "--project", str(directory), *extra, *facts, "--json"],
+        "lock": ["lock", str(any_torch), "--project", str(directory), *extra, *facts],
+        "build": ["build", str(any_torch), "--project", str(directory), *extra, *facts],
+    }[verb]
+    _Opens.counting = {}
+    try:
+        main(argv)
+    finally:
+        opened, _Opens.counting = _Opens.counting, None
+    capsys.readouterr()
+    files = {p: n for p, n in opened.items() if p.startswith(str(directory))}
+    assert files and max(files.values()) == 1, files
+    assert calls.count("export") <= 1 and calls.count("pip compile") <= 1, calls
