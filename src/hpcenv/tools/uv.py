@@ -388,6 +388,7 @@ def compile_for(
     hashes: bool = False,
     log: IO[str] | None = None,
     timeout: float | None = 600,
+    config_file: Path | None = None,
 ) -> str:
     """``uv pip compile`` of a hand-written input (a ``requirements.in`` hpcenv wrote, or a
     project's ``pyproject.toml``/``setup.py``/``setup.cfg``, whose metadata uv gets from
@@ -413,4 +414,6 @@ def compile_for(
         args += ["--extra", extra]
     if constraints is not None:
         args += ["--constraint", str(constraints)]
+    if config_file is not None:  # hpcenv's own (dependency-metadata), never the project's
+        args += ["--config-file", str(config_file)]
     return _run(args, log=log, cwd=input_file.parent, timeout=timeout).stdout

@@ -26,7 +26,13 @@ from hpcenv.cli import main
 from support import DATA, FACTS
 from support.buildkit import require_pypi
 
-PROJECTS = sorted(p.name for p in (DATA / "projects").iterdir() if p.is_dir())
+#: the real public projects (an ORIGIN naming its repository); the kinds of hpcenv's own
+#: making are held to one answer on the V100 by test_agreement.py
+PROJECTS = sorted(
+    p.name
+    for p in (DATA / "projects").iterdir()
+    if p.is_dir() and (p / "ORIGIN").read_text().startswith("repository:")
+)
 NODES = sorted(p.stem for p in FACTS.glob("*.json"))
 
 
