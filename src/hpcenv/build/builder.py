@@ -47,7 +47,6 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import canonicalize_name
 
 from hpcenv import __version__
 from hpcenv.build import (
@@ -67,6 +66,7 @@ from hpcenv.models.plan import Plan
 from hpcenv.tools import command, uv
 from hpcenv.utils import fsio, paths
 from hpcenv.utils.errors import BadInput, BuildFailed, CommandFailed
+from hpcenv.utils.names import canonicalize_name
 
 if TYPE_CHECKING:
     from hpcenv.project.request import ProjectRequest

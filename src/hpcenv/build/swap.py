@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import IO
 
 from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import canonicalize_name
 
 from hpcenv import knowledge
 from hpcenv.binaries import cudalibs
@@ -44,6 +43,7 @@ from hpcenv.project.request import ProjectRequest
 from hpcenv.tools import uv
 from hpcenv.utils import fsio
 from hpcenv.utils.errors import BuildFailed, CommandFailed
+from hpcenv.utils.names import canonicalize_name
 
 
 def installed(venv: Path) -> dict[str, InstalledDist]:

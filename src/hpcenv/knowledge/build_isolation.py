@@ -11,9 +11,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
 
-from packaging.utils import canonicalize_name
-
 from hpcenv.knowledge import tables
+from hpcenv.utils.names import canonicalize_name
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -54,7 +54,7 @@ from pathlib import Path
 from typing import IO
 
 from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
 from hpcenv import knowledge
@@ -69,6 +69,7 @@ from hpcenv.project.torch_wish import TORCH_FAMILY
 from hpcenv.tools import uv
 from hpcenv.utils import fsio
 from hpcenv.utils.errors import BadInput, BuildFailed, CommandFailed
+from hpcenv.utils.names import canonicalize_name
 
 #: A variant index's last path segment (the project's PyTorch indexes are replaced).
 _VARIANT_URL = re.compile(r"/(cu\d+|cpu|rocm[\d.]+|xpu)/?$")

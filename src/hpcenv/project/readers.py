@@ -24,12 +24,12 @@ from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
-from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from hpcenv.project import containment, read_once, static_meta, uv_lock
 from hpcenv.utils import fsio
 from hpcenv.utils.errors import BadInput
+from hpcenv.utils.names import canonicalize_name
 
 #: File names read as a project of each kind (a directory is searched in this order).
 PROJECT_FILES = ("pyproject.toml", "setup.py", "setup.cfg")

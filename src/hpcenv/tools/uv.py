@@ -288,7 +288,7 @@ def cache_clean(names: Sequence[str], *, log: IO[str] | None = None) -> Complete
 
 def freeze(venv_path: Path, *, log: IO[str] | None = None) -> dict[str, str]:
     """``{normalised name: version}`` of what is installed in ``venv_path``."""
-    from packaging.utils import canonicalize_name
+    from hpcenv.utils.names import canonicalize_name
 
     done = _run(["pip", "freeze", "--python", str(venv_path / "bin" / "python")], log=log)
     out: dict[str, str] = {}
