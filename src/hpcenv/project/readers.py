@@ -732,53 +732,31 @@ def conda_names() -> CondaNames:
 
 
 def parse_conda_yaml(text: str, where: str) -> dict[str, Any]:
-    """The subset of YAML conda environment files use: top-level keys holding a scalar or
-    a block list (``- item``, ``- pip:`` with a nested list), flow lists ``[a, b]``."""
-    out: dict[str, Any] = {}
-    key: str | None = None
-    nested: list[str] | None = None
-    nested_indent = -1
-    for n, raw in enumerate(text.splitlines(), 1):
-        line = re.sub(r"\s+#.*$", "", raw).rstrip()
-        if not line.strip() or line.lstrip().startswith("#"):
-            continue
-        indent = len(line) - len(line.lstrip())
-        body = line.strip()
-        if indent == 0 and not body.startswith("-"):
-            k, sep, v = body.partition(":")
-            if not sep:
-                raise BadInput(f"{where} (line {n}): {body!r} is not 'key: value'")
-            key, nested = k.strip(), None
-            v = v.strip()
-            out[key] = _flow(v) if v else []
-            continue
-        if key is None or not body.startswith("-"):
-            raise BadInput(f"{where} (line {n}): {body!r}: expected '- item' under a key")
-        item = _unquote(body[1:].strip())
-        if nested is not None and indent > nested_indent:
-            nested.append(item)
-            continue
-        nested = None
-        items = out.setdefault(key, [])
-        if not isinstance(items, list):
-            raise BadInput(f"{where} (line {n}): {key} has a value and a list")
-        if item.endswith(":"):
-            sub: list[str] = []
-            items.append({item[:-1].strip(): sub})
-            nested, nested_indent = sub, indent
-        else:
-            items.append(item)
-    return out
+    """A conda environment file, read with PyYAML's safe loader (``fsio.parse_yaml``: no
+    Python objects, no code, size and depth bounded), aliases refused (``*name``: a few
+    lines that expand without bound; conda files need none); every scalar of
+    ``dependencies`` (and its ``pip:`` list) a string, as conda reads them. Other keys
+    (``variables:``, ``prefix:``) are read and left alone."""
+    data = fsio.parse_yaml(text, where, "conda environment file", refuse_aliases=True)
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise BadInput(f"{where}: a conda environment file is a mapping of keys (name:, "
+                       "dependencies:), not a list or a value")  # fmt: skip
+    deps = data.get("dependencies")
+    if isinstance(deps, list):
+        data["dependencies"] = [_conda_item(d, where) for d in deps if d is not None]
+    return {str(k): v for k, v in data.items()}
 
 
-def _unquote(text: str) -> str:
-    return text[1:-1] if len(text) > 1 and text[0] == text[-1] and text[0] in "'\"" else text
-
-
-def _flow(value: str) -> Any:
-    if value.startswith("[") and value.endswith("]"):
-        return [_unquote(v.strip()) for v in value[1:-1].split(",") if v.strip()]
-    return _unquote(value)
+def _conda_item(item: Any, where: str) -> str | dict[str, list[str]]:
+    """One ``dependencies:`` entry: a spec as a string, or ``pip:`` with its lines."""
+    if isinstance(item, dict):
+        return {str(k): [str(v) for v in (vs or []) if v is not None]
+                if isinstance(vs, list) else [str(vs)] for k, vs in item.items()}  # fmt: skip
+    if isinstance(item, list):
+        raise BadInput(f"{where}: dependencies: {item!r} is a list inside the list")
+    return str(item)
 
 
 _CONDA_SPEC = re.compile(r"^(?:[\w.-]+::)?([A-Za-z0-9_.-]+)\s*(.*)$")
