@@ -100,6 +100,8 @@ def project_json(args: argparse.Namespace, plan: Plan, facts: Any) -> dict[str, 
             for c in wanted.changes
         ],
         "warnings": list(wanted.warnings),
+        # the one model, as data: the torch decision, companions, GPU verdicts, unknowns
+        "model": on_node.serialize(),
     }
 
 

@@ -22,6 +22,7 @@ plan, vllm 0.11.0 in audit; audit's fix for a range was the newest torch of all.
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 from pathlib import Path
@@ -190,7 +191,10 @@ def test_each_project_file_is_read_once_and_uv_asked_once(
         main(argv)
     finally:
         opened, _Opens.counting = _Opens.counting, None
-    capsys.readouterr()
+    out = capsys.readouterr().out
+    if verb == "plan":  # the model as data in plan's JSON
+        model = json.loads(out)["project"]["model"]
+        assert model["torch"]["release"] and isinstance(model["verdicts"], list), model
     files = {p: n for p, n in opened.items() if p.startswith(str(directory))}
     assert files and max(files.values()) == 1, files
     assert calls.count("export") <= 1 and calls.count("pip compile") <= 1, calls
