@@ -119,3 +119,25 @@ def test_every_wheel_fit_check_checks_its_fixes() -> None:
         and not any(k.arg == "runs" for k in node.keywords)
     ]
     assert unchecked == []
+
+
+def test_one_name_rule() -> None:
+    """Issue 40: a package name is normalised by ``utils/names.canonicalize_name`` alone
+    (packaging's rule, checked against packaging's on every name of the real locks); before,
+    14 modules imported packaging's instead: two owners of one rule. And the project's
+    commands read the one model (``project/model.py``); ``install_set.project_torch``, the
+    build's second answer, is gone."""
+    packaging_s = {
+        rel
+        for rel, tree in modules()
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom)
+        and node.module == "packaging.utils"
+        and any(a.name == "canonicalize_name" for a in node.names)
+    }
+    assert packaging_s == set(), packaging_s
+    model = {
+        rel for rel, tree in modules() if "hpcenv.project.model" in imported_modules(rel, tree)
+    }
+    assert {"build/builder.py", "build/swap.py", "commands/plan.py", "commands/lock.py"} <= model
+    assert not {rel for rel, tree in modules() if "project_torch" in names_used(tree)}

@@ -94,10 +94,11 @@ def release_files(
     from packaging.utils import (
         InvalidSdistFilename,
         InvalidWheelFilename,
-        canonicalize_name,
         parse_sdist_filename,
         parse_wheel_filename,
     )
+
+    from hpcenv.utils.names import canonicalize_name
     from packaging.version import InvalidVersion, Version
 
     page = f"{index.rstrip('/')}/{canonicalize_name(name)}/"

@@ -47,7 +47,6 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import canonicalize_name
 
 from hpcenv import __version__
 from hpcenv.build import (
@@ -67,6 +66,7 @@ from hpcenv.models.plan import Plan
 from hpcenv.tools import command, uv
 from hpcenv.utils import fsio, paths
 from hpcenv.utils.errors import BadInput, BuildFailed, CommandFailed
+from hpcenv.utils.names import canonicalize_name
 
 if TYPE_CHECKING:
     from hpcenv.project.request import ProjectRequest
@@ -442,13 +442,13 @@ def _decide(plan: Plan, facts: Facts, *, name: str, project: ProjectRequest | No
         lock_path, lock_why = lockfiles.build_lock_path(plan, facts)
     project_digest, python = "", plan.python
     if project is not None:
-        from hpcenv.project import install_set
+        from hpcenv.project import model
         from hpcenv.project import request as project_files
 
         project_digest = project_files.project_digest(project)
-        version, choice = install_set.project_torch(project, plan, facts)
-        install_set.check_torch_fit(version, choice, plan, facts)  # exit 3 before any venv or uv
-        python = choice.version
+        # the one model of the project on the node (its torch fit checked, exit 3 before any
+        # venv); read here, installed by swap.sync_and_swap: nothing is decided again
+        python = model.on_node(project, plan, facts).python.version
     new_stamp = ""
     if lock_why is None:
         lock_text = fsio.read_text(lock_path, "lockfile") if project is None else ""
@@ -560,6 +560,13 @@ def _build_failure(exc: BaseException, profile: str, where: Path, log_path: Path
     if isinstance(exc, CommandFailed):
         detail = uv.error_summary(exc.output) or str(exc)
         no_space = "No space left on device" in exc.output or "Disk quota exceeded" in exc.output
+        if python := uv.python_not_downloaded(exc.output):
+            return BuildFailed(
+                f"building {profile} failed: Python {python} is not installed here and uv "
+                f"could not download it ({detail}); fix: `uv python install {python}` where "
+                f"the network reaches it, or a profile/project Python this machine has; "
+                f"{untouched}"
+            )
         if not no_space:
             return BuildFailed(f"building {profile} failed: {detail}; {untouched}")
     if no_space:

@@ -24,14 +24,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from packaging.utils import canonicalize_name
-
 from hpcenv.build import build_lock
 from hpcenv.build.results import FlashAttnBuilt
 from hpcenv.models.plan import Plan
 from hpcenv.tools import command, uv
 from hpcenv.utils import fsio, paths
 from hpcenv.utils.errors import BuildFailed
+from hpcenv.utils.names import canonicalize_name
 
 #: Packages a ``--no-build-isolation`` flash-attn build needs in the environment.
 BUILD_REQUIREMENTS = ("setuptools", "wheel", "packaging", "ninja", "psutil", "einops")

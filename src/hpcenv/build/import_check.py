@@ -21,12 +21,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, TypeGuard
 
-from packaging.utils import canonicalize_name
-
 from hpcenv.knowledge import tables
 from hpcenv.tools import command
 from hpcenv.utils import paths
 from hpcenv.utils.errors import BuildFailed
+from hpcenv.utils.names import canonicalize_name
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -34,8 +34,6 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import IO
 
-from packaging.utils import canonicalize_name
-
 from hpcenv import __version__
 from hpcenv.build.results import FactsSummary, LockInputs
 from hpcenv.decide.plan import require_torch
@@ -46,6 +44,7 @@ from hpcenv.tools import uv
 from hpcenv.tools.command import quote
 from hpcenv.utils import fsio, paths, redact
 from hpcenv.utils.errors import BadInput, BuildFailed, CommandFailed
+from hpcenv.utils.names import canonicalize_name
 
 HEADER_MARK = "# hpcenv-lock"
 

@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import IO
 
 from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import canonicalize_name
 
 from hpcenv import knowledge
 from hpcenv.binaries import cudalibs
@@ -36,14 +35,15 @@ from hpcenv.build import fixes, torch_first
 from hpcenv.build.results import InstalledDist, ProjectInstall
 from hpcenv.models.facts import Facts
 from hpcenv.models.plan import Plan
-from hpcenv.project import copy_tree
-from hpcenv.project.install_set import ProjectSet, extra_args, project_set, resolve_set, write_input
+from hpcenv.project import copy_tree, model
+from hpcenv.project.install_set import ProjectSet, extra_args, resolve_set, write_input
 from hpcenv.project.install_set import hint as _hint
 from hpcenv.project.install_set import req_name as _req_name
 from hpcenv.project.request import ProjectRequest
 from hpcenv.tools import uv
 from hpcenv.utils import fsio
 from hpcenv.utils.errors import BuildFailed, CommandFailed
+from hpcenv.utils.names import canonicalize_name
 
 
 def installed(venv: Path) -> dict[str, InstalledDist]:
@@ -100,7 +100,7 @@ def sync_and_swap(
         from hpcenv.facts.collect import collect
 
         facts = collect(network=False)
-    wanted = project_set(request, plan, facts, log=log)
+    wanted = model.on_node(request, plan, facts, log=log).install_set  # as _decide read it
     assert wanted.plan is not None
     plan = wanted.plan
     done = _install_project(request, wanted, venv, plan, facts, log=log)

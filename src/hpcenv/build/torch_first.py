@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import IO
 
 from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import canonicalize_name
 
 from hpcenv.build import fixes
 from hpcenv.build.results import NoIsolation
@@ -39,6 +38,7 @@ from hpcenv.knowledge.build_isolation import TorchAtBuild
 from hpcenv.models.plan import Plan
 from hpcenv.tools import uv
 from hpcenv.utils import fsio
+from hpcenv.utils.names import canonicalize_name
 
 #: A lock entry: a requirement at the start of a line (its hashes and ``# via`` indented).
 _ENTRY = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?\s*(?:===?|\s@\s)")

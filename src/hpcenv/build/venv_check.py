@@ -26,10 +26,9 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from packaging.utils import canonicalize_name
-
 from hpcenv.kit import threads
 from hpcenv.utils import fsio, modes, paths
+from hpcenv.utils.names import canonicalize_name
 
 #: Files at least this big have their size compared with RECORD's.
 SIZE_CHECK_BYTES = 64 << 10

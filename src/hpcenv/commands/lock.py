@@ -125,7 +125,7 @@ def run_project(args: argparse.Namespace) -> int:
 
     from hpcenv.commands import selection_of
     from hpcenv.commands.build import project_request
-    from hpcenv.project import install_set
+    from hpcenv.project import install_set, model
     from hpcenv.utils import fsio
 
     if not args.project:
@@ -136,7 +136,10 @@ def run_project(args: argparse.Namespace) -> int:
     request = project_request(
         args.project, selection_of(args), None, args.with_profile_packages, args.python
     )
-    wanted, text, install = install_set.project_plan(request, plan, facts, hashes=True)
+    on_node = model.on_node(request, plan, facts)
+    wanted, text, install = install_set.project_plan(
+        request, plan, facts, hashes=True, wanted=on_node.install_set
+    )
     arch = lockfiles.target_arch(plan, facts)
     header = [
         f"# hpcenv lock {shlex.join(sys.argv[2:])}",

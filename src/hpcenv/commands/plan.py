@@ -74,15 +74,17 @@ def project_json(args: argparse.Namespace, plan: Plan, facts: Any) -> dict[str, 
             )
         return None
     from hpcenv.commands.build import project_request
-    from hpcenv.project import install_set
+    from hpcenv.project import install_set, model
 
     selection = selection_of(args)
     request = project_request(
         args.project, selection, None, args.with_profile_packages, args.python
     )
+    on_node = model.on_node(request, plan, facts)
     wanted, _, install = install_set.project_plan(
-        request, plan, facts, allow_build=args.allow_build, offline_ok=True
-    )
+        request, plan, facts, allow_build=args.allow_build, offline_ok=True,
+        wanted=on_node.install_set,
+    )  # fmt: skip
     return {
         "directory": str(request.directory),
         "selection": wanted.selection,
@@ -98,6 +100,8 @@ def project_json(args: argparse.Namespace, plan: Plan, facts: Any) -> dict[str, 
             for c in wanted.changes
         ],
         "warnings": list(wanted.warnings),
+        # the one model, as data: the torch decision, companions, GPU verdicts, unknowns
+        "model": on_node.serialize(),
     }
 
 

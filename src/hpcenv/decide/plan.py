@@ -14,7 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import Version
 
 from hpcenv import knowledge
@@ -28,6 +28,7 @@ from hpcenv.models.plan import Plan, Step
 from hpcenv.models.torch_choice import TorchChoice
 from hpcenv.profile.schema import Profile
 from hpcenv.utils.errors import BadInput
+from hpcenv.utils.names import canonicalize_name
 
 FIND_LINKS_ENV = ("PIP_FIND_LINKS", "HPCENV_FIND_LINKS")
 

@@ -115,6 +115,9 @@ class Audit:
     resolved: str | None = None  # a hand-written file: what it was resolved to
     notes: tuple[str, ...] = ()  # what reading a hand-written file ignored or dropped
     packages: tuple[str, ...] = ()  # CUDA packages judged besides torch, with verdicts
+    #: the torch build the node gets for this file (``2.14.1+cu126``): the one found when it
+    #: runs, else the fix's (the newest of the file's torch range with a build that runs)
+    node_torch: str | None = None
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -135,6 +138,7 @@ class Audit:
             "resolved": self.resolved,
             "notes": list(self.notes),
             "packages": list(self.packages),
+            "node_torch": self.node_torch,
         }
 
 
@@ -292,7 +296,10 @@ def read(path: str | Path) -> Packages:
             f"{p}: no such file or directory (give a uv.lock, requirements file, pyproject.toml, "
             "setup.py, environment.yml or venv)"
         )
-    if p.name.endswith(".lock") or p.read_text(errors="replace").lstrip().startswith("version ="):
+    from hpcenv.project import read_once
+
+    head = read_once.content(p, "the audited file")[:4096]  # kept: read once (read_once)
+    if p.name.endswith(".lock") or head.decode(errors="replace").lstrip().startswith("version ="):
         return read_uv_lock(p)
     from hpcenv.project import readers  # here: a uv.lock's audit does not import it
 
@@ -300,7 +307,7 @@ def read(path: str | Path) -> Packages:
     if kind not in (None, "requirements"):
         request = readers.read(p, root=root)
         return Packages(source=str(p), kind=kind or "requirements", versions={}, request=request)
-    text = fsio.read_text(p, "requirements file")
+    text = read_once.text(p, "requirements file")
     if readers.is_compiled(text):
         return parse_requirements(text, str(p))
     request = readers.read_requirements(p, root=root)
@@ -380,6 +387,14 @@ def resolve_for(
         chosen = python_for(request, offered, "the node")
     py = _minor(chosen.version) or chosen.version
     request = _held_to_variant(request, arch)
+    from hpcenv.project import ranges  # a GPU package's range: what plan picks, said alike
+
+    ranged = ranges.pick(request, facts, arch=arch, python=py, torch=None)
+    request = replace(
+        request,
+        constraints=(*request.constraints, *ranged.constraints),
+        notes=(*request.notes, *ranged.notes),
+    )
     target = project_resolve.Target(arch=arch, glibc=facts.glibc, python=py)
     pinned = _pinned_torch(request.requirements)
     if pinned:  # before uv: exit 3 naming the fix, not uv's resolver error
@@ -1043,7 +1058,8 @@ def _audit_of(
     if bad:
         message, ok = f"{message}; {'but ' if ok else ''}{'; '.join(bad)}", False
     advice: list[str] = []  # resolve's warnings about the fix it offers
-    fix = _better(facts, pkgs, found, advice) if verdict.wants_fix else None
+    better = _better(facts, pkgs, found, advice) if verdict.wants_fix else None
+    fix, node_torch = better if better else (None, found.version if verdict.ok else None)
     if unpaired:  # the pair of the torch found
         fix = "; ".join([*([fix] if fix else []), *(m.fix for m in unpaired)])
     return Audit(
@@ -1068,7 +1084,15 @@ def _audit_of(
         python=found.python or pkgs.python or facts.python,
         python_why=found.python_why or pkgs.python_why,
         node=node,
+        node_torch=_labelled(node_torch, found.build),
     )
+
+
+def _labelled(version: str | None, build: str) -> str | None:
+    """``2.9.1`` of a ``cu128`` build -> ``2.9.1+cu128`` (a labelled version as it is)."""
+    if version is None or "+" in version or not build:
+        return version
+    return f"{version}+{build}"
 
 
 def _declared(pkgs: Packages, found: Found) -> tuple[tuple[str, str], ...]:
@@ -1270,9 +1294,12 @@ def _judge(found: Found, facts: Facts, kernels: archs.KernelCheck | None) -> _Ve
     )
 
 
-def _better(facts: Facts, pkgs: Packages, found: Found, advice: list[str]) -> str | None:
-    """resolve's answer: the same release's build that runs here, else the newest release
-    that has one (said with its version); resolve's warnings about it go to ``advice``."""
+def _better(
+    facts: Facts, pkgs: Packages, found: Found, advice: list[str]
+) -> tuple[str, str] | None:
+    """(the fix, the torch build it names): resolve's answer, the same release's build that
+    runs here, else the newest release of the file's torch range (any, for a lock or a
+    venv) that has one (said with its version); resolve's warnings go to ``advice``."""
     from hpcenv.project import torch_wish  # here: a lock that runs does not import it
 
     public = str(Version(found.version).public)
@@ -1283,7 +1310,9 @@ def _better(facts: Facts, pkgs: Packages, found: Found, advice: list[str]) -> st
         how = f"'hpcenv resolve --torch =={public}' gives its install line"
     else:  # a hand-written file: the build installs the node's build of the release it pins
         how = f"'hpcenv build PROFILE --project {pkgs.source}' installs the project with it"
-    for spec in (f"=={public}", ">=0"):
+    line = torch_wish.torch_line(pkgs.request) if pkgs.request is not None else None
+    wanted = str(line.specifier) if line is not None and line.specifier else ">=0"
+    for spec in (f"=={public}", wanted):
         try:
             choice = torch_wish.choice_for(facts, spec)
         except BadInput:
@@ -1291,13 +1320,14 @@ def _better(facts: Facts, pkgs: Packages, found: Found, advice: list[str]) -> st
         if choice.backend is None or (choice.backend == found.build and choice.version == public):
             continue
         advice.extend(w for w in choice.warnings if w not in advice)
+        gets = f"{choice.version}+{choice.backend}"
         if choice.version == public:
-            return f"use the {choice.backend} build from {choice.index_url} ({how})"
+            return f"use the {choice.backend} build from {choice.index_url} ({how})", gets
         return (
             f"no build of torch {public} runs here; use torch {choice.version} (its "
             f"{choice.backend} build from {choice.index_url} runs here; "
             f"'hpcenv resolve --torch =={choice.version}' gives its install line)"
-        )
+        ), gets
     return None
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +28,8 @@ from hpcenv.utils import fsio, paths
 from hpcenv.utils.errors import BadInput, CommandFailed
 
 #: Bumped when the compile arguments change (old cache entries are then never read).
-_CACHE_VERSION = "2"  # 2: with uv's "# via" lines (who pulls each package)
+#: 2: with uv's "# via" lines (who pulls each package); 3: dependency-metadata given to uv.
+_CACHE_VERSION = "3"
 #: A resolution older than this is made again: an unpinned line's newest release changes
 #: as indexes publish.
 MAX_AGE_S = 24 * 3600
@@ -51,8 +53,12 @@ class Resolution:
 
 
 def cache_key(request: Request, target: Target) -> str:
+    from hpcenv.knowledge import build_isolation
+
     h = hashlib.sha256()
     h.update(json.dumps([_CACHE_VERSION, request.digest(), target.arch, target.glibc]).encode())
+    for m in build_isolation.dependency_metadata(request.names()):  # what uv is told
+        h.update(json.dumps([m.name, m.version, m.requires_dist, m.requires_python]).encode())
     h.update(target.python.encode())
     return h.hexdigest()
 
@@ -80,11 +86,13 @@ def resolve(request: Request, target: Target, *, allow_build: bool = False) -> R
 
 def _compile(request: Request, target: Target, work: Path) -> str:
     constraints = None
+    extras: tuple[str, ...] = ()  # read as data into the lines, unless the backend runs
     if request.dynamic and request.project_file:  # allowed: its backend runs in a copy
         project = Path(request.project_file)
         copy = work / "project"
         copy_tree.copy_project(project.parent, copy)
         input_file = copy / project.name
+        extras = request.extras
     else:
         input_file = work / "requirements.in"
         lines = [*request.requirements, *request.local_requirements]
@@ -97,20 +105,33 @@ def _compile(request: Request, target: Target, work: Path) -> str:
     try:
         return uv.compile_for(
             input_file,
+            config_file=dependency_metadata(request, work),
             python_platform=uv.python_platform(target.arch, target.glibc),
             python_version=target.python,
             index_url=request.index_url,
             extra_index_urls=request.extra_index_urls,
             find_links=request.find_links,
-            extras=request.extras,
+            extras=extras,
             constraints=constraints,
         )
     except CommandFailed as exc:
         reason = uv.error_summary(exc.output or str(exc))
         if _unbuildable(exc.output or ""):
+            what = _failed_build(exc.output or "") or "a package"
             raise CommandFailed(
-                f"{request.source}: cannot resolve for {target.describe()}: a package could "
-                f"not be built here ({reason}); its pins are judged as written",
+                f"{request.source}: cannot resolve for {target.describe()}: uv would have to "
+                f"build {what} to learn its requirements, which cannot be done here (hpcenv's "
+                f"knowledge/dependency_metadata.toml has no row for that release); its pins "
+                "are judged as written",
+                returncode=exc.returncode,
+                output=exc.output,
+            ) from exc
+        if "has no wheels with a matching platform tag" in (exc.output or ""):
+            # a pin with no wheel for this node is the node's answer, not bad input: the
+            # file's exact pins are judged as written, each wheel's platforms named
+            raise CommandFailed(
+                f"{request.source}: cannot resolve for {target.describe()}: {reason}; its "
+                "pins are judged as written",
                 returncode=exc.returncode,
                 output=exc.output,
             ) from exc
@@ -127,11 +148,47 @@ def _compile(request: Request, target: Target, work: Path) -> str:
         ) from exc
 
 
+def dependency_metadata(request: Request, work: Path) -> Path | None:
+    """``work/uv.toml`` with uv's ``dependency-metadata`` for every known release of the
+    packages whose build imports torch that the request names (``knowledge/
+    build_isolation.dependency_metadata``, read from their sdists): uv then resolves them
+    without running their setup.py. None when the request names none."""
+    from hpcenv.knowledge import build_isolation
+
+    rows = build_isolation.dependency_metadata(request.names())
+    if not rows:
+        return None
+    blocks = []
+    for m in rows:
+        lines = [
+            "[[dependency-metadata]]",
+            f"name = {json.dumps(m.name)}",
+            f"version = {json.dumps(m.version)}",
+            f"requires-dist = {json.dumps(list(m.requires_dist))}",
+        ]
+        if m.requires_python:
+            lines.append(f"requires-python = {json.dumps(m.requires_python)}")
+        blocks.append("\n".join(lines))
+    path = work / "uv.toml"
+    fsio.write_text(path, "\n\n".join(blocks) + "\n")
+    return path
+
+
 def _copied_locals(request: Request, copy: Path) -> list[str]:
     """The local projects as paths in a copy of the project (all inside it, ``readers``)."""
     root = Path(request.root).resolve()
     copy_tree.copy_project(root, copy)
     return [str(copy / Path(p).relative_to(root)) for p in request.local]
+
+
+_FAILED_BUILD = re.compile(r"Failed to build `([^`]+)`")
+
+
+def _failed_build(output: str) -> str | None:
+    """``flash-attn==2.5.8`` of uv's "Failed to build `flash-attn==2.5.8`" (its traceback
+    is left in the log, never pasted into the warning)."""
+    m = _FAILED_BUILD.search(output)
+    return m.group(1).split(" @ ")[0] if m else None
 
 
 def _unbuildable(output: str) -> bool:

@@ -27,12 +27,12 @@ from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
-from packaging.utils import canonicalize_name
 
 from hpcenv.decide.companions import Companions
 from hpcenv.project import readers
 from hpcenv.project.torch_wish import TORCH_FAMILY, companion_line
 from hpcenv.utils.errors import BadInput
+from hpcenv.utils.names import canonicalize_name
 
 _VARIANT_URL = re.compile(r"download\.pytorch\.org|/(cu\d+|cpu|rocm[\d.]+|xpu)/?$")
 

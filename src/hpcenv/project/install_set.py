@@ -32,7 +32,7 @@ the set is resolved once, already swapped:
    index, ``_pair_index``).
 
 Either kind's CUDA packages (flash-attn, vLLM) that cannot run on the node are said, as
-``audit`` says them (``cuda_warnings``, on ``decide/cuda_packages``).
+``audit`` says them (``cuda_verdicts``, on ``decide/cuda_packages``).
 
 A project without a ``uv.lock`` (requirements files, ``pyproject.toml``, ``setup.py``,
 ``environment.yml``) gets its set from ``handwritten_set`` (``project/handwritten.py``): its
@@ -54,7 +54,7 @@ from pathlib import Path
 from typing import IO
 
 from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
 from hpcenv import knowledge
@@ -62,13 +62,14 @@ from hpcenv.decide import cuda_packages, torch_fit
 from hpcenv.models.facts import Facts
 from hpcenv.models.plan import Plan
 from hpcenv.project import compile as project_resolve
-from hpcenv.project import copy_tree, handwritten, readers, torch_wish, uv_lock
+from hpcenv.project import copy_tree, handwritten, ranges, readers, torch_wish, uv_lock
 from hpcenv.project.audit import Packages, marker_environment
 from hpcenv.project.request import ProjectRequest, lock_path, python_for
 from hpcenv.project.torch_wish import TORCH_FAMILY
 from hpcenv.tools import uv
 from hpcenv.utils import fsio
 from hpcenv.utils.errors import BadInput, BuildFailed, CommandFailed
+from hpcenv.utils.names import canonicalize_name
 
 #: A variant index's last path segment (the project's PyTorch indexes are replaced).
 _VARIANT_URL = re.compile(r"/(cu\d+|cpu|rocm[\d.]+|xpu)/?$")
@@ -108,6 +109,8 @@ class ProjectSet:
     #: files whose code computes their requirements (``readers.Request.dynamic``)
     local_requirements: tuple[str, ...] = ()
     dynamic: tuple[str, ...] = ()
+    #: every GPU package of the set judged for the node (``decide/cuda_packages``)
+    verdicts: tuple[cuda_packages.Verdict, ...] = ()
 
 
 def _python(request: ProjectRequest, plan: Plan) -> uv_lock.PythonChoice:
@@ -133,19 +136,6 @@ def check_torch_fit(version: str, python: uv_lock.PythonChoice, plan: Plan, fact
         python_where=f"the project's Python: {python.why}",
         runs=torch_wish.runs_on(facts),
     )
-
-
-def project_torch(
-    request: ProjectRequest, plan: Plan, facts: Facts
-) -> tuple[str, uv_lock.PythonChoice]:
-    """(the torch version the project gets on the node, the project's Python), read from
-    its files without calling uv (``build`` checks them before it makes a venv)."""
-    if request.locked:
-        locked = _read_locked(request, plan, facts)
-        return locked.base, locked.python
-    hand = handwritten.request_of(request.directory, request.selection.extras, file=request.file)
-    version, _ = torch_wish.version_for(torch_wish.torch_line(hand), plan, facts, hand.project_file)
-    return version, _python(request, plan)
 
 
 _NAME_MAJOR = re.compile(r"(?<=[._-])cu(da)?(\d{2})(x?)(?=$|[._-])")
@@ -250,7 +240,7 @@ def project_set(
         )
         out.warnings += list(plan.torch.warnings)
     variant = plan.torch.backend
-    text = uv.project_export(directory, selection=request.selection.uv_args(), log=log)
+    text = locked.exported  # the one ``uv export`` of this command
     pins, local = _export_lines(text, locked.env)
     if "torch" not in pins:
         raise BuildFailed(
@@ -265,7 +255,8 @@ def project_set(
     kept = {n: pkg.version for n in pins if n in cuda_packages.BY_NAME
             and (pkg := resolved.packages.get(n)) and pkg.version
             and not any(c.name == n and c.after is None for c in out.changes)}  # fmt: skip
-    out.warnings += cuda_warnings(kept, plan, facts)
+    verdicts = cuda_verdicts(kept, plan, facts)
+    out.warnings += warnings_of(verdicts)
     dropped = {c.name for c in out.changes if c.after is None or c.name in TORCH_FAMILY}
     overrides = tuple(
         o for o in locked.project.overrides if req_name(o) in dropped - set(TORCH_FAMILY)
@@ -285,6 +276,7 @@ def project_set(
         complete=not swapped and len(out.reqs) == len(pins),
         plan=plan,
         names=tuple(sorted(set(pins) | {c.name for c in out.changes if c.after})),
+        verdicts=verdicts,
     )
 
 
@@ -368,6 +360,7 @@ class _Locked:
     resolved: uv_lock.Resolved
     torch_version: str  # as locked, with its label ("": the lock installs no torch)
     base: str  # its public version ("": none)
+    exported: str  # ``uv export --frozen``'s text for the selection, run once
 
 
 def _read_locked(request: ProjectRequest, plan: Plan, facts: Facts) -> _Locked:
@@ -377,18 +370,19 @@ def _read_locked(request: ProjectRequest, plan: Plan, facts: Facts) -> _Locked:
     py = _python(request, plan)
     arch = plan.arch or facts.arch or platform.machine()
     env = marker_environment(arch, py.version)
-    resolved = uv_lock.resolve(lock, project, env, request.selection)
+    exported = uv_lock.export(lock, request.selection)
+    resolved = uv_lock.resolve(lock, project, env, request.selection, exported=exported)
     torch = resolved.packages.get("torch")
     if torch is None or torch.version is None:  # JAX, CuPy ...: installed as it is locked
         return _Locked(project=project, python=py, env=env, arch=arch, resolved=resolved,
-                       torch_version="", base="")  # fmt: skip
+                       torch_version="", base="", exported=exported)  # fmt: skip
     try:
         base = str(Version(torch.version).public)
     except InvalidVersion as exc:
         raise BuildFailed(f"{directory}: torch version {torch.version!r} is not a version") from exc
     return _Locked(
         project=project, python=py, env=env, arch=arch, resolved=resolved,
-        torch_version=torch.version, base=base,
+        torch_version=torch.version, base=base, exported=exported,
     )  # fmt: skip
 
 
@@ -477,10 +471,14 @@ def _profile_packages(out: _Decisions, plan: Plan, pins: Mapping[str, str]) -> N
             out.note(wanted, None, req, f"profile {plan.profile}'s [packages] install")
 
 
-def cuda_warnings(versions: Mapping[str, str], plan: Plan, facts: Facts) -> list[str]:
-    """The set's CUDA packages (name -> version, ``(unpinned)`` for a bare name) that cannot
-    run on the node beside the planned torch, judged as ``audit`` judges them
-    (``decide/cuda_packages``): plan says what audit says."""
+def warnings_of(verdicts: tuple[cuda_packages.Verdict, ...]) -> list[str]:
+    return [f"{v.line()}: it cannot run on this node" for v in verdicts if not v.ok]
+
+
+def cuda_verdicts(
+    versions: Mapping[str, str], plan: Plan, facts: Facts
+) -> tuple[cuda_packages.Verdict, ...]:
+    """Every CUDA package of the set judged for the node beside the planned torch."""
     nv = facts.nvidia
     variant = plan.torch.backend
     node = cuda_packages.Node(
@@ -490,8 +488,7 @@ def cuda_warnings(versions: Mapping[str, str], plan: Plan, facts: Facts) -> list
         torch_version=plan.torch.version,
         arch=plan.arch or facts.arch,
     )
-    judged = cuda_packages.judge({n: (v,) for n, v in versions.items() if n != "torch"}, node)
-    return [f"{v.line()}: it cannot run on this node" for v in judged if not v.ok]
+    return cuda_packages.judge({n: (v,) for n, v in versions.items() if n != "torch"}, node)
 
 
 def _hand_cuda_versions(hand: readers.Request) -> dict[str, str]:
@@ -529,10 +526,11 @@ def handwritten_set(request: ProjectRequest, plan: Plan, facts: Facts) -> Projec
     spec = torch_wish.torch_line(hand)
     if spec is None and (pulled := _resolved_without_torch(hand, py, plan, facts)) is not None:
         return _handwritten_without_torch(request, hand, py, plan=plan, facts=facts, pulled=pulled)
-    if held := torch_wish.variant_release(hand, plan.arch or facts.arch or platform.machine()):
-        version, why = held, f"the project asks for torch{spec.specifier if spec else ''}"
-    else:
-        version, why = torch_wish.version_for(spec, plan, facts, hand.project_file)
+    version, why = torch_wish.release_for(hand, plan, facts)
+    arch = plan.arch or facts.arch or platform.machine()
+    ranged = ranges.pick(hand, facts, arch=arch, python=py.version, torch=version)
+    if ranged.torch and ranged.torch != version and not hand.variant:
+        version, why = ranged.torch, ranged.why
     check_torch_fit(version, py, plan, facts)
     pin, why = torch_wish.file_variant(hand, version, facts, why)
     plan = torch_wish.plan_for_version(plan, version, facts, pin=pin)
@@ -554,6 +552,7 @@ def handwritten_set(request: ProjectRequest, plan: Plan, facts: Facts) -> Projec
             changes.append(Change(name=wanted, before=None, after=req, why=why))
             reqs.append(req)
     kind = Path(hand.source).name
+    verdicts = cuda_verdicts({**_hand_cuda_versions(hand), **ranged.versions}, plan, facts)
     return ProjectSet(
         requirements=tuple(reqs),
         overrides=(),
@@ -570,8 +569,10 @@ def handwritten_set(request: ProjectRequest, plan: Plan, facts: Facts) -> Projec
             *dropped,
             *notes,
             *hand.notes,
-            *cuda_warnings(_hand_cuda_versions(hand), plan, facts),
+            *ranged.notes,
+            *warnings_of(verdicts),
         ),
+        verdicts=verdicts,
         plan=plan,
         names=tuple(sorted(names)),
         local_requirements=hand.local_requirements,
@@ -801,6 +802,7 @@ def project_plan(
     hashes: bool = False,
     allow_build: bool = True,
     offline_ok: bool = False,
+    wanted: ProjectSet | None = None,
 ) -> tuple[ProjectSet, str, list[str]]:
     """What ``build --project`` would install on the node, before anything is downloaded
     but metadata: (the set, uv's resolved text (hashed with ``hashes``), the install list).
@@ -809,8 +811,8 @@ def project_plan(
     Raises ``CommandFailed`` naming uv's reason and where torch comes from; with
     ``offline_ok``, an index that cannot be reached leaves the set as decided (torch, its
     variant, the Python) with an empty install list and a warning saying what was not
-    resolved."""
-    wanted = project_set(request, plan, facts)
+    resolved. ``wanted``: the set already computed (``model.on_node``)."""
+    wanted = wanted or project_set(request, plan, facts)
     local = wanted.local if wanted.local_deps else ()  # installed from a copy by a build
     if not allow_build:
         wanted = as_data(wanted)
@@ -854,6 +856,7 @@ __all__ = [
     "ProjectSet",
     "as_data",
     "check_torch_fit",
+    "cuda_verdicts",
     "extra_args",
     "handwritten_set",
     "hint",
@@ -861,8 +864,8 @@ __all__ = [
     "other_major",
     "project_plan",
     "project_set",
-    "project_torch",
     "req_name",
     "resolve_set",
+    "warnings_of",
     "write_input",
 ]

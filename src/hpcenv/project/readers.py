@@ -24,12 +24,12 @@ from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
-from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from hpcenv.project import containment, static_meta, uv_lock
+from hpcenv.project import containment, read_once, static_meta, uv_lock
 from hpcenv.utils import fsio
 from hpcenv.utils.errors import BadInput
+from hpcenv.utils.names import canonicalize_name
 
 #: File names read as a project of each kind (a directory is searched in this order).
 PROJECT_FILES = ("pyproject.toml", "setup.py", "setup.cfg")
@@ -86,8 +86,8 @@ class Request:
         for f in self.files:
             h.update(f.encode() + b"\0")
             try:
-                h.update(Path(f).read_bytes())
-            except OSError:
+                h.update(read_once.content(Path(f), "a project file"))
+            except (OSError, BadInput):
                 h.update(b"<unreadable>")
         for part in (
             *self.requirements,
@@ -192,8 +192,20 @@ def is_compiled(text: str) -> bool:
 
 def read(path: Path, *, extras: tuple[str, ...] = (), root: Path | None = None) -> Request:
     """The request of one file (kind by :func:`kind_of`), read inside ``root`` (default: the
-    project around it, ``containment.root_of``): a symlink leaving it is refused."""
+    project around it, ``containment.root_of``): a symlink leaving it is refused. Read once
+    per file (``read_once``)."""
     root = root or containment.root_of(path)
+    pin = read_once.identity(path.parent / ".python-version")
+    return read_once.kept(
+        "request",
+        path,
+        (extras, str(root), pin),
+        lambda: _read(path, extras=extras, root=root),
+        also=lambda request: request.files,
+    )
+
+
+def _read(path: Path, *, extras: tuple[str, ...], root: Path) -> Request:
     if path.is_symlink():
         containment.require_inside(path, root, "the dependency file (a symlink)")
     kind = kind_of(path)
@@ -267,7 +279,7 @@ def _installs_itself(path: Path, directory: Path) -> bool:
 
 def _has_project_table(path: Path) -> bool:
     try:
-        return "project" in fsio.load_toml(path, "pyproject.toml")
+        return "project" in read_once.toml(path, "pyproject.toml")
     except BadInput:
         return False
 
@@ -407,7 +419,7 @@ def _read_requirements_into(
     if not path.is_file():
         where = f" (included from {seen[-1]})" if seen else ""
         raise BadInput(f"{path}: no such requirements file{where}")
-    text = fsio.read_text(path, "requirements file")
+    text = read_once.text(path, "requirements file")
     acc.files.append(str(real))
     for n, line in _logical_lines(text):
         where = f"{path} (line {n})"
@@ -525,7 +537,7 @@ def _vcs_as_pep508(text: str) -> str | None:
 def read_pyproject(
     path: Path, *, extras: tuple[str, ...] = (), root: Path | None = None
 ) -> Request:
-    data = fsio.load_toml(path, "pyproject.toml")
+    data = read_once.toml(path, "pyproject.toml")
     project = data.get("project")
     root = root or containment.root_of(path)
     if not isinstance(project, dict):
@@ -725,53 +737,31 @@ def conda_names() -> CondaNames:
 
 
 def parse_conda_yaml(text: str, where: str) -> dict[str, Any]:
-    """The subset of YAML conda environment files use: top-level keys holding a scalar or
-    a block list (``- item``, ``- pip:`` with a nested list), flow lists ``[a, b]``."""
-    out: dict[str, Any] = {}
-    key: str | None = None
-    nested: list[str] | None = None
-    nested_indent = -1
-    for n, raw in enumerate(text.splitlines(), 1):
-        line = re.sub(r"\s+#.*$", "", raw).rstrip()
-        if not line.strip() or line.lstrip().startswith("#"):
-            continue
-        indent = len(line) - len(line.lstrip())
-        body = line.strip()
-        if indent == 0 and not body.startswith("-"):
-            k, sep, v = body.partition(":")
-            if not sep:
-                raise BadInput(f"{where} (line {n}): {body!r} is not 'key: value'")
-            key, nested = k.strip(), None
-            v = v.strip()
-            out[key] = _flow(v) if v else []
-            continue
-        if key is None or not body.startswith("-"):
-            raise BadInput(f"{where} (line {n}): {body!r}: expected '- item' under a key")
-        item = _unquote(body[1:].strip())
-        if nested is not None and indent > nested_indent:
-            nested.append(item)
-            continue
-        nested = None
-        items = out.setdefault(key, [])
-        if not isinstance(items, list):
-            raise BadInput(f"{where} (line {n}): {key} has a value and a list")
-        if item.endswith(":"):
-            sub: list[str] = []
-            items.append({item[:-1].strip(): sub})
-            nested, nested_indent = sub, indent
-        else:
-            items.append(item)
-    return out
+    """A conda environment file, read with PyYAML's safe loader (``fsio.parse_yaml``: no
+    Python objects, no code, size and depth bounded), aliases refused (``*name``: a few
+    lines that expand without bound; conda files need none); every scalar of
+    ``dependencies`` (and its ``pip:`` list) a string, as conda reads them. Other keys
+    (``variables:``, ``prefix:``) are read and left alone."""
+    data = fsio.parse_yaml(text, where, "conda environment file", refuse_aliases=True)
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise BadInput(f"{where}: a conda environment file is a mapping of keys (name:, "
+                       "dependencies:), not a list or a value")  # fmt: skip
+    deps = data.get("dependencies")
+    if isinstance(deps, list):
+        data["dependencies"] = [_conda_item(d, where) for d in deps if d is not None]
+    return {str(k): v for k, v in data.items()}
 
 
-def _unquote(text: str) -> str:
-    return text[1:-1] if len(text) > 1 and text[0] == text[-1] and text[0] in "'\"" else text
-
-
-def _flow(value: str) -> Any:
-    if value.startswith("[") and value.endswith("]"):
-        return [_unquote(v.strip()) for v in value[1:-1].split(",") if v.strip()]
-    return _unquote(value)
+def _conda_item(item: Any, where: str) -> str | dict[str, list[str]]:
+    """One ``dependencies:`` entry: a spec as a string, or ``pip:`` with its lines."""
+    if isinstance(item, dict):
+        return {str(k): [str(v) for v in (vs or []) if v is not None]
+                if isinstance(vs, list) else [str(vs)] for k, vs in item.items()}  # fmt: skip
+    if isinstance(item, list):
+        raise BadInput(f"{where}: dependencies: {item!r} is a list inside the list")
+    return str(item)
 
 
 _CONDA_SPEC = re.compile(r"^(?:[\w.-]+::)?([A-Za-z0-9_.-]+)\s*(.*)$")
@@ -797,7 +787,18 @@ def conda_to_pep508(spec: str) -> tuple[str, str]:
 
 
 def read_conda(path: Path, *, root: Path | None = None) -> Request:
-    data = parse_conda_yaml(fsio.read_text(path, "conda environment file"), str(path))
+    root = root or containment.root_of(path)
+    return read_once.kept(
+        "conda", path, (str(root),), lambda: _read_conda(path, root=root), also=_files
+    )
+
+
+def _files(request: Request) -> tuple[str, ...]:
+    return request.files
+
+
+def _read_conda(path: Path, *, root: Path) -> Request:
+    data = parse_conda_yaml(read_once.text(path, "conda environment file"), str(path))
     deps = data.get("dependencies")
     if not isinstance(deps, list):
         raise BadInput(f"{path}: no 'dependencies:' list; not a conda environment file")

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hpcenv.project import uv_lock
+from hpcenv.project import read_once, uv_lock
 from hpcenv.project.uv_lock import PythonChoice
 from hpcenv.utils.errors import BadInput
 from hpcenv.utils.names import canonicalize_name
@@ -71,7 +71,7 @@ def project_digest(request: ProjectRequest) -> str:
     for name in PROJECT_FILES:
         path = request.directory / name
         if path.is_file():
-            h.update(name.encode() + b"\0" + path.read_bytes())
+            h.update(name.encode() + b"\0" + read_once.content(path, name))
     h.update("\0".join(request.selection.uv_args()).encode())
     h.update(b"\0profile-packages" if request.with_profile_packages else b"")
     return h.hexdigest()[:16]

@@ -16,8 +16,7 @@ import configparser
 from dataclasses import dataclass
 from pathlib import Path
 
-from hpcenv.project import containment
-from hpcenv.utils import fsio
+from hpcenv.project import containment, read_once
 
 #: The ``setup()`` keywords read (everything else in the call is left alone).
 _KEYS = ("install_requires", "python_requires", "extras_require")
@@ -56,7 +55,7 @@ def of_setup_cfg(path: Path) -> Static | None:
     ``install_requires``)."""
     parser = configparser.ConfigParser(interpolation=None)
     try:
-        parser.read_string(fsio.read_text(path, "setup.cfg"), source=str(path))
+        parser.read_string(read_once.text(path, "setup.cfg"), source=str(path))
     except configparser.Error as exc:
         return Static(dynamic=f"{path}: not readable as setup.cfg ({type(exc).__name__})")
     if not parser.has_option("options", "install_requires"):
@@ -79,7 +78,7 @@ def _cfg_list(value: str) -> tuple[str, ...]:
 def of_setup_py(path: Path) -> Static:
     """``setup.py``'s literal ``install_requires``/``python_requires``/``extras_require``
     (see the module docstring); ``dynamic`` set when any of them is computed."""
-    text = fsio.read_text(path, "setup.py")
+    text = read_once.text(path, "setup.py")
     try:
         tree = ast.parse(text, filename=str(path))
     except (SyntaxError, ValueError, RecursionError, MemoryError):

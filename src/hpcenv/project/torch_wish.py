@@ -13,6 +13,7 @@ what the caller needs: a plan made for the project's torch, the requirement line
 from __future__ import annotations
 
 import dataclasses
+import platform
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -147,6 +148,18 @@ def variant_release(request: readers.Request, arch: str) -> str | None:
     return version
 
 
+def release_for(hand: readers.Request, plan: Plan, facts: Facts) -> tuple[str, str]:
+    """(torch release, why) a project without a lock gets on this node: the one answer of
+    ``plan``/``lock``/``build --project`` (``install_set.project_torch``, the build's check
+    before any venv, and ``install_set.handwritten_set``). A file that names its build
+    (conda's ``pytorch-cuda=11.7``) gets the newest release of its range that published
+    that build (``variant_release``); any other file ``version_for``."""
+    spec = torch_line(hand)
+    if held := variant_release(hand, plan.arch or facts.arch or platform.machine()):
+        return held, f"the project asks for torch{spec.specifier if spec else ''}"
+    return version_for(spec, plan, facts, hand.project_file)
+
+
 def plan_for_version(plan: Plan, version: str, facts: Facts, pin: str | None = None) -> Plan:
     """``plan`` with its torch choice made for torch ``version`` (the project's) on ``facts``.
 
@@ -230,6 +243,7 @@ __all__ = [
     "file_variant",
     "pair_for",
     "plan_for_version",
+    "release_for",
     "runs_on",
     "target_requirement",
     "torch_line",

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from hpcenv.models import wheel_fit
-from hpcenv.project import uv_export
+from hpcenv.project import read_once, uv_export
 from hpcenv.project.uv_export import DEFAULT_SELECTION, Selection
 from hpcenv.tools import uv
 from hpcenv.utils import answers, data_cache, fsio
@@ -261,7 +261,7 @@ def read_lock(path: Path, data: Mapping[str, object] | None = None) -> Lock:
     :func:`_plain`): ~3 ms, not ~150 (tomllib) or ~10 (its whole TOML from the cache)."""
     if data is not None:
         return _parse(path, data)
-    raw = fsio.read_bytes(path, "uv.lock")
+    raw = read_once.content(path, "uv.lock")  # opened once per command (read_once)
     digest = data_cache.key([("uv.lock", raw), ("plain", _PLAIN_FORMAT)])
     where = data_cache.entry("uv-lock", digest)
     plain = data_cache.read(where, digest)
@@ -438,11 +438,19 @@ def python_pin_of(directory: Path) -> str | None:
 
 
 def read_project(directory: Path) -> Project:
-    """The install settings of the project in ``directory`` (missing files: defaults)."""
-    data: dict[str, object] = {}
+    """The install settings of the project in ``directory`` (missing files: defaults; each
+    file read once, ``read_once``)."""
     pyproject = _beside(directory, "pyproject.toml")
+    pin = read_once.identity(_beside(directory, ".python-version"))
+    return read_once.kept(
+        "project", pyproject, (str(directory), pin), lambda: _read_project(directory, pyproject)
+    )
+
+
+def _read_project(directory: Path, pyproject: Path) -> Project:
+    data: dict[str, object] = {}
     if pyproject.is_file():  # parsed once per content, like the lock (data_cache)
-        data = data_cache.load_toml(pyproject, "pyproject.toml")
+        data = read_once.toml(pyproject, "pyproject.toml")
     project = data.get("project") if isinstance(data.get("project"), dict) else {}
     tool = data.get("tool") if isinstance(data.get("tool"), dict) else {}
     uv_cfg = tool.get("uv") if isinstance(tool, dict) and isinstance(tool.get("uv"), dict) else {}

@@ -288,7 +288,7 @@ def cache_clean(names: Sequence[str], *, log: IO[str] | None = None) -> Complete
 
 def freeze(venv_path: Path, *, log: IO[str] | None = None) -> dict[str, str]:
     """``{normalised name: version}`` of what is installed in ``venv_path``."""
-    from packaging.utils import canonicalize_name
+    from hpcenv.utils.names import canonicalize_name
 
     done = _run(["pip", "freeze", "--python", str(venv_path / "bin" / "python")], log=log)
     out: dict[str, str] = {}
@@ -341,6 +341,16 @@ def build_wheel(
     )
 
 
+_PYTHON_DOWNLOAD = re.compile(r"Failed to download\W+\S*/cpython-(\d+\.\d+)[.\d]*%2B")
+
+
+def python_not_downloaded(output: str) -> str | None:
+    """The Python (``3.8``) uv failed to download for a venv, from its error output (a
+    python-build-standalone archive it could not fetch); None for any other failure."""
+    m = _PYTHON_DOWNLOAD.search(output.replace("\n", " "))
+    return m.group(1) if m else None
+
+
 def error_summary(output: str) -> str:
     """uv's error line, with the first cause naming a URL or file and the root cause.
     uv wraps its messages at ``$COLUMNS`` (nox and pytest-xdist set it): an indented line
@@ -378,6 +388,7 @@ def compile_for(
     hashes: bool = False,
     log: IO[str] | None = None,
     timeout: float | None = 600,
+    config_file: Path | None = None,
 ) -> str:
     """``uv pip compile`` of a hand-written input (a ``requirements.in`` hpcenv wrote, or a
     project's ``pyproject.toml``/``setup.py``/``setup.cfg``, whose metadata uv gets from
@@ -404,4 +415,6 @@ def compile_for(
         args += ["--extra", extra]
     if constraints is not None:
         args += ["--constraint", str(constraints)]
+    if config_file is not None:  # hpcenv's own (dependency-metadata), never the project's
+        args += ["--config-file", str(config_file)]
     return _run(args, log=log, cwd=input_file.parent, timeout=timeout).stdout

@@ -717,9 +717,13 @@ def parse_toml(text: str, where: str) -> dict[str, Any]:
 MAX_YAML_BYTES = 4 * 1024 * 1024
 
 
-def parse_yaml(text: str, where: str, what: str = "YAML file") -> Any:
+def parse_yaml(
+    text: str, where: str, what: str = "YAML file", *, refuse_aliases: bool = False
+) -> Any:
     """YAML ``text`` (safe_load); BadInput naming ``where`` when it is not YAML, is larger
-    than ``MAX_YAML_BYTES``, nests deeper than ``MAX_DEPTH`` or holds a huge number."""
+    than ``MAX_YAML_BYTES``, nests deeper than ``MAX_DEPTH`` or holds a huge number; with
+    ``refuse_aliases``, also one that uses an alias (``*name``: a few lines can expand
+    without bound; a conda environment file needs none)."""
     import yaml  # type: ignore[import-untyped]  # here: only a job with a YAML config pays for it
 
     if len(text) > MAX_YAML_BYTES:
@@ -728,7 +732,11 @@ def parse_yaml(text: str, where: str, what: str = "YAML file") -> Any:
             "launcher's config: give the right file"
         )
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_no_aliases(yaml)) if refuse_aliases else yaml.safe_load(text)
+    except _AliasFound as exc:
+        raise BadInput(
+            f"{where} (line {exc.line}): a YAML alias; a {what} needs none (write the value out)"
+        ) from None
     except yaml.YAMLError as exc:
         why = " ".join(str(exc).split())  # YAML's messages span lines
         raise BadInput(f"{where}: not a readable {what} ({why}); fix the file") from exc
@@ -739,6 +747,24 @@ def parse_yaml(text: str, where: str, what: str = "YAML file") -> Any:
     if depth(data) > MAX_DEPTH:
         raise _too_deep(where)
     return data
+
+
+class _AliasFound(Exception):
+    def __init__(self, line: int) -> None:
+        super().__init__(line)
+        self.line = line
+
+
+def _no_aliases(yaml: Any) -> Any:
+    """PyYAML's ``SafeLoader`` that stops at the first alias (``_AliasFound``)."""
+
+    class NoAliases(yaml.SafeLoader):  # type: ignore[misc]
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.check_event(yaml.AliasEvent):
+                raise _AliasFound(self.peek_event().start_mark.line + 1)
+            return super().compose_node(parent, index)
+
+    return NoAliases
 
 
 def load_json(path: Path, what: str = "JSON file", hint: str = "") -> Any:

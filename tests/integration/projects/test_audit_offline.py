@@ -77,7 +77,9 @@ def test_hand_written_flash_attn_is_audited_like_the_compiled_form(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Before: exit 2 "Failed to build flash-attn" (its setup.py needs torch and nvcc),
-    while the same pins compiled got "flash-attn 2 needs compute capability >= 8.0"."""
+    while the same pins compiled got "flash-attn 2 needs compute capability >= 8.0". Then
+    (issue 31) the pins judged as written. Now (issue 40) uv is told flash-attn 2.5.8's
+    requirements (knowledge/dependency_metadata.toml), so the file resolves with no build."""
     require("uv", uv.available(), "uv not found")
     try:
         socket.create_connection(("pypi.org", 443), timeout=5).close()
@@ -88,9 +90,9 @@ def test_hand_written_flash_attn_is_audited_like_the_compiled_form(
     (tmp_path / "requirements.txt").write_text("torch==2.1.2\nflash-attn==2.5.8\n")
     rc, out = _audit(tmp_path / "requirements.txt", V100, capsys)
     assert rc == 3, out
-    assert (out["torch"], out["build"]) == ("2.1.2+cu121", "cu121")  # PyPI's x86_64 build
+    assert (out["torch"], out["build"]) == ("2.1.2", "cu121")  # PyPI's x86_64 build
     assert "flash-attn 2.5.8: flash-attn 2 needs compute capability >= 8.0" in out["message"]
-    assert "not resolved" in out["resolved"]
+    assert out["resolved"].startswith("resolved from"), out["resolved"]
 
 
 def test_every_exact_pin_is_judged_without_torch(

@@ -303,3 +303,37 @@ def test_a_file_meant_for_a_separate_torch_install_says_how(
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no torch in this requirements file" in err
     assert f"'hpcenv build PROFILE --project {project}' installs the profile's torch" in err
+
+
+@pytest.mark.parametrize(("name", "file"), [("pyproject-extras", "pyproject.toml"),
+                                            ("vllm-range", "setup.py")])  # fmt: skip
+def test_extra_of_a_lockless_pyproject_and_a_setup_py(
+    cache: Path, capsys: pytest.CaptureFixture[str], name: str, file: str
+) -> None:
+    """Issue 40: ``audit pyproject.toml --extra fa`` (no lock) and ``audit setup.py --extra
+    vllm`` exited 2 with uv's "Requesting extras requires a pyproject.toml ..." (the extra
+    was passed to ``uv pip compile`` of a requirements.in; it is read as data instead)."""
+    require_pypi()
+    extra = {"pyproject-extras": "fa", "vllm-range": "vllm"}[name]
+    main(["audit", str(PROJECTS / name / file), "--extra", extra, "--facts", V100_FILE, "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert "Requesting extras" not in json.dumps(out)
+    judged = " ".join(out["packages"])
+    assert {"pyproject-extras": "flash-attn 2.7.4.post1", "vllm-range": "vllm 0.11.0"}[
+        name
+    ] in judged
+
+
+def test_flash_attn_pins_resolve_without_building_it(cache: Path) -> None:
+    """Issue 40: ``torch==2.1.2`` + ``flash-attn==2.5.8`` on the V100: uv ran flash-attn's
+    setup.py to learn its requirements (it imports torch: failed), and audit pasted the
+    build's 40-line traceback into a warning, judging the pins as written. Now uv is told
+    the release's requirements (``knowledge/dependency_metadata.toml``, read from its
+    sdist), so the file resolves, no build runs, and the verdict is the same."""
+    require_pypi()
+    result = audit(PROJECTS / "flash-attn-pins" / "requirements.txt", V100)
+    assert result.resolved is not None and result.resolved.startswith("resolved from"), (
+        result.resolved
+    )
+    assert not [w for w in result.warnings if "built" in w or "Traceback" in w], result.warnings
+    assert "flash-attn 2.5.8: flash-attn 2 needs compute capability >= 8.0" in result.packages[0]

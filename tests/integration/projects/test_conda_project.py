@@ -24,6 +24,7 @@ from hpcenv.profile import schema as profile
 from hpcenv.project import install_set, readers
 from hpcenv.project import uv_lock as uvlock
 from hpcenv.project.request import ProjectRequest
+from hpcenv.utils.errors import BadInput
 from support import FACTS
 from support.buildkit import require_pypi
 
@@ -211,3 +212,17 @@ def test_a_variant_not_published_for_the_arch_names_the_release(
     assert rc == 3 and out["exit_code"] == 3
     assert "no torch==1.11.0 published a cu113 build for aarch64" in out["error"]
     assert "1.11.0.*" not in out["error"]
+
+
+def test_condas_variables_section_is_read_and_an_alias_refused(tmp_path: Path) -> None:
+    """Issue 40: the hand parser refused conda's ``variables:`` (a mapping), exit 2 on a
+    valid file; the file is read with PyYAML's safe loader now, aliases refused (a few
+    lines that expand without bound), one line naming the file and the line."""
+    text = TORCH_1_11 + "variables:\n  CUDA_HOME: /usr/local/cuda\n  OMP_NUM_THREADS: 4\n"
+    request = readers.read(conda_project(tmp_path, text) / "environment.yaml")
+    assert (request.variant, request.python) == ("cu113", "3.8")
+    assert "torch==1.11.0.*" in request.requirements
+    bomb = "x: &a [1, 2]\ny: [*a, *a]\ndependencies:\n  - numpy\n"
+    (tmp_path / "bomb.yml").write_text(bomb)
+    with pytest.raises(BadInput, match=r"bomb\.yml \(line 2\): a YAML alias"):
+        readers.read(tmp_path / "bomb.yml")

@@ -26,12 +26,15 @@ from hpcenv.cli import main
 from support import DATA, FACTS
 from support.buildkit import require_pypi
 
-#: torch projects: audit and plan both answer "which torch". A JAX project's default selection
-#: installs no GPU package (its CUDA plugins are the `gpu` extra): judged in
-#: test_audit_gpu_stacks.py and builds/test_build_without_torch.py instead.
-WITHOUT_TORCH = {"jax_gpu"}
+#: the real public projects (an ORIGIN naming its repository); the kinds of hpcenv's own
+#: making are held to one answer on the V100 by test_agreement.py; a JAX project (no torch)
+#: by test_audit_gpu_stacks.py and builds/test_build_without_torch.py
 PROJECTS = sorted(
-    p.name for p in (DATA / "projects").iterdir() if p.is_dir() and p.name not in WITHOUT_TORCH
+    p.name
+    for p in (DATA / "projects").iterdir()
+    if p.is_dir()
+    and (p / "ORIGIN").read_text().startswith("repository:")
+    and not (p / "ORIGIN").read_text().startswith("repository: none")
 )
 NODES = sorted(p.stem for p in FACTS.glob("*.json"))
 

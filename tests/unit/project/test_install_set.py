@@ -17,11 +17,12 @@ from hpcenv.models.facts import Facts
 from hpcenv.profile import schema as profile
 from hpcenv.project import install_set, torch_wish
 from hpcenv.project.request import ProjectRequest
-from support import FACTS
+from support import DATA, FACTS
 from support.knowledge_snapshot import with_companions_of
 
 V100 = collect.load(FACTS / "v100-supercloud.json")  # 575.57.08: cu128 for 2.9.1
 CPU = Facts(arch="x86_64", python="3.11")
+PROJECTS = DATA / "projects"
 
 
 def hand_set(directory: Path, facts: Facts, name: str = "local") -> install_set.ProjectSet:
@@ -162,3 +163,23 @@ def test_the_projects_index_the_plan_uses_is_not_said_unused(tmp_path: Path) -> 
     )  # the index root: torch comes from the node's variant index, another one
     said = hand_set(tmp_path, V100, "supercloud").warnings
     assert any("index https://download.pytorch.org/whl not used" in w for w in said), said
+
+
+def test_a_conda_file_naming_its_build_gets_one_torch_in_every_command() -> None:
+    """Issue 40: ``python=3.8``, ``pytorch>=1.13``, ``pytorch-cuda=11.7`` on the V100 (575):
+    ``plan --project`` said torch 2.0.1+cu117 on Python 3.8, while ``build --project``'s
+    check before the venv (``install_set.project_torch``, gone) skipped the variant release
+    and stopped on torch 2.11.0 ("no wheel for Python 3.8"). Both read ``model.on_node``."""
+    from hpcenv.project import model
+
+    plan = make_plan(profile.load("supercloud"), V100, environ={})
+    request = ProjectRequest(directory=PROJECTS / "conda-py38")
+    on_node = model.on_node(request, plan, V100)
+    assert (on_node.torch.release, on_node.torch.variant, on_node.python.version) == (
+        "2.0.1",
+        "cu117",
+        "3.8",
+    )
+    assert on_node.torch.requirement == "torch==2.0.1+cu117"
+    assert "pytorch-cuda=11.7" in on_node.torch.why
+    assert model.on_node(request, plan, V100) is on_node  # computed once

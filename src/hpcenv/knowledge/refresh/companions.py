@@ -29,7 +29,6 @@ from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
-from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from hpcenv.knowledge import listing, remote
@@ -37,6 +36,7 @@ from hpcenv.knowledge.companions import Released
 from hpcenv.knowledge.refresh.toml_out import Written, data_dir, render, write_if_changed
 from hpcenv.utils import fsio
 from hpcenv.utils.errors import BadInput
+from hpcenv.utils.names import canonicalize_name
 
 COMPANIONS_FILE = "torch_companions.toml"
 COMPANIONS = ("torchvision", "torchaudio")
