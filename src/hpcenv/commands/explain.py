@@ -14,12 +14,20 @@ failing line is shown, with its rank and node) or no line failed; 2 bad input.""
 from __future__ import annotations
 
 import argparse
+import shutil
+import sys
+from dataclasses import replace
 from pathlib import Path
 
 from hpcenv.commands import print_json, print_text
 from hpcenv.facts import collect
 from hpcenv.profile import schema
 from hpcenv.slurm import failure
+from hpcenv.ui.progress import ReadProgress
+from hpcenv.utils.errors import BadInput
+
+#: The longest path hpcenv takes on the command line (Linux's PATH_MAX).
+MAX_ARG = 4096
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -41,20 +49,41 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="the explanation as one JSON object")
 
 
+def _width() -> int | None:
+    """The terminal's width when stdout is one (the evidence is wrapped to it)."""
+    return shutil.get_terminal_size().columns if sys.stdout.isatty() else None
+
+
+def _exists(arg: str, what: str) -> bool:
+    """Whether ``arg`` names something; BadInput (exit 2) for a value no path can be."""
+    if len(arg) > MAX_ARG or "\0" in arg:
+        raise BadInput(f"{what} {arg[:40]!r}... is {len(arg)} characters: neither a path nor a job "
+                       "id; give a log file or a job id")  # fmt: skip
+    try:
+        return Path(arg).exists()
+    except OSError as exc:  # a name longer than the file system takes
+        raise BadInput(
+            f"{what} {arg[:40]!r}...: {exc.strerror}; give a log file or a job id"
+        ) from exc
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.log_dir is not None:
+        _exists(str(args.log_dir), "--log-dir")
     facts = collect.load(args.facts) if args.facts else None
     prof = schema.load(args.profile) if args.profile else None
     net = prof.platform.nccl_net if prof else "any"
-    first = Path(args.logs[0])
-    if len(args.logs) == 1 and not first.exists():
+    progress = ReadProgress().start
+    if len(args.logs) == 1 and not _exists(args.logs[0], "LOG_OR_JOBID"):
         log_dir = args.log_dir or Path(prof.job.log_dir if prof else "logs")
-        logs, report = failure.job_files(args.logs[0], log_dir)
-        found = failure.explain_job(logs, report, facts=facts, expect_net=net)
+        logs, report, refused = failure.job_files(args.logs[0], log_dir)
+        found = failure.explain_job(logs, report, facts=facts, expect_net=net, progress=progress)
+        found = replace(found, notes=(*found.notes, *(f"left out: {why}" for why in refused)))
     else:
         paths = [Path(p) for p in args.logs]
-        found = failure.explain_files(paths, facts=facts, expect_net=net)
+        found = failure.explain_files(paths, facts=facts, expect_net=net, progress=progress)
     if args.json:
         print_json(found.to_json())
     else:
-        print_text(found.text())
+        print_text(found.text(_width()))
     return 0 if found.known else 1

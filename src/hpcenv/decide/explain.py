@@ -24,12 +24,8 @@ from hpcenv.decide.torch_choice import TorchWish, choose_torch
 from hpcenv.knowledge.failures import Catalog, Cause
 from hpcenv.models.explanation import Evidence, Explanation
 from hpcenv.models.facts import Facts
+from hpcenv.tools import keyscan
 
-#: Bytes kept after the last line handled in a block: the lines a summary reads after
-#: its first line (``after``) are in the same block.
-TAIL = 256 << 10
-#: The most of a line kept as evidence.
-MAX_TEXT = 300
 #: Causes whose fix names the torch variant the node's driver runs.
 TORCH_CAUSES = ("driver_too_old", "cuda_runtime_missing", "no_kernel_image", "torch_cpu_build")
 
@@ -40,35 +36,11 @@ class Line:
     number: int  # 1-based
     text: str
     after: tuple[str, ...] = ()  # the lines that follow (a multi-line summary)
+    cut: bool = False  # longer than ``keyscan.MAX_LINE``: ``text`` is its head
 
 
-def _line_at(buf: bytes, start: int) -> tuple[str, int]:
-    end = buf.find(b"\n", start)
-    end = len(buf) if end == -1 else end
-    return buf[start:end].decode("utf-8", "replace").rstrip("\r"), end
-
-
-def _following(buf: bytes, pos: int, count: int) -> tuple[str, ...]:
-    out = []
-    while count and pos < len(buf):
-        text, pos = _line_at(buf, pos + 1)
-        out.append(text)
-        count -= 1
-    return tuple(out)
-
-
-def _starts(buf: bytes, end: int, keys: Sequence[bytes]) -> list[int]:
-    """The starts of the lines in ``buf[:end]`` that contain a key."""
-    starts = set()
-    for key in keys:
-        i = buf.find(key, 0, end)
-        while i != -1:
-            starts.add(buf.rfind(b"\n", 0, i) + 1)
-            nl = buf.find(b"\n", i, end)
-            if nl == -1:
-                break
-            i = buf.find(key, nl + 1, end)
-    return sorted(starts)
+def line_of(found: keyscan.Found, file: str) -> Line:
+    return Line(file, found.number, found.text, found.after, found.cut)
 
 
 def scan(
@@ -79,30 +51,11 @@ def scan(
     after: Mapping[bytes, int] | None = None,
 ) -> Iterator[Line]:
     """The lines of a log (given as blocks of bytes) that contain one of ``keys``, with
-    their numbers; a line with a key of ``after`` (a summary's first line) also carries
-    that many of the lines that follow it (as many as the block holds, ``TAIL`` bytes)."""
-    number, carry = 1, b""
-    for block in _blocks_then_end(blocks):
-        eof = block is None
-        buf = carry + (block or b"")
-        end = len(buf) if eof else buf.rfind(b"\n", 0, max(0, len(buf) - TAIL)) + 1
-        if end <= 0:
-            carry = buf
-            continue
-        pos = 0
-        for start in _starts(buf, end, keys):
-            number += buf.count(b"\n", pos, start)
-            pos = start
-            text, stop = _line_at(buf, start)
-            more = max((n for k, n in (after or {}).items() if k in buf[start:stop]), default=0)
-            yield Line(file, number, text, _following(buf, stop, more))
-        number += buf.count(b"\n", pos, end)
-        carry = buf[end:]
-
-
-def _blocks_then_end(blocks: Iterable[bytes]) -> Iterator[bytes | None]:
-    yield from blocks
-    yield None
+    their numbers (``tools/keyscan.scan_blocks``: one search for all keys, every line cut
+    to ``keyscan.MAX_LINE``); a line with a key of ``after`` (a summary's first line) also
+    carries that many of the lines that follow it."""
+    for found in keyscan.scan_blocks(blocks, keys, after):
+        yield line_of(found, file)
 
 
 def lines_of(text: str, catalog: Catalog, *, file: str = "<log>") -> list[Line]:
@@ -241,7 +194,7 @@ class _Words(dict[str, str]):
 
 def _evidence(hit: _Hit, node: str | None) -> Evidence:
     return Evidence(
-        file=hit.line.file, line=hit.line.number, text=hit.line.text[:MAX_TEXT],
+        file=hit.line.file, line=hit.line.number, text=hit.line.text, cut=hit.line.cut,
         rank=hit.rank, node=node,
     )  # fmt: skip
 

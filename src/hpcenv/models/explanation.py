@@ -3,16 +3,21 @@ the cause in one line, the evidence (file, line, rank, node), the fix, its sourc
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass
+
+#: The most of the evidence line shown to people (``--json`` has it whole).
+SHOWN = 2000
 
 
 @dataclass(frozen=True, kw_only=True)
 class Evidence:
     file: str
     line: int  # 1-based
-    text: str  # the line as the log has it (prefix included), cut to 300 characters
+    text: str  # the line as the log has it (prefix included), whole
     rank: int | None = None
     node: str | None = None
+    cut: bool = False  # the line was longer than hpcenv reads of one (``text`` is its head)
 
     def where(self) -> str:
         who = [f"rank {self.rank}" if self.rank is not None else "", self.node or ""]
@@ -22,7 +27,7 @@ class Evidence:
     def to_json(self) -> dict[str, object]:
         return {
             "file": self.file, "line": self.line, "rank": self.rank, "node": self.node,
-            "text": self.text,
+            "text": self.text, "cut": self.cut,
         }  # fmt: skip
 
 
@@ -52,14 +57,32 @@ class Explanation:
             "notes": list(self.notes),
         }
 
-    def text(self) -> str:
-        """For people: the cause, the evidence, the fix, the notes; one line each."""
+    def text(self, width: int | None = None) -> str:
+        """For people: the cause, the evidence, the fix, the notes; one line each, or
+        wrapped to ``width`` (a terminal's) with the evidence indented under its place."""
         lines = [f"cause: {self.cause}"]
         if self.evidence:
-            lines.append(f"evidence: {self.evidence.where()}: {self.evidence.text.strip()}")
+            lines += _evidence_lines(self.evidence, width)
         if self.fix:
             lines.append(f"fix: {self.fix}")
         lines += [f"note: {n}" for n in self.notes]
         if self.source:
             lines.append(f"known from: {self.source}")
         return "\n".join(lines) + "\n"
+
+
+def _evidence_lines(evidence: Evidence, width: int | None) -> list[str]:
+    said = evidence.text.strip()
+    more = len(said) - SHOWN
+    if more > 0 or evidence.cut:
+        said = said[:SHOWN] + (
+            f" [... {max(more, 0)} more characters"
+            + ("; the line was longer than hpcenv reads of one, and cut" if evidence.cut else "")
+            + "; --json has all hpcenv read]"
+        )
+    head = f"evidence: {evidence.where()}:"
+    if not width:
+        return [f"{head} {said}"]
+    body = textwrap.wrap(said, width=max(width - 4, 20), break_long_words=True,
+                         break_on_hyphens=False)  # fmt: skip
+    return [head] + ["    " + chunk for chunk in body]
