@@ -74,6 +74,8 @@ class _Hit:
     rank: int | None
     node: str | None
     groups: dict[str, str]
+    local_rank: int | None = None
+    context: str = ""  # an exception's innermost frame
 
 
 @dataclass
@@ -87,9 +89,22 @@ class _State:
     unknown: _Hit | None = None
 
 
-def _prefix(catalog: Catalog, text: str) -> tuple[int | None, str | None, str]:
-    """The rank and node a line's prefixes give, and the line without them."""
+@dataclass(frozen=True)
+class _Who:
     rank: int | None = None
+    local_rank: int | None = None
+    node: str | None = None
+
+
+def _int(value: str | None) -> int | None:
+    return int(value) if value is not None and value.isdigit() else None
+
+
+def _prefix(catalog: Catalog, text: str) -> tuple[_Who, str]:
+    """The rank, local rank and node a line's prefixes give (else its words, the
+    catalog's ``in_line``), and the line without the prefixes."""
+    rank: int | None = None
+    local: int | None = None
     node: str | None = None
     rest = text
     for pattern in catalog.prefixes:
@@ -97,11 +112,16 @@ def _prefix(catalog: Catalog, text: str) -> tuple[int | None, str | None, str]:
         if not m:
             continue
         groups = m.groupdict()
-        if groups.get("rank") is not None and rank is None:
-            rank = int(groups["rank"])
+        rank = _int(groups.get("rank")) if rank is None else rank
+        local = _int(groups.get("local_rank")) if local is None else local
         node = groups.get("node") or node
         rest = rest[m.end() :].lstrip()
-    return rank, node, rest
+    for pattern in catalog.in_line if rank is None else ():
+        if m := pattern.search(rest):
+            groups = m.groupdict()
+            rank, local = _int(groups.get("rank")), _int(groups.get("local_rank")) or local
+            break
+    return _Who(rank, local, node), rest
 
 
 def _fields(cause: Cause, line: Line) -> dict[str, str]:
@@ -113,9 +133,34 @@ def _fields(cause: Cause, line: Line) -> dict[str, str]:
     return found
 
 
+#: A Python exception line (its type, then ``: message`` or nothing); a frame's line.
+_EXCEPTION = re.compile(r"(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?::(?: .*)?|(?<=Error)|(?<=Exception)"
+                        r"|(?<=Interrupt)|(?<=Exit))$")  # fmt: skip
+_FRAME = re.compile(r'File ".*", line \d+')
+
+
+def _exception(catalog: Catalog, line: Line, who: _Who) -> tuple[Line, str] | None:
+    """A traceback's exception line (the rank's own, where the header had a rank) and
+    its innermost frame, from the lines after the header ``line``."""
+    frame = ""
+    for i, text in enumerate(line.after):
+        other, body = _prefix(catalog, text)
+        if (other.rank, other.local_rank, other.node) != (who.rank, who.local_rank, who.node):
+            continue  # another rank's line, interleaved
+        body = body.strip()
+        if _FRAME.match(body):
+            frame = body
+        elif body.startswith(("Traceback ", "During handling", "The above exception")):
+            frame = ""
+        elif _EXCEPTION.match(body):
+            return Line(line.file, line.number + i + 1, text, cut=False), frame
+    return None
+
+
 def _see(state: _State, catalog: Catalog, line: Line) -> None:
     state.order += 1
-    rank, node, rest = _prefix(catalog, line.text)
+    who, rest = _prefix(catalog, line.text)
+    rank, node = who.rank, who.node
     if rank is not None:
         state.ranks.add(rank)
         if node:
@@ -129,10 +174,16 @@ def _see(state: _State, catalog: Catalog, line: Line) -> None:
         if m := cause.match(rest):
             groups = {k: v for k, v in m.groupdict().items() if v is not None}
             groups.update(_fields(cause, line) if cause.after else {})
-            _record(state, _Hit(cause, line, state.order, rank, node, groups))
+            _record(state, _Hit(cause, line, state.order, rank, node, groups, who.local_rank))
             return
-    if state.unknown is None and any(p.search(rest) for p in catalog.unknown):
-        state.unknown = _Hit(None, line, state.order, rank, node, {})
+    if state.unknown is not None:
+        return
+    key = catalog.traceback_key.decode()
+    if key and key in rest and (found := _exception(catalog, line, who)):
+        state.unknown = _Hit(None, found[0], state.order, rank, node, {}, who.local_rank,
+                             context=found[1])  # fmt: skip
+    elif any(p.search(rest) for p in catalog.unknown):
+        state.unknown = _Hit(None, line, state.order, rank, node, {}, who.local_rank)
 
 
 def _record(state: _State, hit: _Hit) -> None:
@@ -140,6 +191,8 @@ def _record(state: _State, hit: _Hit) -> None:
     cid = hit.cause.id
     if "rank" in hit.groups:
         hit.rank = int(hit.groups["rank"])
+    if hit.local_rank is None and "local_rank" in hit.groups:
+        hit.local_rank = _int(hit.groups["local_rank"])
     hit.node = hit.groups.get("node") or hit.node
     first = state.first.get(cid)
     if first is None or (first.rank is None and hit.rank is not None and not hit.cause.group_by):
@@ -195,8 +248,25 @@ class _Words(dict[str, str]):
 def _evidence(hit: _Hit, node: str | None) -> Evidence:
     return Evidence(
         file=hit.line.file, line=hit.line.number, text=hit.line.text, cut=hit.line.cut,
-        rank=hit.rank, node=node,
+        rank=hit.rank, local_rank=hit.local_rank, node=node, context=hit.context,
     )  # fmt: skip
+
+
+#: "rank ?" and "node ?": what a cause's words say where the log names neither.
+_NO_RANK = re.compile(r"\brank \?")
+_NO_NODE = re.compile(r"\bnode \?")
+
+
+def _said(text: str, hit: _Hit) -> str:
+    """``text`` without a "rank ?": the local rank where the log gives only that, else
+    that the log does not name it (and the same of the node)."""
+    if hit.rank is None:
+        who = (
+            f"local rank {hit.local_rank}" if hit.local_rank is not None
+            else "a rank (not named in the log)"
+        )  # fmt: skip
+        text = _NO_RANK.sub(who, text)
+    return _NO_NODE.sub("node (not named in the log)", text)
 
 
 def _known(state: _State, hit: _Hit, node: str | None) -> Explanation:
@@ -212,8 +282,8 @@ def _known(state: _State, hit: _Hit, node: str | None) -> Explanation:
     return Explanation(
         known=True,
         cause_id=cause.id,
-        cause=cause.cause.format_map(words),
-        fix=cause.fix.format_map(words),
+        cause=_said(cause.cause.format_map(words), hit),
+        fix=_said(cause.fix.format_map(words), hit),
         source=cause.source,
         evidence=_evidence(hit, node),
         details=tuple(sorted((k, str(v)) for k, v in details.items())),
@@ -251,6 +321,27 @@ def _tier(hit: _Hit, expect_net: str) -> float:
     return hit.cause.tier
 
 
+#: How a rank the collective's watchdog took down died (``exitcode: -6``, SIGABRT).
+_ABORTED = ("-6", "SIGABRT", "Aborted", "134")
+
+
+def _aborted(hit: _Hit) -> bool:
+    return any(hit.groups.get(k) in _ABORTED for k in ("exitcode", "signame", "how"))
+
+
+def _cascade_last(hits: list[_Hit]) -> list[_Hit]:
+    """``hits`` with a death by SIGABRT seen after a collective timed out (the watchdog
+    aborting its process, and torchrun's summary of that) moved after the timeout: the
+    summary line after a cascade never wins over the cascade's cause."""
+    timeouts = [h.order for h in hits if h.cause and h.cause.group_by]
+    if not timeouts:
+        return hits
+    after = [
+        h for h in hits if h.cause and h.cause.tier == 2 and _aborted(h) and h.order > min(timeouts)
+    ]
+    return [h for h in hits if h not in after] + after
+
+
 def explain(
     lines: Iterable[Line],
     catalog: Catalog,
@@ -267,6 +358,7 @@ def explain(
     for line in lines:
         _see(state, catalog, line)
     hits = sorted(state.first.values(), key=lambda h: (_tier(h, expect_net), h.order))
+    hits = _cascade_last(hits)
     if not hits:
         hit = state.unknown
         return _unknown(hit, _node_of(state, hit, nodes, tasks_per_node) if hit else None)

@@ -56,10 +56,16 @@ class Catalog:
     cascade: tuple[re.Pattern[str], ...]  # what follows a failure: never its cause
     unknown: tuple[re.Pattern[str], ...]  # a failing line of an unknown failure
     causes: tuple[Cause, ...]
+    in_line: tuple[re.Pattern[str], ...] = ()  # a rank or local rank named in a line's words
+    traceback_key: bytes = b""  # a Python traceback's header
+    traceback_lines: int = 0  # lines read after it for its exception line
 
     def after(self) -> dict[bytes, int]:
-        """The lines to read after a line with each summary key."""
-        return {c.after_key: c.after for c in self.causes if c.after and c.after_key}
+        """The lines to read after a line with each summary key (a traceback's too)."""
+        found = {c.after_key: c.after for c in self.causes if c.after and c.after_key}
+        if self.traceback_key:
+            found[self.traceback_key] = max(found.get(self.traceback_key, 0), self.traceback_lines)
+        return found
 
 
 def _compile(patterns: list[str], where: str) -> tuple[re.Pattern[str], ...]:
@@ -88,13 +94,18 @@ def _cause(row: dict[str, Any]) -> Cause:
 
 def parse(data: dict[str, Any]) -> Catalog:
     """The catalog of a parsed ``failures.toml``."""
+    unknown = data["unknown"]
+    keys = [*data["prefilter"]["keys"], *unknown.get("keys", [])]
     return Catalog(
-        keys=tuple(k.encode() for k in data["prefilter"]["keys"]),
+        keys=tuple(dict.fromkeys(k.encode() for k in keys)),
         prefixes=_compile(list(data["prefix"]["patterns"]), "prefix"),
+        in_line=_compile(list(data["prefix"].get("in_line", [])), "prefix.in_line"),
         world=_compile(list(data["world"]["patterns"]), "world"),
         cascade=_compile(list(data["cascade"]["patterns"]), "cascade"),
-        unknown=_compile(list(data["unknown"]["patterns"]), "unknown"),
+        unknown=_compile(list(unknown["patterns"]), "unknown"),
         causes=tuple(_cause(row) for row in data["cause"]),
+        traceback_key=str(unknown.get("traceback_key", "")).encode(),
+        traceback_lines=int(unknown.get("traceback_lines", 0)),
     )
 
 

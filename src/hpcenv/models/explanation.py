@@ -18,16 +18,24 @@ class Evidence:
     rank: int | None = None
     node: str | None = None
     cut: bool = False  # the line was longer than hpcenv reads of one (``text`` is its head)
+    local_rank: int | None = None  # where the log names only the rank on its node
+    context: str = ""  # a Python exception's innermost frame (``File "x.py", line 3, in f``)
 
     def where(self) -> str:
-        who = [f"rank {self.rank}" if self.rank is not None else "", self.node or ""]
+        rank = (
+            f"rank {self.rank}" if self.rank is not None
+            else f"local rank {self.local_rank}" if self.local_rank is not None
+            else ""
+        )  # fmt: skip
+        who = [rank, self.node or ""]
         said = ", ".join(w for w in who if w)
         return f"{self.file}:{self.line}" + (f" ({said})" if said else "")
 
     def to_json(self) -> dict[str, object]:
         return {
             "file": self.file, "line": self.line, "rank": self.rank, "node": self.node,
-            "text": self.text, "cut": self.cut,
+            "text": self.text, "cut": self.cut, "local_rank": self.local_rank,
+            "context": self.context,
         }  # fmt: skip
 
 
@@ -68,6 +76,8 @@ class Explanation:
         lines += [f"note: {n}" for n in self.notes]
         if self.source:
             lines.append(f"known from: {self.source}")
+        if width:
+            lines = [w for line in lines for w in _wrapped(line, width)]
         return "\n".join(lines) + "\n"
 
 
@@ -81,8 +91,15 @@ def _evidence_lines(evidence: Evidence, width: int | None) -> list[str]:
             + "; --json has all hpcenv read]"
         )
     head = f"evidence: {evidence.where()}:"
+    context = [f"context: {evidence.context}"] if evidence.context else []
     if not width:
-        return [f"{head} {said}"]
-    body = textwrap.wrap(said, width=max(width - 4, 20), break_long_words=True,
-                         break_on_hyphens=False)  # fmt: skip
-    return [head] + ["    " + chunk for chunk in body]
+        return [f"{head} {said}", *context]
+    return [head, "    " + said, *context]
+
+
+def _wrapped(line: str, width: int) -> list[str]:
+    """``line`` wrapped to ``width`` (a terminal's), the lines after the first indented."""
+    if len(line) <= width:
+        return [line]
+    return textwrap.wrap(line, width=max(width, 20), subsequent_indent="    ",
+                         break_long_words=True, break_on_hyphens=False)  # fmt: skip
