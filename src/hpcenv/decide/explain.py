@@ -374,6 +374,45 @@ def explain(
     return replace(out, notes=tuple(notes[:3]))
 
 
+# --- what SLURM says of the job -------------------------------------------------------
+
+
+def with_slurm(
+    found: Explanation,
+    catalog: Catalog,
+    *,
+    state: str,
+    words: Mapping[str, str],
+    said: str,
+    where: str,
+    nodes: str = "",
+) -> Explanation:
+    """``found`` (the logs' explanation) with SLURM's own verdict on the job (``state``,
+    and ``said``, its fields, as ``where`` gave them): the verdict is the cause where it
+    names one (OUT_OF_MEMORY, TIMEOUT, NODE_FAIL, PREEMPTED) that the logs do not beat
+    (a known cause of a lower or the same tier); otherwise it is a note."""
+    fact = f"SLURM ({where}): {said}"
+    verdict = catalog.verdict(state.split(maxsplit=1)[0] if state else "")
+    tiers = {c.id: c.tier for c in catalog.causes}
+    beaten = found.known and tiers.get(found.cause_id or "", 99) <= (verdict.tier if verdict else 0)
+    if verdict is None or beaten:
+        return replace(found, notes=(*found.notes, fact))
+    filled = _Words(words)
+    logs_said = (
+        [f"the logs: {found.cause} ({found.evidence.where()})"] if found.evidence else []
+    )  # fmt: skip
+    return Explanation(
+        known=True,
+        cause_id=verdict.cause_id,
+        cause=verdict.cause.format_map(filled),
+        fix=verdict.fix.format_map(filled),
+        source=verdict.source,
+        evidence=Evidence(file=where, line=0, text=said, node=nodes or None),
+        details=tuple(sorted((k, str(v)) for k, v in words.items())),
+        notes=(*logs_said, *found.notes),
+    )
+
+
 # --- what hpcenv knows of the node ----------------------------------------------------
 
 

@@ -49,6 +49,18 @@ class Cause:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Verdict:
+    """SLURM's own verdict on a job (a job state), as the cause it names."""
+
+    state: str
+    cause_id: str
+    tier: int
+    cause: str  # placeholders: {job_id} {state} {exit_code} {nodes} {reason}
+    fix: str
+    source: str
+
+
+@dataclass(frozen=True, kw_only=True)
 class Catalog:
     keys: tuple[bytes, ...]  # every line a pattern matches contains one of these
     prefixes: tuple[re.Pattern[str], ...]  # rank/node prefixes, removed in order
@@ -59,6 +71,10 @@ class Catalog:
     in_line: tuple[re.Pattern[str], ...] = ()  # a rank or local rank named in a line's words
     traceback_key: bytes = b""  # a Python traceback's header
     traceback_lines: int = 0  # lines read after it for its exception line
+    verdicts: tuple[Verdict, ...] = ()  # SLURM's job states that name a cause
+
+    def verdict(self, state: str) -> Verdict | None:
+        return next((v for v in self.verdicts if v.state == state), None)
 
     def after(self) -> dict[bytes, int]:
         """The lines to read after a line with each summary key (a traceback's too)."""
@@ -92,10 +108,28 @@ def _cause(row: dict[str, Any]) -> Cause:
     )
 
 
+def _verdicts(table: dict[str, Any], causes: tuple[Cause, ...]) -> tuple[Verdict, ...]:
+    fixes = {c.id: c.fix for c in causes}
+    source = str(table.get("source", ""))
+    return tuple(
+        Verdict(
+            state=state,
+            cause_id=str(row["cause_id"]),
+            tier=int(row["tier"]),
+            cause=str(row["cause"]),
+            fix=str(row.get("fix") or fixes.get(row["cause_id"], "")),
+            source=source,
+        )
+        for state, row in table.items()
+        if isinstance(row, dict)
+    )
+
+
 def parse(data: dict[str, Any]) -> Catalog:
     """The catalog of a parsed ``failures.toml``."""
     unknown = data["unknown"]
     keys = [*data["prefilter"]["keys"], *unknown.get("keys", [])]
+    causes = tuple(_cause(row) for row in data["cause"])
     return Catalog(
         keys=tuple(dict.fromkeys(k.encode() for k in keys)),
         prefixes=_compile(list(data["prefix"]["patterns"]), "prefix"),
@@ -103,7 +137,8 @@ def parse(data: dict[str, Any]) -> Catalog:
         world=_compile(list(data["world"]["patterns"]), "world"),
         cascade=_compile(list(data["cascade"]["patterns"]), "cascade"),
         unknown=_compile(list(unknown["patterns"]), "unknown"),
-        causes=tuple(_cause(row) for row in data["cause"]),
+        causes=causes,
+        verdicts=_verdicts(data.get("slurm_state", {}), causes),
         traceback_key=str(unknown.get("traceback_key", "")).encode(),
         traceback_lines=int(unknown.get("traceback_lines", 0)),
     )

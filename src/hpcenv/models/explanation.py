@@ -29,7 +29,8 @@ class Evidence:
         )  # fmt: skip
         who = [rank, self.node or ""]
         said = ", ".join(w for w in who if w)
-        return f"{self.file}:{self.line}" + (f" ({said})" if said else "")
+        place = f"{self.file}:{self.line}" if self.line else self.file  # 0: not a file's line
+        return place + (f" ({said})" if said else "")
 
     def to_json(self) -> dict[str, object]:
         return {

@@ -9,14 +9,15 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import replace
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from hpcenv.decide import explain as matcher
 from hpcenv.knowledge import failures
 from hpcenv.models.explanation import Explanation
 from hpcenv.models.facts import Facts
+from hpcenv.slurm import jobrecord
 from hpcenv.tools import keyscan
 from hpcenv.utils import fsio
 from hpcenv.utils.errors import BadInput
@@ -33,14 +34,18 @@ def is_job_id(text: str) -> bool:
     return JOB_ID.fullmatch(text) is not None
 
 
-def job_files(job_id: str, log_dir: Path) -> tuple[list[Path], Path | None, list[str]]:
+def check_job_id(text: str) -> str:
+    if not is_job_id(text):
+        raise BadInput(f"{text[:40]!r}{'...' if len(text) > 40 else ''} is neither a log file "
+                       "nor a job id (digits, or JOBID_TASK for an array task)")  # fmt: skip
+    return text
+
+
+def own_logs(job_id: str, log_dir: Path) -> tuple[list[Path], Path | None, list[str]]:
     """The logs ``hpcenv sbatch`` wrote for ``job_id`` under ``log_dir`` (``.out`` before
     ``.err``) that are yours (``fsio.open_trusted``: a log another user planted there is
-    left out, and said in the third item), and the job's report, if any; BadInput naming
-    where it looked when none is left."""
-    if not is_job_id(job_id):
-        raise BadInput(f"{job_id[:40]!r}{'...' if len(job_id) > 40 else ''} is neither a log "
-                       "file nor a job id (digits, or JOBID_TASK for an array task)")  # fmt: skip
+    left out, and said in the third item), and the job's report, if any."""
+    check_job_id(job_id)
     try:
         found = sorted(log_dir.glob(f"*-{job_id}.out")) + sorted(log_dir.glob(f"*-{job_id}.err"))
     except OSError as exc:
@@ -53,14 +58,17 @@ def job_files(job_id: str, log_dir: Path) -> tuple[list[Path], Path | None, list
             refused.append(str(exc))
             continue
         logs.append(path)
-    if not logs:
-        raise BadInput(
-            f"no log of job {job_id} in {log_dir} (hpcenv sbatch writes <name>-{job_id}.out "
-            "there); give --log-dir, the profile's [job] log_dir, or the log files"
-            + "".join(f"; {why}" for why in refused)
-        )
     report = log_dir / job_id / "report.json"
-    return logs, report if report.is_file() else None, refused
+    return logs, report if logs and report.is_file() else None, refused
+
+
+def _no_log(job_id: str, log_dir: Path, refused: Sequence[str]) -> str:
+    return (
+        f"no log of job {job_id} in {log_dir} (hpcenv sbatch writes <name>-{job_id}.out "
+        "there), and SLURM does not know the job (scontrol show job, sacct -j); give "
+        "--log-dir, the profile's [job] log_dir, or the log files"
+        + "".join(f"; {why}" for why in refused)
+    )
 
 
 #: How a log is opened: one the user named; one found by a job id's name in a log
@@ -180,6 +188,92 @@ def explain_job(
     return explain_files(
         logs, rule=FOUND, facts=facts, torch=torch, expect_net=expect_net, progress=progress
     )
+
+
+@dataclass(frozen=True, kw_only=True)
+class Answer:
+    """One explained job (or task of an array, or the files given): what SLURM says of
+    it (None for files, or hpcenv's own job explained from its log directory)."""
+
+    what: str  # the job id, or the files
+    explanation: Explanation
+    task: jobrecord.Task | None = None
+
+    def to_json(self) -> dict[str, object]:
+        data = self.explanation.to_json()
+        if self.task is not None:
+            data["job"] = self.task.to_json()
+        return data
+
+
+def _task_logs(task: jobrecord.Task) -> tuple[list[Path], list[str]]:
+    """The task's stdout and stderr that can be read by the reading rule (SLURM named
+    them, so a group-writable one of yours is read), and why the others are not."""
+    logs, refused = [], []
+    for name in dict.fromkeys(p for p in (task.stdout, task.stderr) if p and p != "/dev/null"):
+        try:
+            os.close(fsio.open_trusted(Path(name), "log", group_may_write=True))
+        except BadInput as exc:
+            refused.append(f"left out: {exc}")
+            continue
+        logs.append(Path(name))
+    return logs, refused
+
+
+def explain_task(
+    task: jobrecord.Task,
+    *,
+    facts: Facts | None = None,
+    expect_net: str = "any",
+    progress: Progress | None = None,
+) -> Explanation:
+    """A job SLURM ran (one task of an array): its logs (the paths SLURM gives), with
+    SLURM's own verdict (OUT_OF_MEMORY, TIMEOUT, NODE_FAIL, PREEMPTED) as evidence."""
+    logs, refused = _task_logs(task)
+    if logs:
+        found = explain_files(
+            logs, rule=NAMED, facts=facts, expect_net=expect_net, progress=progress
+        )
+    else:
+        found = matcher.explain([], failures.load())
+    where = f"{'scontrol show job' if task.said_by == 'scontrol' else 'sacct -j'} {task.job_id}"
+    words = {"job_id": task.job_id, "state": task.state, "exit_code": task.exit_code,
+             "nodes": task.nodes or "(no node)", "reason": task.reason}  # fmt: skip
+    out = matcher.with_slurm(
+        found, failures.load(), state=task.state, words=words, said=task.words(), where=where,
+        nodes=task.nodes,
+    )  # fmt: skip
+    return replace(out, notes=(*out.notes, *refused))
+
+
+def explain_id(
+    job_id: str,
+    log_dir: Path,
+    *,
+    facts: Facts | None = None,
+    expect_net: str = "any",
+    progress: Progress | None = None,
+    env: Mapping[str, str] | None = None,
+) -> list[Answer]:
+    """``job_id`` explained: hpcenv's own job from the logs it wrote in ``log_dir``, any
+    other from what SLURM says of it (each task of an array, ``4242``, or one, ``4242_7``)."""
+    logs, report, refused = own_logs(job_id, log_dir)
+    if logs:
+        found = explain_job(logs, report, facts=facts, expect_net=expect_net, progress=progress)
+        notes = (*found.notes, *(f"left out: {why}" for why in refused))
+        return [Answer(what=job_id, explanation=replace(found, notes=notes))]
+    try:
+        tasks = jobrecord.tasks(job_id, env=env)
+    except BadInput as exc:
+        raise BadInput(_no_log(job_id, log_dir, refused)) from exc
+    return [
+        Answer(
+            what=task.job_id,
+            task=task,
+            explanation=explain_task(task, facts=facts, expect_net=expect_net, progress=progress),
+        )
+        for task in tasks
+    ]
 
 
 def record(report: Path, explanation: Explanation, **about: object) -> dict[str, object]:

@@ -20,12 +20,11 @@ PIPE_EVERY = 10.0
 
 class ReadProgress:
     """``start(path, size)`` gives the callback a reader calls with the bytes read so far
-    (None for a small file); ``done()`` ends the line."""
+    (None for a small file); on a terminal the line is cleared once the file is read."""
 
     def __init__(self, *, tty: bool | None = None, clock: Callable[[], float] = time.monotonic):
         self.tty = sys.stderr.isatty() if tty is None else tty
         self._clock = clock
-        self._drawn = False
 
     def start(self, path: Path, size: int) -> Callable[[int], None] | None:
         if size < LARGE:
@@ -44,11 +43,7 @@ class ReadProgress:
                 f"reading {path}: {seen >> 20} of {size >> 20} MiB ({100 * seen // size} %, "
                 f"{rate:.0f} MiB/s)", redraw=self.tty,
             )  # fmt: skip
-            self._drawn = True
+            if seen >= size and self.tty:
+                status_line("", redraw=True)  # the line goes when the file is read
 
         return tick
-
-    def done(self) -> None:
-        if self._drawn and self.tty:
-            status_line("", redraw=True)
-        self._drawn = False
