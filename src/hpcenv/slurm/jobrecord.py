@@ -141,6 +141,12 @@ def _sacct(job_id: str, env: Mapping[str, str] | None) -> list[Task]:
     return []
 
 
+def _order(task: Task) -> tuple[int, int, str]:
+    """An array's tasks by task number (scontrol lists the last first)."""
+    job, _, number = task.job_id.partition("_")
+    return (int(job) if job.isdigit() else 0, int(number) if number.isdigit() else -1, number)
+
+
 def tasks(job_id: str, *, env: Mapping[str, str] | None = None) -> list[Task]:
     """What SLURM says of ``job_id`` (each task of an array); BadInput when neither
     scontrol nor sacct knows it."""
@@ -152,6 +158,7 @@ def tasks(job_id: str, *, env: Mapping[str, str] | None = None) -> list[Task]:
         found = []
     if not found:
         found = _sacct(job_id, env)
+    found.sort(key=_order)
     if not found:
         raise BadInput(
             f"job {job_id}: no log of it in the log directory, and SLURM does not know it "
