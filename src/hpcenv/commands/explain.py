@@ -26,7 +26,6 @@ from pathlib import Path
 
 from hpcenv.commands import print_json, print_text
 from hpcenv.facts import collect
-from hpcenv.profile import schema
 from hpcenv.slurm import failure
 from hpcenv.ui.progress import ReadProgress
 from hpcenv.utils.errors import BadInput
@@ -83,7 +82,12 @@ def _answers(args: argparse.Namespace) -> list[failure.Answer]:
     if args.log_dir is not None:
         _exists(str(args.log_dir), "--log-dir")
     facts = collect.load(args.facts) if args.facts else None
-    prof = schema.load(args.profile) if args.profile else None
+    if args.profile:
+        from hpcenv.profile import schema  # its parsers only when a profile is given
+
+        prof = schema.load(args.profile)
+    else:
+        prof = None
     net = prof.platform.nccl_net if prof else "any"
     log_dir = args.log_dir or Path(prof.job.log_dir if prof else "logs")
     progress = ReadProgress().start

@@ -20,7 +20,6 @@ import signal
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from hpcenv.decide.torch_choice import TorchWish, choose_torch
 from hpcenv.knowledge.failures import Catalog, Cause
 from hpcenv.models.explanation import Evidence, Explanation
 from hpcenv.models.facts import Facts
@@ -437,6 +436,8 @@ def with_node(
             f"node {facts.hostname or '?'}: driver {facts.nvidia.driver_version} "
             f"runs CUDA <= {runs}" + (f"; the job's torch is {torch}" if torch else "")
         )
+    from hpcenv.decide.torch_choice import TorchWish, choose_torch  # packaging: only here
+
     choice = choose_torch(facts, TorchWish(spec=_torch_spec(torch))).choice
     if choice.backend and choice.version:
         fix = (
