@@ -168,7 +168,10 @@ def _see(state: _State, catalog: Catalog, line: Line) -> None:
         if m := pattern.search(rest):
             state.world = max(state.world or 0, int(m.group("world")))
     if any(p.search(rest) for p in catalog.cascade):
-        return
+        carried = catalog.carries.match(rest) if catalog.carries else None
+        if carried is None:
+            return
+        rest = carried.group("inner")  # the error the cascade line reports
     for cause in catalog.causes:
         if m := cause.match(rest):
             groups = {k: v for k, v in m.groupdict().items() if v is not None}

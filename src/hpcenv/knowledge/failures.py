@@ -72,6 +72,7 @@ class Catalog:
     traceback_key: bytes = b""  # a Python traceback's header
     traceback_lines: int = 0  # lines read after it for its exception line
     verdicts: tuple[Verdict, ...] = ()  # SLURM's job states that name a cause
+    carries: re.Pattern[str] | None = None  # the error a cascade line carries (``inner``)
 
     def verdict(self, state: str) -> Verdict | None:
         return next((v for v in self.verdicts if v.state == state), None)
@@ -139,6 +140,9 @@ def parse(data: dict[str, Any]) -> Catalog:
         unknown=_compile(list(unknown["patterns"]), "unknown"),
         causes=causes,
         verdicts=_verdicts(data.get("slurm_state", {}), causes),
+        carries=_compile([data["cascade"]["carries"]], "cascade")[0]
+        if data["cascade"].get("carries")
+        else None,
         traceback_key=str(unknown.get("traceback_key", "")).encode(),
         traceback_lines=int(unknown.get("traceback_lines", 0)),
     )

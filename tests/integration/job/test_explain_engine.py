@@ -146,3 +146,16 @@ def test_the_command_prints_the_exception_line_and_its_frame(tmp_path: Path) -> 
     evidence = json.loads(done.stdout)["evidence"]
     assert evidence["text"] == "1: KeyError: 'input_ids'" and evidence["rank"] == 1
     assert evidence["context"] == 'File "/work/train.py", line 61, in collate'
+
+
+def test_an_error_a_cascade_line_carries_is_not_dropped_with_the_cascade() -> None:
+    log = (
+        "[rank1]:[E1016 03:31:38.929 ProcessGroupNCCL.cpp:1595] [PG 0 Rank 1] Process group "
+        "watchdog thread terminated with exception: CUDA error: an illegal memory access was "
+        "encountered\n"
+        "[rank0]:[E1016 03:31:39.1 ProcessGroupNCCL.cpp:627] [Rank 0] To avoid data "
+        "inconsistency, we are taking the entire process down.\n"
+    )
+    got = _explain(log)
+    assert got.evidence is not None and (got.evidence.line, got.evidence.rank) == (1, 1)
+    assert "illegal memory access" in got.evidence.text
