@@ -168,7 +168,7 @@ def _see(state: _State, catalog: Catalog, line: Line) -> None:
         if m := pattern.search(rest):
             state.world = max(state.world or 0, int(m.group("world")))
     if any(p.search(rest) for p in catalog.cascade):
-        carried = catalog.carries.match(rest) if catalog.carries else None
+        carried = catalog.carries.search(rest) if catalog.carries else None
         if carried is None:
             return
         rest = carried.group("inner")  # the error the cascade line reports

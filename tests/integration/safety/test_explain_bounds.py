@@ -62,3 +62,26 @@ def test_a_log_without_a_newline_is_read_in_bounded_memory_and_the_cut_said(
     note, peak_kib = done.stdout.strip().splitlines()
     assert f"{log}:1" in note and "read the first 1 MiB" in note
     assert int(peak_kib) / 1024 < 100, peak_kib  # main: over 200 MiB for these 128 MiB
+
+
+def test_every_pattern_of_the_catalogue_is_linear_on_a_line_of_one_key_repeated() -> None:
+    """The matcher meets a line of up to 1 MiB: a pattern with ``.*`` between two words
+    is quadratic on a line of one of them repeated (case 08 was ``NCCL INFO .*\\bnranks``).
+    Each pattern on 64 KiB of each key repeated: a quadratic one takes seconds."""
+    from hpcenv.knowledge import failures
+
+    catalog = failures.load()
+    patterns = [*catalog.prefixes, *catalog.in_line, *catalog.world, *catalog.cascade,
+                *catalog.unknown]  # fmt: skip
+    patterns += [p for cause in catalog.causes for p in (*cause.patterns, *cause.fields)]
+    if catalog.carries:
+        patterns.append(catalog.carries)
+    slow = []
+    for key in catalog.keys:
+        line = (key.decode() + " ") * (64 * 1024 // (len(key) + 1))
+        for pattern in patterns:
+            began = time.process_time()
+            pattern.search(line)
+            if (took := time.process_time() - began) > 0.5:
+                slow.append(f"{pattern.pattern!r} on {key!r} repeated: {took:.1f} s")
+    assert not slow, slow
