@@ -252,6 +252,21 @@ def scan_file(
     )
 
 
+def _read_following(fd: int, offset: int, count: int, max_line: int) -> tuple[str, ...]:
+    """``_following`` of the file at ``offset`` (the newline ending a line): 64 KiB read
+    first, up to ``TAIL`` only when the lines asked for go on past it."""
+    size = min(64 << 10, TAIL)
+    while True:
+        data = os.pread(fd, size, offset)
+        whole = data if len(data) < size else data[: data.rfind(b"\n") + 1]  # no half line
+        lines = _following(whole, 0, count, max_line)
+        if len(lines) >= count or len(data) < size or size >= TAIL:
+            return (
+                lines if size < TAIL or len(data) < size else _following(data, 0, count, max_line)
+            )
+        size = TAIL
+
+
 def _grep_scan(
     grep: str,
     fd: int,
@@ -292,8 +307,7 @@ def _grep_scan(
             following: tuple[str, ...] = ()
             if more:
                 shift = cuts.removed[i - 1] if i else 0
-                tail = os.pread(fd, TAIL, base + at + shift + len(line))
-                following = _following(tail, 0, more, max_line)
+                following = _read_following(fd, base + at + shift + len(line), more, max_line)
             yield Found(number=int(number), text=_decode(line), cut=cut, after=following)
         done = True
     finally:
