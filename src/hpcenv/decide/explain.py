@@ -132,6 +132,16 @@ def _fields(cause: Cause, line: Line) -> dict[str, str]:
     return found
 
 
+def _rank_in(catalog: Catalog, texts: Sequence[str]) -> dict[str, str]:
+    """The rank (or local rank) the first of ``texts`` that names one gives in its words
+    (a summary's table whose fields did not say it: torchrun's, flattened)."""
+    for text in texts:
+        for pattern in catalog.in_line:
+            if m := pattern.search(text):
+                return {k: v for k, v in m.groupdict().items() if v is not None}
+    return {}
+
+
 #: A Python exception line (its type, then ``: message`` or nothing); a frame's line.
 _EXCEPTION = re.compile(r"(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?::(?: .*)?|(?<=Error)|(?<=Exception)"
                         r"|(?<=Interrupt)|(?<=Exit))$")  # fmt: skip
@@ -176,6 +186,8 @@ def _see(state: _State, catalog: Catalog, line: Line) -> None:
         if m := cause.match(rest):
             groups = {k: v for k, v in m.groupdict().items() if v is not None}
             groups.update(_fields(cause, line) if cause.after else {})
+            if cause.after and rank is None and not {"rank", "local_rank"} & groups.keys():
+                groups.update(_rank_in(catalog, line.after[: cause.after]))
             _record(state, _Hit(cause, line, state.order, rank, node, groups, who.local_rank))
             return
     if state.unknown is not None:

@@ -159,3 +159,17 @@ def test_an_error_a_cascade_line_carries_is_not_dropped_with_the_cascade() -> No
     got = _explain(log)
     assert got.evidence is not None and (got.evidence.line, got.evidence.rank) == (1, 1)
     assert "illegal memory access" in got.evidence.text
+
+
+def test_a_flattened_torchrun_summary_still_names_the_rank_and_an_upper_case_error_is_read() -> (
+    None
+):
+    flattened = (
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:\n"
+        "Root Cause (first observed failure) :\n[0]:\ntime\nhost\n2023-09-14 01:45:50\n"
+        "ding-X10DRG\nrank2 (local rank: 2)exitcode: -9 (pid: 36071)error file: <N/A>\n"
+    )
+    got = _explain(flattened)
+    assert got.cause_id == "rank_died" and got.cause.startswith("rank 2 died first"), got.cause
+    upper = _explain("Checking devices...\nERROR: cudaGetDeviceCount returned 3\n")
+    assert upper.evidence is not None and upper.evidence.line == 2
