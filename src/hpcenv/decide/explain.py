@@ -20,7 +20,8 @@ import signal
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from hpcenv.knowledge.failures import Catalog, Cause
+from hpcenv.knowledge import failures
+from hpcenv.knowledge.failures import Catalog, Cause, search
 from hpcenv.models.explanation import Evidence, Explanation
 from hpcenv.models.facts import Facts
 from hpcenv.tools import keyscan
@@ -116,7 +117,7 @@ def _prefix(catalog: Catalog, text: str) -> tuple[_Who, str]:
         node = groups.get("node") or node
         rest = rest[m.end() :].lstrip()
     for pattern in catalog.in_line if rank is None else ():
-        if m := pattern.search(rest):
+        if m := search(pattern, rest):
             groups = m.groupdict()
             rank, local = _int(groups.get("rank")), _int(groups.get("local_rank")) or local
             break
@@ -127,7 +128,7 @@ def _fields(cause: Cause, line: Line) -> dict[str, str]:
     found: dict[str, str] = {}
     for text in line.after[: cause.after]:
         for pattern in cause.fields:
-            if m := pattern.search(text):
+            if m := search(pattern, text):
                 found.update({k: v for k, v in m.groupdict().items() if v is not None})
     return found
 
@@ -137,7 +138,7 @@ def _rank_in(catalog: Catalog, texts: Sequence[str]) -> dict[str, str]:
     (a summary's table whose fields did not say it: torchrun's, flattened)."""
     for text in texts:
         for pattern in catalog.in_line:
-            if m := pattern.search(text):
+            if m := search(pattern, text):
                 return {k: v for k, v in m.groupdict().items() if v is not None}
     return {}
 
@@ -166,7 +167,7 @@ def _exception(catalog: Catalog, line: Line, who: _Who) -> tuple[Line, str] | No
     return None
 
 
-def _see(state: _State, catalog: Catalog, line: Line) -> None:
+def _see(state: _State, catalog: Catalog, line: Line, gate: re.Pattern[str] | None) -> None:
     state.order += 1
     who, rest = _prefix(catalog, line.text)
     rank, node = who.rank, who.node
@@ -174,10 +175,12 @@ def _see(state: _State, catalog: Catalog, line: Line) -> None:
         state.ranks.add(rank)
         if node:
             state.rank_node.setdefault(rank, node)
+    if gate is not None and not gate.search(rest):
+        return  # none of the patterns' words: no pattern can match (NCCL INFO lines)
     for pattern in catalog.world:
-        if m := pattern.search(rest):
+        if m := search(pattern, rest):
             state.world = max(state.world or 0, int(m.group("world")))
-    if any(p.search(rest) for p in catalog.cascade):
+    if any(search(p, rest) for p in catalog.cascade):
         carried = catalog.carries.search(rest) if catalog.carries else None
         if carried is None:
             return
@@ -196,7 +199,7 @@ def _see(state: _State, catalog: Catalog, line: Line) -> None:
     if key and key in rest and (found := _exception(catalog, line, who)):
         state.unknown = _Hit(None, found[0], state.order, rank, node, {}, who.local_rank,
                              context=found[1])  # fmt: skip
-    elif any(p.search(rest) for p in catalog.unknown):
+    elif any(search(p, rest) for p in catalog.unknown):
         state.unknown = _Hit(None, line, state.order, rank, node, {}, who.local_rank)
 
 
@@ -369,8 +372,9 @@ def explain(
     node of a rank no line does. ``expect_net`` (the profile's ``[platform] nccl_net``):
     NCCL on sockets where it expects ``ofi`` or ``ib`` comes before a timeout or a hang."""
     state = _State()
+    passes = failures.gate(catalog)
     for line in lines:
-        _see(state, catalog, line)
+        _see(state, catalog, line, passes)
     hits = sorted(state.first.values(), key=lambda h: (_tier(h, expect_net), h.order))
     hits = _cascade_last(hits)
     if not hits:

@@ -12,6 +12,7 @@ patterns of a failing line hpcenv does not know. ``decide/explain.py`` asks thes
 
 from __future__ import annotations
 
+import functools
 import re
 import sys
 from dataclasses import dataclass
@@ -25,6 +26,57 @@ else:  # pragma: no cover
     import tomli as tomllib  # type: ignore[import-not-found,unused-ignore]
 
 FILE = "failures.toml"
+
+
+def _runs(items: Any) -> list[str]:
+    """The runs of literal characters every match of the parsed pattern ``items`` holds:
+    consecutive literals at its top level and inside its groups (not in a branch, a
+    repeat or a class, which may match without them)."""
+    from re import _parser  # type: ignore[attr-defined]
+
+    runs, run = [], ""
+    for op, av in items:
+        if op is _parser.LITERAL:
+            run += chr(av)
+            continue
+        runs.append(run)
+        run = ""
+        if op is _parser.SUBPATTERN and not av[1] & re.IGNORECASE:
+            runs += _runs(av[3])
+    return [*runs, run]
+
+
+@functools.lru_cache(maxsize=4096)
+def anchor(pattern: re.Pattern[str]) -> str:
+    """The longest literal every match of ``pattern`` contains ("" when none is known):
+    ``anchor in line`` (a substring search in C) before the regex, so a line with none
+    of a pattern's words costs no regex search."""
+    if pattern.flags & re.IGNORECASE:
+        return ""
+    try:
+        from re import _parser  # type: ignore[attr-defined]
+
+        return max(_runs(_parser.parse(pattern.pattern, pattern.flags)), key=len, default="")
+    except Exception:  # an internal module of CPython: without it, no anchor
+        return ""
+
+
+def gate(catalog: Catalog) -> re.Pattern[str] | None:
+    """One search for the anchors of every pattern a line meets (prefixes aside): a line
+    with none of them can match none, and is passed by without a regex each. None when a
+    pattern has no anchor (every line must then meet the patterns)."""
+    patterns = [*catalog.in_line, *catalog.world, *catalog.cascade, *catalog.unknown]
+    patterns += [p for cause in catalog.causes for p in cause.patterns]
+    words = {anchor(p) for p in patterns}
+    if "" in words:
+        return None
+    return re.compile("|".join(re.escape(w) for w in sorted(words, key=len, reverse=True)))
+
+
+def search(pattern: re.Pattern[str], text: str) -> re.Match[str] | None:
+    """``pattern.search(text)``, after the cheap check that its anchor is in ``text``."""
+    word = anchor(pattern)
+    return pattern.search(text) if not word or word in text else None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -43,7 +95,7 @@ class Cause:
 
     def match(self, text: str) -> re.Match[str] | None:
         for pattern in self.patterns:
-            if m := pattern.search(text):
+            if m := search(pattern, text):
                 return m
         return None
 

@@ -16,6 +16,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from hpcenv.decide import explain as ex
 from hpcenv.knowledge import failures
 from hpcenv.models.explanation import Explanation
@@ -173,3 +175,25 @@ def test_a_flattened_torchrun_summary_still_names_the_rank_and_an_upper_case_err
     assert got.cause_id == "rank_died" and got.cause.startswith("rank 2 died first"), got.cause
     upper = _explain("Checking devices...\nERROR: cudaGetDeviceCount returned 3\n")
     assert upper.evidence is not None and upper.evidence.line == 2
+
+
+DATA = REPO / "tests" / "data" / "failures"
+
+
+def test_a_patterns_anchor_is_in_every_line_it_matches_and_the_gate_changes_no_answer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each pattern's anchor (the literal every match holds) lets a line without it skip
+    the regex; the gate (all anchors in one search) lets a line with none skip them all.
+    Neither may change an answer: checked on every real log of tests/data/failures."""
+    patterns = [*CATALOG.in_line, *CATALOG.world, *CATALOG.cascade, *CATALOG.unknown]
+    patterns += [p for cause in CATALOG.causes for p in (*cause.patterns, *cause.fields)]
+    logs = sorted(DATA.glob("*.log"))
+    for log in logs:
+        for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
+            for pattern in patterns:
+                if pattern.search(line):
+                    assert failures.anchor(pattern) in line, (pattern.pattern, line)
+    gated = [_explain(log.read_text(encoding="utf-8", errors="replace")) for log in logs]
+    monkeypatch.setattr(failures, "gate", lambda catalog: None)
+    assert gated == [_explain(log.read_text(encoding="utf-8", errors="replace")) for log in logs]
