@@ -97,9 +97,9 @@ def release_files(
         parse_sdist_filename,
         parse_wheel_filename,
     )
+    from packaging.version import InvalidVersion, Version
 
     from hpcenv.utils.names import canonicalize_name
-    from packaging.version import InvalidVersion, Version
 
     page = f"{index.rstrip('/')}/{canonicalize_name(name)}/"
     data = remote.parse_json(page, remote.fetch(page, accept=SIMPLE_JSON, timeout=timeout))

@@ -20,16 +20,12 @@ import signal
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from hpcenv.decide.torch_choice import TorchWish, choose_torch
-from hpcenv.knowledge.failures import Catalog, Cause
+from hpcenv.knowledge import failures
+from hpcenv.knowledge.failures import Catalog, Cause, search
 from hpcenv.models.explanation import Evidence, Explanation
 from hpcenv.models.facts import Facts
+from hpcenv.tools import keyscan
 
-#: Bytes kept after the last line handled in a block: the lines a summary reads after
-#: its first line (``after``) are in the same block.
-TAIL = 256 << 10
-#: The most of a line kept as evidence.
-MAX_TEXT = 300
 #: Causes whose fix names the torch variant the node's driver runs.
 TORCH_CAUSES = ("driver_too_old", "cuda_runtime_missing", "no_kernel_image", "torch_cpu_build")
 
@@ -40,35 +36,11 @@ class Line:
     number: int  # 1-based
     text: str
     after: tuple[str, ...] = ()  # the lines that follow (a multi-line summary)
+    cut: bool = False  # longer than ``keyscan.MAX_LINE``: ``text`` is its head
 
 
-def _line_at(buf: bytes, start: int) -> tuple[str, int]:
-    end = buf.find(b"\n", start)
-    end = len(buf) if end == -1 else end
-    return buf[start:end].decode("utf-8", "replace").rstrip("\r"), end
-
-
-def _following(buf: bytes, pos: int, count: int) -> tuple[str, ...]:
-    out = []
-    while count and pos < len(buf):
-        text, pos = _line_at(buf, pos + 1)
-        out.append(text)
-        count -= 1
-    return tuple(out)
-
-
-def _starts(buf: bytes, end: int, keys: Sequence[bytes]) -> list[int]:
-    """The starts of the lines in ``buf[:end]`` that contain a key."""
-    starts = set()
-    for key in keys:
-        i = buf.find(key, 0, end)
-        while i != -1:
-            starts.add(buf.rfind(b"\n", 0, i) + 1)
-            nl = buf.find(b"\n", i, end)
-            if nl == -1:
-                break
-            i = buf.find(key, nl + 1, end)
-    return sorted(starts)
+def line_of(found: keyscan.Found, file: str) -> Line:
+    return Line(file, found.number, found.text, found.after, found.cut)
 
 
 def scan(
@@ -79,30 +51,11 @@ def scan(
     after: Mapping[bytes, int] | None = None,
 ) -> Iterator[Line]:
     """The lines of a log (given as blocks of bytes) that contain one of ``keys``, with
-    their numbers; a line with a key of ``after`` (a summary's first line) also carries
-    that many of the lines that follow it (as many as the block holds, ``TAIL`` bytes)."""
-    number, carry = 1, b""
-    for block in _blocks_then_end(blocks):
-        eof = block is None
-        buf = carry + (block or b"")
-        end = len(buf) if eof else buf.rfind(b"\n", 0, max(0, len(buf) - TAIL)) + 1
-        if end <= 0:
-            carry = buf
-            continue
-        pos = 0
-        for start in _starts(buf, end, keys):
-            number += buf.count(b"\n", pos, start)
-            pos = start
-            text, stop = _line_at(buf, start)
-            more = max((n for k, n in (after or {}).items() if k in buf[start:stop]), default=0)
-            yield Line(file, number, text, _following(buf, stop, more))
-        number += buf.count(b"\n", pos, end)
-        carry = buf[end:]
-
-
-def _blocks_then_end(blocks: Iterable[bytes]) -> Iterator[bytes | None]:
-    yield from blocks
-    yield None
+    their numbers (``tools/keyscan.scan_blocks``: one search for all keys, every line cut
+    to ``keyscan.MAX_LINE``); a line with a key of ``after`` (a summary's first line) also
+    carries that many of the lines that follow it."""
+    for found in keyscan.scan_blocks(blocks, keys, after):
+        yield line_of(found, file)
 
 
 def lines_of(text: str, catalog: Catalog, *, file: str = "<log>") -> list[Line]:
@@ -121,6 +74,8 @@ class _Hit:
     rank: int | None
     node: str | None
     groups: dict[str, str]
+    local_rank: int | None = None
+    context: str = ""  # an exception's innermost frame
 
 
 @dataclass
@@ -134,9 +89,22 @@ class _State:
     unknown: _Hit | None = None
 
 
-def _prefix(catalog: Catalog, text: str) -> tuple[int | None, str | None, str]:
-    """The rank and node a line's prefixes give, and the line without them."""
+@dataclass(frozen=True)
+class _Who:
     rank: int | None = None
+    local_rank: int | None = None
+    node: str | None = None
+
+
+def _int(value: str | None) -> int | None:
+    return int(value) if value is not None and value.isdigit() else None
+
+
+def _prefix(catalog: Catalog, text: str) -> tuple[_Who, str]:
+    """The rank, local rank and node a line's prefixes give (else its words, the
+    catalog's ``in_line``), and the line without the prefixes."""
+    rank: int | None = None
+    local: int | None = None
     node: str | None = None
     rest = text
     for pattern in catalog.prefixes:
@@ -144,42 +112,95 @@ def _prefix(catalog: Catalog, text: str) -> tuple[int | None, str | None, str]:
         if not m:
             continue
         groups = m.groupdict()
-        if groups.get("rank") is not None and rank is None:
-            rank = int(groups["rank"])
+        rank = _int(groups.get("rank")) if rank is None else rank
+        local = _int(groups.get("local_rank")) if local is None else local
         node = groups.get("node") or node
         rest = rest[m.end() :].lstrip()
-    return rank, node, rest
+    for pattern in catalog.in_line if rank is None else ():
+        if m := search(pattern, rest):
+            groups = m.groupdict()
+            rank, local = _int(groups.get("rank")), _int(groups.get("local_rank")) or local
+            break
+    return _Who(rank, local, node), rest
 
 
 def _fields(cause: Cause, line: Line) -> dict[str, str]:
     found: dict[str, str] = {}
     for text in line.after[: cause.after]:
         for pattern in cause.fields:
-            if m := pattern.search(text):
+            if m := search(pattern, text):
                 found.update({k: v for k, v in m.groupdict().items() if v is not None})
     return found
 
 
-def _see(state: _State, catalog: Catalog, line: Line) -> None:
+def _rank_in(catalog: Catalog, texts: Sequence[str]) -> dict[str, str]:
+    """The rank (or local rank) the first of ``texts`` that names one gives in its words
+    (a summary's table whose fields did not say it: torchrun's, flattened)."""
+    for text in texts:
+        for pattern in catalog.in_line:
+            if m := search(pattern, text):
+                return {k: v for k, v in m.groupdict().items() if v is not None}
+    return {}
+
+
+#: A Python exception line (its type, then ``: message`` or nothing); a frame's line.
+_EXCEPTION = re.compile(r"(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?::(?: .*)?|(?<=Error)|(?<=Exception)"
+                        r"|(?<=Interrupt)|(?<=Exit))$")  # fmt: skip
+_FRAME = re.compile(r'File ".*", line \d+')
+
+
+def _exception(catalog: Catalog, line: Line, who: _Who) -> tuple[Line, str] | None:
+    """A traceback's exception line (the rank's own, where the header had a rank) and
+    its innermost frame, from the lines after the header ``line``."""
+    frame = ""
+    for i, text in enumerate(line.after):
+        other, body = _prefix(catalog, text)
+        if (other.rank, other.local_rank, other.node) != (who.rank, who.local_rank, who.node):
+            continue  # another rank's line, interleaved
+        body = body.strip()
+        if _FRAME.match(body):
+            frame = body
+        elif body.startswith(("Traceback ", "During handling", "The above exception")):
+            frame = ""
+        elif _EXCEPTION.match(body):
+            return Line(line.file, line.number + i + 1, text, cut=False), frame
+    return None
+
+
+def _see(state: _State, catalog: Catalog, line: Line, gate: re.Pattern[str] | None) -> None:
     state.order += 1
-    rank, node, rest = _prefix(catalog, line.text)
+    who, rest = _prefix(catalog, line.text)
+    rank, node = who.rank, who.node
     if rank is not None:
         state.ranks.add(rank)
         if node:
             state.rank_node.setdefault(rank, node)
+    if gate is not None and not gate.search(rest):
+        return  # none of the patterns' words: no pattern can match (NCCL INFO lines)
     for pattern in catalog.world:
-        if m := pattern.search(rest):
+        if m := search(pattern, rest):
             state.world = max(state.world or 0, int(m.group("world")))
-    if any(p.search(rest) for p in catalog.cascade):
-        return
+    if any(search(p, rest) for p in catalog.cascade):
+        carried = catalog.carries.search(rest) if catalog.carries else None
+        if carried is None:
+            return
+        rest = carried.group("inner")  # the error the cascade line reports
     for cause in catalog.causes:
         if m := cause.match(rest):
             groups = {k: v for k, v in m.groupdict().items() if v is not None}
             groups.update(_fields(cause, line) if cause.after else {})
-            _record(state, _Hit(cause, line, state.order, rank, node, groups))
+            if cause.after and rank is None and not {"rank", "local_rank"} & groups.keys():
+                groups.update(_rank_in(catalog, line.after[: cause.after]))
+            _record(state, _Hit(cause, line, state.order, rank, node, groups, who.local_rank))
             return
-    if state.unknown is None and any(p.search(rest) for p in catalog.unknown):
-        state.unknown = _Hit(None, line, state.order, rank, node, {})
+    if state.unknown is not None:
+        return
+    key = catalog.traceback_key.decode()
+    if key and key in rest and (found := _exception(catalog, line, who)):
+        state.unknown = _Hit(None, found[0], state.order, rank, node, {}, who.local_rank,
+                             context=found[1])  # fmt: skip
+    elif any(search(p, rest) for p in catalog.unknown):
+        state.unknown = _Hit(None, line, state.order, rank, node, {}, who.local_rank)
 
 
 def _record(state: _State, hit: _Hit) -> None:
@@ -187,6 +208,8 @@ def _record(state: _State, hit: _Hit) -> None:
     cid = hit.cause.id
     if "rank" in hit.groups:
         hit.rank = int(hit.groups["rank"])
+    if hit.local_rank is None and "local_rank" in hit.groups:
+        hit.local_rank = _int(hit.groups["local_rank"])
     hit.node = hit.groups.get("node") or hit.node
     first = state.first.get(cid)
     if first is None or (first.rank is None and hit.rank is not None and not hit.cause.group_by):
@@ -241,9 +264,26 @@ class _Words(dict[str, str]):
 
 def _evidence(hit: _Hit, node: str | None) -> Evidence:
     return Evidence(
-        file=hit.line.file, line=hit.line.number, text=hit.line.text[:MAX_TEXT],
-        rank=hit.rank, node=node,
+        file=hit.line.file, line=hit.line.number, text=hit.line.text, cut=hit.line.cut,
+        rank=hit.rank, local_rank=hit.local_rank, node=node, context=hit.context,
     )  # fmt: skip
+
+
+#: "rank ?" and "node ?": what a cause's words say where the log names neither.
+_NO_RANK = re.compile(r"\brank \?")
+_NO_NODE = re.compile(r"\bnode \?")
+
+
+def _said(text: str, hit: _Hit) -> str:
+    """``text`` without a "rank ?": the local rank where the log gives only that, else
+    that the log does not name it (and the same of the node)."""
+    if hit.rank is None:
+        who = (
+            f"local rank {hit.local_rank}" if hit.local_rank is not None
+            else "a rank (not named in the log)"
+        )  # fmt: skip
+        text = _NO_RANK.sub(who, text)
+    return _NO_NODE.sub("node (not named in the log)", text)
 
 
 def _known(state: _State, hit: _Hit, node: str | None) -> Explanation:
@@ -259,8 +299,8 @@ def _known(state: _State, hit: _Hit, node: str | None) -> Explanation:
     return Explanation(
         known=True,
         cause_id=cause.id,
-        cause=cause.cause.format_map(words),
-        fix=cause.fix.format_map(words),
+        cause=_said(cause.cause.format_map(words), hit),
+        fix=_said(cause.fix.format_map(words), hit),
         source=cause.source,
         evidence=_evidence(hit, node),
         details=tuple(sorted((k, str(v)) for k, v in details.items())),
@@ -298,6 +338,27 @@ def _tier(hit: _Hit, expect_net: str) -> float:
     return hit.cause.tier
 
 
+#: How a rank the collective's watchdog took down died (``exitcode: -6``, SIGABRT).
+_ABORTED = ("-6", "SIGABRT", "Aborted", "134")
+
+
+def _aborted(hit: _Hit) -> bool:
+    return any(hit.groups.get(k) in _ABORTED for k in ("exitcode", "signame", "how"))
+
+
+def _cascade_last(hits: list[_Hit]) -> list[_Hit]:
+    """``hits`` with a death by SIGABRT seen after a collective timed out (the watchdog
+    aborting its process, and torchrun's summary of that) moved after the timeout: the
+    summary line after a cascade never wins over the cascade's cause."""
+    timeouts = [h.order for h in hits if h.cause and h.cause.group_by]
+    if not timeouts:
+        return hits
+    after = [
+        h for h in hits if h.cause and h.cause.tier == 2 and _aborted(h) and h.order > min(timeouts)
+    ]
+    return [h for h in hits if h not in after] + after
+
+
 def explain(
     lines: Iterable[Line],
     catalog: Catalog,
@@ -311,9 +372,11 @@ def explain(
     node of a rank no line does. ``expect_net`` (the profile's ``[platform] nccl_net``):
     NCCL on sockets where it expects ``ofi`` or ``ib`` comes before a timeout or a hang."""
     state = _State()
+    passes = failures.gate(catalog)
     for line in lines:
-        _see(state, catalog, line)
+        _see(state, catalog, line, passes)
     hits = sorted(state.first.values(), key=lambda h: (_tier(h, expect_net), h.order))
+    hits = _cascade_last(hits)
     if not hits:
         hit = state.unknown
         return _unknown(hit, _node_of(state, hit, nodes, tasks_per_node) if hit else None)
@@ -327,6 +390,45 @@ def explain(
         if h.cause and h.cause.tier in (1, 5)
     ]
     return replace(out, notes=tuple(notes[:3]))
+
+
+# --- what SLURM says of the job -------------------------------------------------------
+
+
+def with_slurm(
+    found: Explanation,
+    catalog: Catalog,
+    *,
+    state: str,
+    words: Mapping[str, str],
+    said: str,
+    where: str,
+    nodes: str = "",
+) -> Explanation:
+    """``found`` (the logs' explanation) with SLURM's own verdict on the job (``state``,
+    and ``said``, its fields, as ``where`` gave them): the verdict is the cause where it
+    names one (OUT_OF_MEMORY, TIMEOUT, NODE_FAIL, PREEMPTED) that the logs do not beat
+    (a known cause of a lower or the same tier); otherwise it is a note."""
+    fact = f"SLURM ({where}): {said}"
+    verdict = catalog.verdict(state.split(maxsplit=1)[0] if state else "")
+    tiers = {c.id: c.tier for c in catalog.causes}
+    beaten = found.known and tiers.get(found.cause_id or "", 99) <= (verdict.tier if verdict else 0)
+    if verdict is None or beaten:
+        return replace(found, notes=(*found.notes, fact))
+    filled = _Words(words)
+    logs_said = (
+        [f"the logs: {found.cause} ({found.evidence.where()})"] if found.evidence else []
+    )  # fmt: skip
+    return Explanation(
+        known=True,
+        cause_id=verdict.cause_id,
+        cause=verdict.cause.format_map(filled),
+        fix=verdict.fix.format_map(filled),
+        source=verdict.source,
+        evidence=Evidence(file=where, line=0, text=said, node=nodes or None),
+        details=tuple(sorted((k, str(v)) for k, v in words.items())),
+        notes=(*logs_said, *found.notes),
+    )
 
 
 # --- what hpcenv knows of the node ----------------------------------------------------
@@ -353,6 +455,8 @@ def with_node(
             f"node {facts.hostname or '?'}: driver {facts.nvidia.driver_version} "
             f"runs CUDA <= {runs}" + (f"; the job's torch is {torch}" if torch else "")
         )
+    from hpcenv.decide.torch_choice import TorchWish, choose_torch  # packaging: only here
+
     choice = choose_torch(facts, TorchWish(spec=_torch_spec(torch))).choice
     if choice.backend and choice.version:
         fix = (

@@ -211,6 +211,19 @@ def spawn(
                 os.close(fd)
 
 
+def filter_pipe(
+    args: Sequence[str | os.PathLike[str]], *, env: Mapping[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    """Start the filter ``args`` (``grep``) with pipes to its stdin and from its stdout,
+    which the caller feeds (from a thread) and drains; its stderr is discarded. Stop it
+    with ``shutdown`` when the caller leaves early."""
+    argv = tuple(str(a) for a in args)
+    return _popen(
+        argv, env=env, cwd=None, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
 def run(
     args: Sequence[str | os.PathLike[str]],
     *,

@@ -601,6 +601,58 @@ def read_bytes(path: Path, what: str = "file") -> bytes:
         return fh.read()
 
 
+def open_regular(path: Path, what: str = "file") -> int:
+    """``path`` opened for reading when it is a regular file (a FIFO, device or socket is
+    refused without blocking); BadInput naming it otherwise. The caller closes it."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise BadInput(f"{path}: cannot read {what} ({exc.strerror or exc})") from exc
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        kind = "a directory" if stat.S_ISDIR(mode) else _kind(mode)
+        raise BadInput(f"{path}: {what} is {kind}; give a file (hpcenv reads only regular files)")
+    os.set_blocking(fd, True)
+    return fd
+
+
+def open_trusted(path: Path, what: str = "file", *, group_may_write: bool = False) -> int:
+    """``path`` opened for reading where others may have put something in its directory
+    (a shared home's ``logs/``, a job's log directory): through the directory's
+    descriptor without following a link (``O_NOFOLLOW``, non-blocking), a regular file,
+    owned by you or by root (SLURM writes as root), writable by nobody else (the group
+    may write it when ``group_may_write``: a log SLURM named for your own job under your
+    umask). Otherwise BadInput naming it and why. The caller closes the descriptor."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        parent = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise BadInput(f"{path}: cannot read {what} ({exc.strerror or exc})") from exc
+    try:
+        fd = os.open(path.name, flags, dir_fd=parent)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise BadInput(f"{path}: {what} is a symlink; refused (hpcenv reads back only "
+                           "files that are yours, never through a link)") from exc  # fmt: skip
+        raise BadInput(f"{path}: cannot read {what} ({exc.strerror or exc})") from exc
+    finally:
+        os.close(parent)
+    st = os.fstat(fd)
+    shared = stat.S_IWOTH if group_may_write else modes.NOT_SHARED
+    why = (
+        f"is {_kind(st.st_mode)}" if not stat.S_ISREG(st.st_mode)
+        else f"is owned by {_owner(st.st_uid)}, not by you" if st.st_uid not in (os.geteuid(), 0)
+        else f"is writable by others ({stat.filemode(st.st_mode)})" if st.st_mode & shared
+        else ""
+    )  # fmt: skip
+    if why:
+        os.close(fd)
+        raise BadInput(f"{path}: {what} {why}; refused: someone else could have written it")
+    os.set_blocking(fd, True)
+    return fd
+
+
 def read_blocks(path: Path, what: str = "file", size: int = 8 << 20) -> Iterator[bytes]:
     """The bytes of the regular file ``path`` in blocks of ``size`` (a 1 GB log read in
     bounded memory); refused like ``read_bytes`` when it is not a regular file."""

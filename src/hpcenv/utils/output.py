@@ -78,3 +78,13 @@ def print_text(text: str, *, err: bool = False) -> None:
     stream = sys.stderr if err else sys.stdout
     stream.write(visible(redact.text(text)))
     stream.flush()
+
+
+def status_line(text: str, *, redraw: bool) -> None:
+    """A progress line on stderr: redrawn in place on a terminal (``redraw``), else one
+    plain line; masked and made visible like ``print_text``."""
+    from hpcenv.utils import redact
+
+    shown = visible(redact.text(text))
+    sys.stderr.write(f"\r{shown}\x1b[K" if redraw else f"{shown}\n")
+    sys.stderr.flush()

@@ -139,7 +139,9 @@ def test_an_unknown_failure_says_so_and_shows_the_first_failing_line_not_the_cas
     got = _explain(CASCADE_ONLY)
     assert not got.known and got.cause_id is None
     assert "not a failure hpcenv knows" in got.cause
-    assert got.evidence is not None and (got.evidence.line, got.evidence.rank) == (4, 3)
+    # the exception line, not the traceback's header (line 4), with its innermost frame
+    assert got.evidence is not None and (got.evidence.line, got.evidence.rank) == (6, 3)
+    assert got.evidence.context == 'File "train.py", line 12, in <module>'
 
 
 def test_a_log_with_no_failure_says_nothing_failed() -> None:

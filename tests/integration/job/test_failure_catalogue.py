@@ -47,10 +47,8 @@ def test_every_expected_cause_is_one_the_catalogue_has() -> None:
 # Blind logs with a line a cause's pattern matches but no prefilter key lets through (so
 # explain never shows it to the pattern): defects the blind set found, to fix later.
 BLIND_PREFILTER_GAPS = {
-    "blind_driver_remode",  # "ERROR: cudaGetDeviceCount CUDA driver ...": "rror" is case-sensitive
     "blind_bf16_p100_vllm",  # vLLM's bf16 line without its "ValueError: " prefix
-    "blind_illegal_tf25866",  # TensorFlow: "E ... CUDA_ERROR_ILLEGAL_ADDRESS: an illegal ..."
-}  # fmt: skip
+}  # fmt: skip (the engine's RROR key closed blind_driver_remode and blind_illegal_tf25866)
 
 
 def _prefilter_gaps(log: fc.Log) -> list[str]:
