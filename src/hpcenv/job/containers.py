@@ -31,7 +31,7 @@ from functools import cache
 from pathlib import PurePath
 from typing import Any
 
-from hpcenv.job import command
+from hpcenv.job import command, environment
 from hpcenv.knowledge import tables
 from hpcenv.utils.errors import BadInput
 from hpcenv.utils.output import shell_join, shell_quote
@@ -342,6 +342,7 @@ def env_lines(form: Form, names: Sequence[str], *, network: bool) -> list[str]:
     directories (``hpcenv_net``)."""
     if not form.runtime:
         return []
+    environment.check_names(names)  # Apptainer's loop writes them as bare words
     rt = runtimes()[form.runtime]
     lines = ["", f"# --- the container ({form.program}): the job's variables reach inside"]
     lines.append(f"# ({rt.source})")
@@ -381,6 +382,7 @@ def insert_lines(form: Form, names: Sequence[str], *, shift: int = 0) -> list[st
     rt = runtimes()[form.runtime]
     if rt.env != "flag":
         return []
+    environment.check_names(names)
     words: list[str] = []
     for n in names:
         words += [rt.env_flag, n]

@@ -354,3 +354,23 @@ def test_hpcenv_s_options_go_right_after_the_subcommand_and_nothing_else_moves(
     names = containers.passed_names([], containers.read(command.read(argv)))
     block = [w for n in names for w in (rt.env_flag, n)]
     assert words == [*argv[:at], *block, *argv[at:]]
+
+
+# --- review of issue 46 ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("runtime", ["apptainer", "podman", "enroot", "pyxis"])
+def test_a_variable_name_that_is_shell_code_is_refused_not_rendered(
+    runtime: str, tmp_path: Path
+) -> None:
+    """Every name the container's lines insert is checked (``environment.check_names``):
+    Apptainer's loop writes the names as bare words, so an unchecked one is code."""
+    form = containers.Form(runtime=runtime, program=runtime, image="img", insert_at=2)
+    bad = f"}}$(touch {tmp_path}/X)${{"
+    with pytest.raises(BadInput, match="not a valid name"):
+        lines = [
+            *containers.env_lines(form, ["MASTER_ADDR", bad], network=False),
+            *containers.insert_lines(form, ["MASTER_ADDR", bad]),
+        ]
+        subprocess.run(["bash", "-c", "cmd=(podman run img)\n" + "\n".join(lines)], check=False)
+    assert not (tmp_path / "X").exists()
