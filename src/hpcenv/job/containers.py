@@ -164,12 +164,18 @@ def _option(word: str) -> tuple[str, bool]:
 
 
 def _pyxis(words: Sequence[str], rt: Runtime) -> Form | None:
-    """``srun ... --container-image[=]IMAGE ...``: srun's options until the program."""
+    """``srun ... --container-image[=]IMAGE ...``: srun's options until the program (the
+    first word that is not an option nor the value of the bare option before it)."""
     image, binds, env = "", False, False
+    bare = False  # the word before was an option that may take the next word as its value
     for i, word in enumerate(words[1:], start=1):
-        if word == "--":
+        if word == "--" or (not word.startswith("-") and not bare):
             break
+        if not word.startswith("-"):
+            bare = False
+            continue
         name, inline = _option(word)
+        bare = not inline and (word.startswith("--") or len(word) == 2)  # not -N2
         value = word.partition("=")[2] if inline else (words[i + 1] if i + 1 < len(words) else "")
         if name == rt.image_option:
             image = value

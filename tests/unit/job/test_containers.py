@@ -374,3 +374,12 @@ def test_a_variable_name_that_is_shell_code_is_refused_not_rendered(
         ]
         subprocess.run(["bash", "-c", "cmd=(podman run img)\n" + "\n".join(lines)], check=False)
     assert not (tmp_path / "X").exists()
+
+
+def test_pyxis_is_read_from_srun_s_options_only_not_the_program_s() -> None:
+    """``--container-image`` after srun's program is the program's argument: read as
+    pyxis, the job would gate on pyxis and drop the venv's gate."""
+    assert _form("srun", "python", "train.py", "--container-image=x").runtime == ""
+    assert _form("srun", "--overlap", "python", "t.py", "--container-image", "x").runtime == ""
+    assert _form("srun", "-n", "2", "--container-image", "img", "python").image == "img"
+    assert _form("srun", "-N2", "--container-image=img", "--", "python").image == "img"
