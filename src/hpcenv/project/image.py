@@ -101,15 +101,21 @@ def opened(target: str) -> Iterator[str]:
         raise BadInput(f"{target}: give podman:IMAGE, an image of 'podman images'")
     if podman is None:
         raise BadInput(f"{target}: podman is not on PATH (apt-get install podman)")
-    mounted = command.run([podman, "image", "mount", "--", name], check=False, timeout=120)
-    if mounted.returncode != 0:
-        why = (mounted.stderr.strip().splitlines() or ["no output"])[-1]
-        raise BadInput(
-            f"{target}: podman image mount failed ({why}); as a user run "
-            f"'podman unshare hpcenv audit {target}', or pull the image first"
-        )
-    try:
-        yield mounted.stdout.strip()
+    try:  # unmounted on every way out, Ctrl-C while podman mounts included
+        mounted = command.run([podman, "image", "mount", "--", name], check=False, timeout=120)
+        if mounted.returncode != 0:
+            why = (mounted.stderr.strip().splitlines() or ["no output"])[-1]
+            raise BadInput(
+                f"{target}: podman image mount failed ({why}); as a user run "
+                f"'podman unshare hpcenv audit {target}', or pull the image first"
+            )
+        root = mounted.stdout.strip()
+        if not Path(root).is_absolute() or not Path(root).is_dir():  # never the cwd
+            raise BadInput(
+                f"{target}: podman image mount gave no directory ({root!r}); check "
+                f"'podman image mount {name}' by hand"
+            )
+        yield root
     finally:
         command.run([podman, "image", "unmount", "--", name], check=False, timeout=120)
 
