@@ -87,6 +87,8 @@ class Packages:
     python_why: str | None = None
     notes: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
+    #: a container image's root (project/image.py): nothing outside it is read
+    image_root: str | None = None
 
     @property
     def requires_python(self) -> str | None:
@@ -272,7 +274,8 @@ def _read_dir(p: Path) -> Packages:
     if not _is_venv(p) and image.is_rootfs(p):  # read as the venv its Python runs from
         chosen, sites = image.prefix(p)
         pkgs = read_venv(chosen, inside=p)
-        return replace(pkgs, notes=(*image.notes(p, chosen, sites), *pkgs.notes))
+        notes = (*image.notes(p, chosen, sites), *pkgs.notes)
+        return replace(pkgs, notes=notes, image_root=str(p))
     if not _is_venv(p) and (found := readers.find_in(p)) is not None:
         pkgs = read(found)
         note = readers.precedence_note(p, found)
@@ -898,7 +901,9 @@ def _audit_of(
     if pkgs.kind == "venv" and facts.nvidia is not None and facts.gpus and found.cuda:
         from hpcenv.binaries import archs
 
-        kernels = archs.check_venv(Path(pkgs.source), facts, torch_cuda=found.cuda)
+        kernels = archs.check_venv(
+            Path(pkgs.source), facts, torch_cuda=found.cuda, **_image_scan(pkgs)
+        )
     # decide, then word
     verdict = _judge(found, facts, kernels)
     bad = [v.line() for v in verdicts if not v.ok] + [m.why for m in unpaired]
@@ -931,6 +936,20 @@ def _audit_of(
         python_why=found.python_why or pkgs.python_why,
         node=node,
     )
+
+
+def _image_scan(pkgs: Packages) -> dict[str, Any]:
+    """For an image: its package directories under the installation read (project/image.py
+    finds them inside it; dist-packages too) and no dist-info that leaves it."""
+    if pkgs.image_root is None:
+        return {}
+    from hpcenv.project import image
+
+    root, prefix = Path(pkgs.image_root), Path(pkgs.source)
+    return {
+        "sites": [s for s in image.site_dirs(root) if s.parents[2] == prefix],
+        "allowed": lambda path: containment.inside(path, root),
+    }
 
 
 def _cuda_verdicts(found: Found, facts: Facts) -> tuple[cuda_packages.Verdict, ...]:
