@@ -328,15 +328,26 @@ def gate_lines(form: Form, gpus_per_node: int = 0) -> list[str]:
 
 #: bash: the directories of LD_LIBRARY_PATH holding libfabric or an NCCL net plugin, as
 #: loaded by the profile's modules: the host's network stack, bound at the same paths.
+#: Not one anybody can write (a library dropped there would run in every rank), nor a
+#: relative one, nor one with a comma (runtimes split their bind lists on it): said.
 _HOST_NET = (
     "hpcenv_net=()\n"
     'IFS=: read -r -a hpcenv_dirs <<< "${LD_LIBRARY_PATH:-}"\n'
     'for d in "${hpcenv_dirs[@]}"; do\n'
     '  [ -n "$d" ] || continue\n'
-    '  if compgen -G "$d/libfabric.so*" >/dev/null || compgen -G "$d/libnccl-net*.so*" >/dev/null; '
-    "then\n"
-    '    hpcenv_net+=("$d")\n'
+    '  compgen -G "$d/libfabric.so*" >/dev/null || compgen -G "$d/libnccl-net*.so*" >/dev/null '
+    "|| continue\n"
+    '  why=""\n'
+    '  case $d in /*) ;; *) why="not an absolute path";; esac\n'
+    '  case $d in *,*) why="has a comma";; esac\n'
+    '  if [ -z "$why" ] && [ -n "$(find "$d" -maxdepth 0 -perm -0002 2>/dev/null)" ]; then\n'
+    '    why="writable by others"\n'
     "  fi\n"
+    '  if [ -n "$why" ]; then\n'
+    '    echo "hpcenv: warning: $d on LD_LIBRARY_PATH: $why; not bound into the container" >&2\n'
+    "    continue\n"
+    "  fi\n"
+    '  hpcenv_net+=("$d")\n'
     "done"
 )
 

@@ -383,3 +383,30 @@ def test_pyxis_is_read_from_srun_s_options_only_not_the_program_s() -> None:
     assert _form("srun", "--overlap", "python", "t.py", "--container-image", "x").runtime == ""
     assert _form("srun", "-n", "2", "--container-image", "img", "python").image == "img"
     assert _form("srun", "-N2", "--container-image=img", "--", "python").image == "img"
+
+
+def test_a_network_library_directory_others_can_write_is_not_bound_and_said(
+    tmp_path: Path,
+) -> None:
+    """A directory on LD_LIBRARY_PATH anyone can write (a libfabric.so dropped in /tmp),
+    a relative one (bound from wherever the job runs) or one with a comma (two binds in
+    APPTAINER_BIND) is not bound into the container; the job log says which and why."""
+    good, open_, comma = tmp_path / "good", tmp_path / "open", tmp_path / "a,b"
+    for d in (good, open_, comma, tmp_path / "rel"):
+        d.mkdir()
+        (d / "libfabric.so.1").write_bytes(b"")
+    open_.chmod(0o1777)
+    path = f"{good}:{open_}:rel:{comma}"
+    script = _script("isambard", "apptainer", "exec", "--nv", "img.sif", "python")
+    part = _lines_from(script, "# --- the container", "# --- gate")
+    done = subprocess.run(
+        ["bash", "-c", f"set -eu\n{part}\necho \"${{APPTAINER_BIND:-}}\""],
+        env={"PATH": os.environ["PATH"], "LD_LIBRARY_PATH": path}, cwd=tmp_path,
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert done.stdout.strip() == str(good)
+    said = done.stderr.splitlines()
+    assert len(said) == 3, said
+    assert f"{open_} on LD_LIBRARY_PATH: writable by others; not bound" in said[0]
+    assert "rel on LD_LIBRARY_PATH: not an absolute path" in said[1]
+    assert f"{comma} on LD_LIBRARY_PATH: has a comma" in said[2]
