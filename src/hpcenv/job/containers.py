@@ -37,7 +37,6 @@ from hpcenv.utils.errors import BadInput
 from hpcenv.utils.output import shell_join, shell_quote
 
 FILE = "containers.toml"
-OWN_LAUNCHERS = command.SPREADERS
 #: The job's rendezvous variables (job/render.py exports them; NODE_RANK per node).
 RENDEZVOUS = (
     "MASTER_ADDR", "MASTER_PORT", "NNODES", "NODE_RANK", "WORLD_SIZE", "GPUS_PER_NODE",
@@ -429,4 +428,4 @@ def node_rank_exports(form: Form) -> str:
     return ""
 
 
-__all__ = ["OWN_LAUNCHERS", "Form", "Runtime", "check", "read", "runtimes"]
+__all__ = ["Form", "Runtime", "check", "read", "runtimes"]

@@ -15,7 +15,6 @@ import re
 import shlex
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -313,7 +312,6 @@ def test_an_own_srun_with_per_task_is_refused_in_one_line(
     assert main(["sbatch", "local", "--per-task", "--", "srun", "python", "t.py"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "--per-task with srun" in err, err
-    assert sys.executable  # the job script names hpcenv's own python (render)
 
 
 def _runtime_word(word: str) -> bool:
@@ -410,3 +408,18 @@ def test_a_network_library_directory_others_can_write_is_not_bound_and_said(
     assert f"{open_} on LD_LIBRARY_PATH: writable by others; not bound" in said[0]
     assert "rel on LD_LIBRARY_PATH: not an absolute path" in said[1]
     assert f"{comma} on LD_LIBRARY_PATH: has a comma" in said[2]
+
+
+def test_the_names_passed_inside_are_those_the_script_exports() -> None:
+    """``containers.RENDEZVOUS`` repeats what job/render.py exports (rendezvous, chain): a
+    variable added there and not here would not reach inside a container."""
+    script = _script("local", "podman", "run", "img", "python")
+    exported = set()
+    for line in script.splitlines():
+        if line.startswith("export ") and not line.startswith(("export HPCENV_JOB_START",
+                                                               "export HPCENV_HOME",
+                                                               "export VIRTUAL_ENV",
+                                                               "export PATH")):  # fmt: skip
+            exported |= set(re.findall(r"\b([A-Z][A-Z0-9_]*)=", line))
+    assert exported == set(containers.RENDEZVOUS) - {"NODE_RANK"}  # NODE_RANK: per node
+    assert 'export NODE_RANK="$SLURM_NODEID"' in script
