@@ -60,6 +60,8 @@ def test_apptainer_s_form_is_its_own_flags() -> None:
     rt = containers.runtimes()["apptainer"]
     for option in rt.value_options:
         assert flags.get(option) is True, f"{option}: not a value option of apptainer exec"
+    # and every one of them: a value option missing is taken for the image (--cwd /work)
+    assert {o for o, takes in flags.items() if takes} <= rt.value_options
     for option in (*rt.gpu_flags, *rt.clean_flags):
         assert flags.get(option) is False, f"{option}: not a flag of apptainer exec"
     assert flags.get(rt.bind_flag) is True
@@ -106,6 +108,8 @@ def test_podman_s_form_is_its_own_help() -> None:
     # --gpus: podman 5 (Debian 12 has 4.3); --net: --network's alias, hidden from --help
     newer = {"--gpus", "--net"}
     assert rt.value_options - newer <= takes, sorted(rt.value_options - newer - takes)
+    # and every one of them: a value option missing is taken for the image (--cidfile F)
+    assert takes <= rt.value_options, sorted(takes - rt.value_options)
     assert rt.env_flag in takes and rt.bind_flag in takes and "--device" in takes
     assert "--rootfs" in flags  # a flag: the image word is then a directory
 
@@ -142,6 +146,8 @@ def test_the_issue_s_commands_are_read_as_their_launch_form() -> None:
     assert _form("enroot", "start", "-m", "/a:/a", "img").user_binds  # enroot's: a mount
     assert _form("podman", "run", "--rm", "--rootfs", "/r", "python").image == "/r"
     assert _form("podman-hpc", "run", "--gpu", "img").gpus
+    assert _form("podman", "run", "--cidfile", "/tmp/cid", "--pod", "p", "img", "py").image == "img"
+    assert _form("apptainer", "exec", "--cwd", "/work", "img.sif", "python").image == "img.sif"
     enroot = _form("enroot", "start", "--env", "A", "--mount", "/a:/a", "img.sqsh", "python")
     assert (enroot.image, enroot.gpus, enroot.insert_at) == ("img.sqsh", True, 2)
 
