@@ -25,6 +25,7 @@ are words for bash, every value quoted.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -134,7 +135,12 @@ class Form:
         return bool(self.runtime)
 
     def describe(self) -> str:
-        """One line for the script's header and sbatch's notes ("" for hpcenv's own form)."""
+        """One line for the script's header and sbatch's notes ("" for hpcenv's own form):
+        a control character of the image's word (a newline would end the header's comment
+        and start a line of shell code) is shown as '?'."""
+        return re.sub(r"[\x00-\x1f\x7f]", "?", self._describe())
+
+    def _describe(self) -> str:
         parts = []
         if self.launcher:
             parts.append(

@@ -429,3 +429,23 @@ def test_the_names_passed_inside_are_those_the_script_exports() -> None:
             exported |= set(re.findall(r"\b([A-Z][A-Z0-9_]*)=", line))
     assert exported == set(containers.RENDEZVOUS) - {"NODE_RANK"}  # NODE_RANK: per node
     assert 'export NODE_RANK="$SLURM_NODEID"' in script
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("apptainer", "exec", "img.sif\ntouch {x} #", "python"),
+        ("srun", "--container-image=img\ntouch {x} #", "python"),
+    ],
+)
+def test_an_image_word_with_a_newline_stays_one_comment_line(
+    tmp_path: Path, argv: tuple[str, ...]
+) -> None:
+    """The header's '# launch: ...' line names the image: a newline in that word of the
+    user's command would end the comment and start a line of shell code."""
+    x = tmp_path / "X"
+    script = _script("local", *(w.format(x=x) for w in argv), nodes=1)
+    header = script.split("\nset -euo pipefail\n", 1)[0]
+    subprocess.run(["bash", "-c", header], cwd=tmp_path, capture_output=True, timeout=30)
+    assert not x.exists()
+    assert not [line for line in header.splitlines() if line and not line.startswith("#")]
