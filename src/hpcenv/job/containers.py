@@ -70,7 +70,16 @@ class Runtime:
     gpu_gate: str = ""  # bash: what the runtime needs of a node to pass GPUs in
     gpu_gate_what: str = ""
     gpu_gate_source: str = ""
+    #: GPU flag -> (gate, what, source) where that flag needs something else of the node
+    flag_gates: tuple[tuple[str, tuple[str, str, str]], ...] = ()
     source: str = ""
+
+    def gpu_gate_for(self, flag: str) -> tuple[str, str]:
+        """The gate (bash) and its words for GPUs passed in by ``flag``."""
+        for name, (gate, what, _) in self.flag_gates:
+            if name == flag:
+                return gate, what
+        return self.gpu_gate, self.gpu_gate_what
 
 
 def _strings(row: dict[str, Any], key: str) -> tuple[str, ...]:
@@ -81,6 +90,7 @@ def _strings(row: dict[str, Any], key: str) -> tuple[str, ...]:
 def runtimes() -> dict[str, Runtime]:
     """Every runtime of ``containers.toml`` by name."""
     data = tables.read(FILE)
+    sources = {k: str(v) for k, v in data["sources"].items()}
     out = {}
     for name, row in data["runtime"].items():
         out[name] = Runtime(
@@ -106,6 +116,10 @@ def runtimes() -> dict[str, Runtime]:
             gpu_gate_source=str(data["sources"][row["gpu_gate_source"]])
             if "gpu_gate_source" in row
             else "",
+            flag_gates=tuple(
+                (flag, (str(g["gpu_gate"]), str(g["gpu_gate_what"]), sources[g["gpu_gate_source"]]))
+                for flag, g in row.get("flag_gates", {}).items()
+            ),
             source=str(data["sources"][row["source"]]),
         )
     return out
@@ -122,6 +136,7 @@ class Form:
     #: where hpcenv's options go in the words (after ``run``/``exec``/``start``); -1: none
     insert_at: int = -1
     gpus: bool = False  # GPUs passed in (by a flag, or the runtime's default)
+    gpu_flag: str = ""  # the flag of the runtime's gpu_flags that passed them ("": default)
     clean_env: bool = False  # --cleanenv / --containall: host variables do not pass
     user_binds: bool = False  # the user binds paths already (--bind, -v, --container-mounts)
     user_env_option: bool = False  # pyxis: the user gave --container-env
@@ -214,6 +229,7 @@ def _in_runtime(words: Sequence[str], rt: Runtime, at: int) -> Form:
     """``PROGRAM SUBCOMMAND [options] IMAGE ...`` read from index ``at``."""
     start = at + 2
     gpus = "" in rt.gpu_flags
+    gpu_flag = ""
     clean = binds = False
     image = ""
     i = start
@@ -230,14 +246,14 @@ def _in_runtime(words: Sequence[str], rt: Runtime, at: int) -> Form:
         if takes and i + 1 < len(words):
             value = words[i + 1]
         spelled = f"{name}={value}" if value else name
-        if any(f and (spelled.startswith(f) or name == f) for f in rt.gpu_flags):
-            gpus = True
+        if found := [f for f in rt.gpu_flags if f and (spelled.startswith(f) or name == f)]:
+            gpus, gpu_flag = True, found[0]
         clean = clean or name in rt.clean_flags
         binds = binds or name in rt.bind_options
         i += 2 if takes else 1
     return Form(
         runtime=rt.name, program=_name(words[at]), image=image, insert_at=start, gpus=gpus,
-        clean_env=clean, user_binds=binds,
+        gpu_flag=gpu_flag, clean_env=clean, user_binds=binds,
     )  # fmt: skip
 
 
@@ -307,9 +323,9 @@ def gate_lines(form: Form, gpus_per_node: int = 0) -> list[str]:
     on = "\"$nodes\"' node(s)'"  # with the word before it: '<what> on '"$nodes"' node(s)'
     rt = runtimes()[form.runtime]
     gpu = []
-    if gpus_per_node and form.gpus and rt.gpu_gate:
-        what = f"{rt.gpu_gate_what} on "
-        gpu = [f"gate {shell_quote(what)}{on} on_nodes bash -c {shell_quote(rt.gpu_gate)}"]
+    gate, what = rt.gpu_gate_for(form.gpu_flag)
+    if gpus_per_node and form.gpus and gate:
+        gpu = [f"gate {shell_quote(what + ' on ')}{on} on_nodes bash -c {shell_quote(gate)}"]
     if form.runtime == "pyxis":
         return [
             'gate "pyxis in srun (srun --help names --container-image)" '

@@ -449,3 +449,18 @@ def test_an_image_word_with_a_newline_stays_one_comment_line(
     subprocess.run(["bash", "-c", header], cwd=tmp_path, capture_output=True, timeout=30)
     assert not x.exists()
     assert not [line for line in header.splitlines() if line and not line.startswith("#")]
+
+
+def test_podman_hpc_s_gpu_flag_is_gated_on_what_it_binds_not_on_cdi() -> None:
+    """podman-hpc's --gpu (NERSC's modules.d/gpu.yaml) copies the host's libcuda and binds
+    /dev/nvidia*: no CDI spec is involved, so asking for one would stop every GPU job at
+    a site without it. podman's --device nvidia.com/gpu=all is CDI's."""
+    cdi = shell_quote(containers.runtimes()["podman"].gpu_gate)
+    hpc = _script("isambard", "podman-hpc", "run", "--gpu", "img", "python")
+    assert cdi not in hpc
+    (line,) = [x for x in hpc.splitlines() if x.startswith("gate ") and "/dev/nvidiactl" in x]
+    snippet = shlex.split(line.split(" on_nodes bash -c ", 1)[1])[0]
+    if not Path("/dev/nvidiactl").exists():  # no GPU here: the check stops the job
+        assert subprocess.run(["bash", "-c", snippet], capture_output=True).returncode != 0
+    with_cdi = _script("isambard", "podman-hpc", "run", "--device=nvidia.com/gpu=all", "img", "p")
+    assert cdi in with_cdi and "/dev/nvidiactl" not in with_cdi
