@@ -246,7 +246,9 @@ def _in_runtime(words: Sequence[str], rt: Runtime, at: int) -> Form:
         if takes and i + 1 < len(words):
             value = words[i + 1]
         spelled = f"{name}={value}" if value else name
-        if found := [f for f in rt.gpu_flags if f and (spelled.startswith(f) or name == f)]:
+        if found := [
+            f for f in rt.gpu_flags if f and (name == f or ("=" in f and spelled.startswith(f)))
+        ]:
             gpus, gpu_flag = True, found[0]
         clean = clean or name in rt.clean_flags
         binds = binds or name in rt.bind_options

@@ -464,3 +464,12 @@ def test_podman_hpc_s_gpu_flag_is_gated_on_what_it_binds_not_on_cdi() -> None:
         assert subprocess.run(["bash", "-c", snippet], capture_output=True).returncode != 0
     with_cdi = _script("isambard", "podman-hpc", "run", "--device=nvidia.com/gpu=all", "img", "p")
     assert cdi in with_cdi and "/dev/nvidiactl" not in with_cdi
+
+
+def test_apptainer_s_nvccli_is_gated_on_nvidia_container_cli() -> None:
+    """--nvccli: 'use nvidia-container-cli for GPU setup' (action_flags.go): that program on
+    every node, not only libcuda (what --nv binds)."""
+    assert "nvidia-container-cli for GPU setup" in (DATA / "apptainer-action_flags.go").read_text()
+    script = _script("isambard", "apptainer", "exec", "--nvccli", "img.sif", "python")
+    assert "command -v nvidia-container-cli" in script
+    assert shell_quote(containers.runtimes()["apptainer"].gpu_gate) not in script
