@@ -271,7 +271,7 @@ def _read_dir(p: Path) -> Packages:
     (``project/image.py``), else the project's dependency file."""
     from hpcenv.project import image, readers
 
-    if not _is_venv(p) and image.is_rootfs(p):  # read as the venv its Python runs from
+    if image.is_rootfs(p):  # first: /lib -> usr/lib makes an image's root look like a venv
         chosen, sites = image.prefix(p)
         pkgs = read_venv(chosen, inside=p)
         notes = (*image.notes(p, chosen, sites), *pkgs.notes)

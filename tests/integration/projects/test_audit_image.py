@@ -155,3 +155,28 @@ def test_the_gpu_code_scan_of_an_image_stays_inside_it(
     debian = _cuda_torch_image(tmp_path / "debian", "usr/lib/python3/dist-packages")
     assert main(["audit", str(debian), "--facts", str(FACTS), "--json"]) == 0
     assert "2.5.1+cu121" in capsys.readouterr().out
+
+
+def test_a_merged_usr_image_is_read_as_an_image_not_as_a_venv(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Rocky/Fedora-like images link /lib to usr/lib, where the distribution's Python keeps
+    /usr/lib/python3.9/site-packages: the root then looks like a venv (lib/python*/
+    site-packages), and a pyvenv.cfg at the root may be there too. The image's rules hold
+    all the same: the installation holding torch, nothing linked out of it."""
+    root = _cuda_torch_image(tmp_path / "rocky", "usr/local/lib/python3.9/site-packages")
+    distro = root / "usr/lib/python3.9/site-packages"
+    (distro / "six-1.16.0.dist-info").mkdir(parents=True)
+    (distro / "six-1.16.0.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: six\nVersion: 1.16.0\n"
+    )
+    (root / "lib").symlink_to("usr/lib")
+    (root / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    linked = tmp_path / "outside" / "numpy-9.9.9.dist-info"
+    linked.mkdir(parents=True)
+    (linked / "METADATA").write_text("Metadata-Version: 2.1\nName: numpy\nVersion: 9.9.9\n")
+    (distro / "numpy-9.9.9.dist-info").symlink_to(linked)
+    assert main(["audit", str(root), "--facts", str(FACTS), "--json"]) == 0
+    out = capsys.readouterr().out
+    assert '"torch": "2.5.1+cu121"' in out and "9.9.9" not in out
+    assert "the image's Python packages: /usr/local" in out
