@@ -204,6 +204,7 @@ def read_venv(path: Path, inside: Path | None = None) -> Packages:
 
     found: dict[str, list[str]] = {}
     metas = sorted(path.glob("lib/python*/site-packages/*.dist-info/METADATA"))
+    metas += sorted(path.glob("lib64/python*/site-packages/*.dist-info/METADATA"))  # RHEL's
     metas += sorted(path.glob("lib/python*/dist-packages/*.dist-info/METADATA"))  # an image's
     metas += sorted(path.glob("Lib/site-packages/*.dist-info/METADATA"))
     if inside is not None:

@@ -1,7 +1,8 @@
 """A container image audited like a venv: ``hpcenv audit IMAGE``.
 
 An image is a root filesystem. Its Python packages are found where images keep them:
-``/usr/local/lib/python3.X/{site,dist}-packages`` (the python and NGC images),
+``/usr/local/lib/python3.X/{site,dist}-packages`` (the python and NGC images; ``lib64``
+on RHEL-like ones),
 ``/usr/lib/python3/dist-packages`` (a distribution's Python), ``/opt/conda/lib/...`` and
 venvs under ``/opt/*``. The installation holding torch (else the one with the most
 distributions) is read as a venv is (``audit.read_venv``: dist-info METADATA, no import),
@@ -33,10 +34,12 @@ PODMAN = "podman:"
 #: Where images keep Python packages, most specific first (relative to the rootfs).
 SITE_DIRS = (
     "usr/local/lib/python3*/site-packages",
+    "usr/local/lib64/python3*/site-packages",  # RHEL's platlib: pip's torch on Rocky
     "usr/local/lib/python3*/dist-packages",
     "opt/conda/lib/python3*/site-packages",
     "opt/*/lib/python3*/site-packages",
     "usr/lib/python3*/site-packages",
+    "usr/lib64/python3*/site-packages",
     "usr/lib/python3/dist-packages",
     "root/.local/lib/python3*/site-packages",
 )

@@ -180,3 +180,18 @@ def test_a_merged_usr_image_is_read_as_an_image_not_as_a_venv(
     out = capsys.readouterr().out
     assert '"torch": "2.5.1+cu121"' in out and "9.9.9" not in out
     assert "the image's Python packages: /usr/local" in out
+
+
+def test_torch_in_lib64_of_an_rhel_image_is_found(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """pip on Rocky/RHEL puts a package with compiled code (torch) in /usr/local/lib64/
+    python3.9/site-packages (its platlib), beside lib/ for pure ones."""
+    root = _cuda_torch_image(tmp_path / "rocky", "usr/local/lib64/python3.9/site-packages")
+    pure = root / "usr/local/lib/python3.9/site-packages/six-1.16.0.dist-info"
+    pure.mkdir(parents=True)
+    (pure / "METADATA").write_text("Metadata-Version: 2.1\nName: six\nVersion: 1.16.0\n")
+    assert main(["audit", str(root), "--facts", str(FACTS), "--json"]) == 0
+    out = capsys.readouterr().out
+    assert '"torch": "2.5.1+cu121"' in out and "the image's Python packages: /usr/local" in out
+    assert sorted(read(root).versions) == ["six", "torch"]
