@@ -211,23 +211,40 @@ def _pyxis(words: Sequence[str], rt: Runtime) -> Form | None:
     )  # fmt: skip
 
 
-def _runtime_at(words: Sequence[str]) -> tuple[Runtime, int] | None:
-    """The first ``PROGRAM SUBCOMMAND`` of a runtime in ``words`` and its index."""
+def _subcommand_at(words: Sequence[str], rt: Runtime, i: int) -> int:
+    """Where ``rt``'s subcommand follows its program at ``i``, past the program's global
+    options (``podman --root DIR run``: a bare option's next word is its value unless it
+    is a subcommand); -1 when none does."""
+    bare = False
+    for j in range(i + 1, len(words)):
+        word = words[j]
+        if word in rt.subcommands:
+            return j
+        if word.startswith("-"):
+            bare = "=" not in word
+        elif bare:
+            bare = False
+        else:
+            return -1
+    return -1
+
+
+def _runtime_at(words: Sequence[str]) -> tuple[Runtime, int, int] | None:
+    """The first ``PROGRAM [global options] SUBCOMMAND`` of a runtime in ``words``: the
+    runtime, the program's index and the subcommand's."""
     for i, word in enumerate(words):
         for rt in runtimes().values():
-            if (
-                rt.subcommands
-                and _name(word) in rt.programs
-                and i + 1 < len(words)
-                and words[i + 1] in rt.subcommands
-            ):
-                return rt, i
+            if rt.subcommands and _name(word) in rt.programs:
+                sub = _subcommand_at(words, rt, i)
+                if sub > 0:
+                    return rt, i, sub
     return None
 
 
-def _in_runtime(words: Sequence[str], rt: Runtime, at: int) -> Form:
-    """``PROGRAM SUBCOMMAND [options] IMAGE ...`` read from index ``at``."""
-    start = at + 2
+def _in_runtime(words: Sequence[str], rt: Runtime, at: int, sub: int) -> Form:
+    """``PROGRAM [global options] SUBCOMMAND [options] IMAGE ...``: the program at ``at``,
+    its subcommand at ``sub``."""
+    start = sub + 1
     gpus = "" in rt.gpu_flags
     gpu_flag = ""
     clean = binds = False
@@ -269,8 +286,7 @@ def read(cmd: command.Command) -> Form:
     if launcher == "srun":
         form = _pyxis(words, rts["pyxis"]) or form
     if not form.runtime and (found := _runtime_at(words)) is not None:
-        rt, at = found
-        form = _in_runtime(words, rt, at)
+        form = _in_runtime(words, *found)
         form = Form(**{**form.__dict__, "insert_at": form.insert_at + offset})
     return Form(**{**form.__dict__, "launcher": launcher})
 

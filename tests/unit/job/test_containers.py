@@ -473,3 +473,16 @@ def test_apptainer_s_nvccli_is_gated_on_nvidia_container_cli() -> None:
     script = _script("isambard", "apptainer", "exec", "--nvccli", "img.sif", "python")
     assert "command -v nvidia-container-cli" in script
     assert shell_quote(containers.runtimes()["apptainer"].gpu_gate) not in script
+
+
+def test_a_runtime_s_global_options_before_its_subcommand_are_read() -> None:
+    """'podman --root /local/storage run ...' (podman's store on node-local disk, as on
+    clusters whose home is NFS): still podman, hpcenv's options after 'run'."""
+    form = _form("podman", "--root", "/tmp/s", "--log-level=warn", "run", "--rm", "img", "py")
+    assert (form.runtime, form.image, form.insert_at) == ("podman", "img", 5)
+    quiet = _form("mpirun", "-np", "2", "apptainer", "-q", "exec", "--nv", "i.sif", "python")
+    assert (quiet.runtime, quiet.image, quiet.gpus, quiet.insert_at) == (
+        "apptainer", "i.sif", True, 6,
+    )  # fmt: skip
+    assert _form("podman", "--version").runtime == ""
+    assert _form("python", "t.py", "--podman", "run").runtime == ""
