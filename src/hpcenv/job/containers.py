@@ -66,6 +66,7 @@ class Runtime:
     bind_options: tuple[str, ...] = ()
     bind_option: str = ""
     bind_variable: str = ""
+    bind_aliases: tuple[str, ...] = ()  # the same list under the names other builds read
     image_option: str = ""
     gpu_gate: str = ""  # bash: what the runtime needs of a node to pass GPUs in
     gpu_gate_what: str = ""
@@ -110,6 +111,7 @@ def runtimes() -> dict[str, Runtime]:
             bind_options=_strings(row, "bind_options"),
             bind_option=str(row.get("bind_option", "")),
             bind_variable=str(row.get("bind_variable", "")),
+            bind_aliases=_strings(row, "bind_aliases"),
             image_option=str(row.get("image_option", "")),
             gpu_gate=str(row.get("gpu_gate", "")),
             gpu_gate_what=str(row.get("gpu_gate_what", "")),
@@ -419,10 +421,9 @@ def env_lines(form: Form, names: Sequence[str], *, network: bool) -> list[str]:
         exports = "; ".join(f'export "{p}$v=${{!v}}"' for p in rt.env_prefixes)
         lines.append(f'  if [ -n "${{!v+x}}" ]; then {exports}; fi')
         lines.append("done")
-        if rt.bind_variable:
+        for var in (rt.bind_variable, *rt.bind_aliases) if rt.bind_variable else ():
             lines.append(
-                'if [ "${#hpcenv_net[@]}" -gt 0 ]; then export '
-                f'{rt.bind_variable}="${{{rt.bind_variable}:+${{{rt.bind_variable}}},}}'
+                f'if [ "${{#hpcenv_net[@]}}" -gt 0 ]; then export {var}="${{{var}:+${{{var}}},}}'
                 '$(IFS=,; echo "${hpcenv_net[*]}")"; fi'
             )
     return lines

@@ -486,3 +486,21 @@ def test_a_runtime_s_global_options_before_its_subcommand_are_read() -> None:
     )  # fmt: skip
     assert _form("podman", "--version").runtime == ""
     assert _form("python", "t.py", "--podman", "run").runtime == ""
+
+
+def test_singularity_ce_gets_the_host_s_network_libraries_too(tmp_path: Path) -> None:
+    """SingularityCE reads SINGULARITY_BIND, not APPTAINER_BIND; Apptainer reads
+    SINGULARITY_* only where its APPTAINER_* twin is unset (Apptainer's 'Singularity
+    Compatibility'): both are set, each appended to its own value."""
+    fabric = tmp_path / "libfabric"
+    fabric.mkdir()
+    (fabric / "libfabric.so.1").write_bytes(b"")
+    script = _script("isambard", "singularity", "exec", "--nv", "img.sif", "python")
+    part = _lines_from(script, "# --- the container", "# --- gate")
+    done = subprocess.run(
+        ["bash", "-c", f'set -eu\n{part}\necho "$APPTAINER_BIND|$SINGULARITY_BIND"'],
+        env={"PATH": os.environ["PATH"], "LD_LIBRARY_PATH": str(fabric),
+             "SINGULARITY_BIND": "/site"},
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert done.stdout.strip() == f"{fabric}|/site,{fabric}"
