@@ -67,6 +67,7 @@ class Runtime:
     bind_option: str = ""
     bind_variable: str = ""
     bind_aliases: tuple[str, ...] = ()  # the same list under the names other builds read
+    bind_suffix: str = ""  # after SRC:DST in a bind (":ro": read-only)
     image_option: str = ""
     gpu_gate: str = ""  # bash: what the runtime needs of a node to pass GPUs in
     gpu_gate_what: str = ""
@@ -112,6 +113,7 @@ def runtimes() -> dict[str, Runtime]:
             bind_option=str(row.get("bind_option", "")),
             bind_variable=str(row.get("bind_variable", "")),
             bind_aliases=_strings(row, "bind_aliases"),
+            bind_suffix=str(row.get("bind_suffix", "")),
             image_option=str(row.get("image_option", "")),
             gpu_gate=str(row.get("gpu_gate", "")),
             gpu_gate_what=str(row.get("gpu_gate_what", "")),
@@ -412,8 +414,8 @@ def env_lines(form: Form, names: Sequence[str], *, network: bool) -> list[str]:
         lines.append(f"export {rt.env_variable}={shell_quote(','.join(names))}")
         if rt.bind_variable and not form.user_binds:
             lines.append(
-                'if [ "${#hpcenv_net[@]}" -gt 0 ]; then m=(); for d in "${hpcenv_net[@]}"; do '
-                f'm+=("$d:$d:ro"); done; export {rt.bind_variable}="$(IFS=,; echo "${{m[*]}}")"; fi'
+                f'if [ "${{#hpcenv_net[@]}}" -gt 0 ]; then {_binds(rt)}; export '
+                f'{rt.bind_variable}="$(IFS=,; echo "${{m[*]}}")"; fi'
             )
     elif rt.env == "prefix":
         # host variables pass unless --cleanenv; the prefixed copies pass either way
@@ -423,10 +425,15 @@ def env_lines(form: Form, names: Sequence[str], *, network: bool) -> list[str]:
         lines.append("done")
         for var in (rt.bind_variable, *rt.bind_aliases) if rt.bind_variable else ():
             lines.append(
-                f'if [ "${{#hpcenv_net[@]}}" -gt 0 ]; then export {var}="${{{var}:+${{{var}}},}}'
-                '$(IFS=,; echo "${hpcenv_net[*]}")"; fi'
+                f'if [ "${{#hpcenv_net[@]}}" -gt 0 ]; then {_binds(rt)}; export '
+                f'{var}="${{{var}:+${{{var}}},}}$(IFS=,; echo "${{m[*]}}")"; fi'
             )
     return lines
+
+
+def _binds(rt: Runtime) -> str:
+    """bash: ``m``, the host's network directories as ``rt``'s binds (SRC:DST[suffix])."""
+    return f'm=(); for d in "${{hpcenv_net[@]}}"; do m+=("$d:$d{rt.bind_suffix}"); done'
 
 
 def insert_lines(form: Form, names: Sequence[str], *, shift: int = 0) -> list[str]:
@@ -445,16 +452,13 @@ def insert_lines(form: Form, names: Sequence[str], *, shift: int = 0) -> list[st
         words += [rt.env_flag, n]
     k = form.insert_at + shift
     bind = shell_quote(rt.bind_flag)
+    how = "read-only " if rt.bind_suffix == ":ro" else ""
     return [
         f"# {form.program} passes no host variable unless named: {rt.env_flag} NAME takes the",
         "# host's value (set on each node before the command starts); the host's network",
-        "# libraries are bound read-only at the same paths",
+        f"# libraries are bound {how}at the same paths",
         "hpcenv_opts=()",
-        'for d in "${hpcenv_net[@]}"; do hpcenv_opts+=('
-        + bind
-        + ' "$d:$d'
-        + (":ro" if rt.name == "podman" else "")
-        + '"); done',
+        f'for d in "${{hpcenv_net[@]}}"; do hpcenv_opts+=({bind} "$d:$d{rt.bind_suffix}"); done',
         f'cmd=("${{cmd[@]:0:{k}}}" {shell_join(words)} "${{hpcenv_opts[@]}}" "${{cmd[@]:{k}}}")',
     ]
 

@@ -249,7 +249,7 @@ def test_the_host_s_network_libraries_are_bound(tmp_path: Path) -> None:
         env={"PATH": os.environ["PATH"], "LD_LIBRARY_PATH": path, "APPTAINER_BIND": "/site"},
         capture_output=True, text=True, check=True,
     )  # fmt: skip
-    assert done.stdout.strip() == f"/site,{fabric},{plugin}"
+    assert done.stdout.strip() == f"/site,{fabric}:{fabric}:ro,{plugin}:{plugin}:ro"  # read-only
     podman = _script("isambard", "podman", "run", "--device", "nvidia.com/gpu=all", "img", "py")
     part = _lines_from(podman, "# --- the container", "# --- gate")
     cmd = "cmd=(podman run --device nvidia.com/gpu=all img py)"
@@ -408,7 +408,7 @@ def test_a_network_library_directory_others_can_write_is_not_bound_and_said(
         env={"PATH": os.environ["PATH"], "LD_LIBRARY_PATH": path}, cwd=tmp_path,
         capture_output=True, text=True, check=True,
     )  # fmt: skip
-    assert done.stdout.strip() == str(good)
+    assert done.stdout.strip() == f"{good}:{good}:ro"
     said = done.stderr.splitlines()
     assert len(said) == 3, said
     assert f"{open_} on LD_LIBRARY_PATH: writable by others; not bound" in said[0]
@@ -503,4 +503,4 @@ def test_singularity_ce_gets_the_host_s_network_libraries_too(tmp_path: Path) ->
              "SINGULARITY_BIND": "/site"},
         capture_output=True, text=True, check=True,
     )  # fmt: skip
-    assert done.stdout.strip() == f"{fabric}|/site,{fabric}"
+    assert done.stdout.strip() == f"{fabric}:{fabric}:ro|/site,{fabric}:{fabric}:ro"
