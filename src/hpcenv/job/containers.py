@@ -68,6 +68,10 @@ class Runtime:
     bind_variable: str = ""
     bind_aliases: tuple[str, ...] = ()  # the same list under the names other builds read
     bind_suffix: str = ""  # after SRC:DST in a bind (":ro": read-only)
+    #: the container has a network of its own unless one of host_network is given (podman),
+    #: or only when one of own_network_flags is (enroot, Apptainer)
+    host_network: tuple[str, ...] = ()
+    own_network_flags: tuple[str, ...] = ()
     image_option: str = ""
     gpu_gate: str = ""  # bash: what the runtime needs of a node to pass GPUs in
     gpu_gate_what: str = ""
@@ -114,6 +118,8 @@ def runtimes() -> dict[str, Runtime]:
             bind_variable=str(row.get("bind_variable", "")),
             bind_aliases=_strings(row, "bind_aliases"),
             bind_suffix=str(row.get("bind_suffix", "")),
+            host_network=_strings(row, "host_network"),
+            own_network_flags=_strings(row, "own_network_flags"),
             image_option=str(row.get("image_option", "")),
             gpu_gate=str(row.get("gpu_gate", "")),
             gpu_gate_what=str(row.get("gpu_gate_what", "")),
@@ -144,6 +150,7 @@ class Form:
     clean_env: bool = False  # --cleanenv / --containall: host variables do not pass
     user_binds: bool = False  # the user binds paths already (--bind, -v, --container-mounts)
     user_env_option: bool = False  # pyxis: the user gave --container-env
+    own_network: bool = False  # a network namespace of its own: other nodes cannot reach it
 
     @property
     def from_batch(self) -> bool:
@@ -252,6 +259,7 @@ def _in_runtime(words: Sequence[str], rt: Runtime, at: int, sub: int) -> Form:
     gpus = "" in rt.gpu_flags
     gpu_flag = ""
     clean = binds = False
+    own_network = bool(rt.host_network)
     image = ""
     i = start
     while i < len(words):
@@ -272,11 +280,14 @@ def _in_runtime(words: Sequence[str], rt: Runtime, at: int, sub: int) -> Form:
         ]:
             gpus, gpu_flag = True, found[0]
         clean = clean or name in rt.clean_flags
+        if spelled in rt.host_network:
+            own_network = False
+        own_network = own_network or name in rt.own_network_flags
         binds = binds or name in rt.bind_options
         i += 2 if takes else 1
     return Form(
         runtime=rt.name, program=_name(words[at]), image=image, insert_at=start, gpus=gpus,
-        gpu_flag=gpu_flag, clean_env=clean, user_binds=binds,
+        gpu_flag=gpu_flag, clean_env=clean, user_binds=binds, own_network=own_network,
     )  # fmt: skip
 
 
@@ -310,9 +321,16 @@ def check(form: Form, launch: str) -> None:
         )
 
 
-def warnings(form: Form, gpus_per_node: int) -> list[str]:
+def warnings(form: Form, gpus_per_node: int, nodes: int = 1) -> list[str]:
     """What the image will lack on this profile's nodes, said before the queue."""
     out = []
+    if form.own_network and nodes > 1:
+        out.append(
+            f"{form.program} gives the container a network of its own: the rendezvous on the "
+            f"first node (MASTER_ADDR:MASTER_PORT) is inside its container, and the ranks on "
+            f"the other {nodes - 1} node(s) cannot reach it nor each other; add --network host "
+            "(podman) or leave out --net"
+        )
     if form.runtime and gpus_per_node and not form.gpus:
         rt = runtimes()[form.runtime]
         flags = " or ".join(f for f in rt.gpu_flags if f)

@@ -504,3 +504,24 @@ def test_singularity_ce_gets_the_host_s_network_libraries_too(tmp_path: Path) ->
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     assert done.stdout.strip() == f"{fabric}:{fabric}:ro|/site,{fabric}:{fabric}:ro"
+
+
+def test_a_container_with_a_network_of_its_own_on_several_nodes_is_said(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """podman's default network (a bridge, or slirp4netns/pasta rootless) and enroot's or
+    Apptainer's --net give each container a network namespace of its own: the first
+    node's rendezvous port is inside its container, so the ranks on other nodes never
+    reach it. Said before the queue on more than one node; --network host is the fix."""
+    assert _form("podman", "run", "img", "python").own_network
+    for host in (("--network", "host"), ("--net=host",), ("--network=host",)):
+        assert not _form("podman", "run", *host, "img", "python").own_network, host
+    assert _form("enroot", "start", "--net", "img", "python").own_network
+    assert _form("apptainer", "exec", "-n", "img.sif", "python").own_network
+    assert not _form("apptainer", "exec", "img.sif", "python").own_network
+    assert main(["sbatch", "local", "--nodes", "2", "--", "podman", "run", "img", "py"]) == 0
+    err = capsys.readouterr().err
+    assert "warning: podman gives the container a network of its own" in err
+    assert "add --network host" in err
+    assert main(["sbatch", "local", "--nodes", "1", "--", "podman", "run", "img", "py"]) == 0
+    assert "network of its own" not in capsys.readouterr().err
