@@ -28,7 +28,7 @@ import os
 import re
 import shutil
 import zipfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from email.parser import HeaderParser
 from functools import cache
@@ -191,10 +191,13 @@ def site_packages(path: Path) -> list[Path]:
     return found
 
 
-def _owners(site: Path) -> dict[Path, Distribution]:
-    """Shared library path -> the distribution whose RECORD lists it."""
+def _owners(site: Path, allowed: Callable[[Path], bool] | None = None) -> dict[Path, Distribution]:
+    """Shared library path -> the distribution whose RECORD lists it (``allowed``: only
+    dist-info files it allows are read)."""
     owners: dict[Path, Distribution] = {}
     for info in sorted(site.glob("*.dist-info")):
+        if allowed is not None and not all(allowed(info / f) for f in ("METADATA", "RECORD")):
+            continue
         try:
             dist = _metadata((info / "METADATA").read_text(errors="replace"))
             record = (info / "RECORD").read_text(errors="replace")
@@ -216,11 +219,18 @@ def _shared_libraries(site: Path) -> Iterator[Path]:
                 yield Path(root) / name
 
 
-def scan_tree(path: Path) -> Scan:
-    """Every shared library under a venv's (or a) site-packages, with its distribution."""
+def scan_tree(
+    path: Path,
+    *,
+    sites: Sequence[Path] | None = None,
+    allowed: Callable[[Path], bool] | None = None,
+) -> Scan:
+    """Every shared library under a venv's (or a) site-packages, with its distribution.
+    ``sites``: these package directories instead of the venv's (a container image's, found
+    by project/image.py); ``allowed``: only dist-info it allows is read (inside the image)."""
     total = Scan()
-    for site in site_packages(path):
-        owners = _owners(site)
+    for site in site_packages(path) if sites is None else sites:
+        owners = _owners(site, allowed)
         files: list[FileCode] = []
         errors: list[tuple[str, str]] = []
         count = 0
@@ -366,10 +376,18 @@ def _judge(
     return how, need
 
 
-def check_venv(venv: Path, facts: Facts, *, torch_cuda: str | None = None) -> KernelCheck:
+def check_venv(
+    venv: Path,
+    facts: Facts,
+    *,
+    torch_cuda: str | None = None,
+    sites: Sequence[Path] | None = None,
+    allowed: Callable[[Path], bool] | None = None,
+) -> KernelCheck:
     """Whether every distribution with CUDA code in ``venv`` has code for each GPU of the
-    node in ``facts``: SASS that runs there, or PTX its driver can JIT."""
-    found = scan_tree(venv)
+    node in ``facts``: SASS that runs there, or PTX its driver can JIT (``sites``,
+    ``allowed``: as :func:`scan_tree`)."""
+    found = scan_tree(venv, sites=sites, allowed=allowed)
     caps = sorted({g.compute_capability for g in facts.gpus if g.compute_capability})
     node_cuda = driver_cuda(facts)
     problems: list[str] = []

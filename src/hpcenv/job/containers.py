@@ -25,19 +25,19 @@ are words for bash, every value quoted.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import PurePath
 from typing import Any
 
-from hpcenv.job import command
+from hpcenv.job import command, environment
 from hpcenv.knowledge import tables
 from hpcenv.utils.errors import BadInput
 from hpcenv.utils.output import shell_join, shell_quote
 
 FILE = "containers.toml"
-OWN_LAUNCHERS = command.SPREADERS
 #: The job's rendezvous variables (job/render.py exports them; NODE_RANK per node).
 RENDEZVOUS = (
     "MASTER_ADDR", "MASTER_PORT", "NNODES", "NODE_RANK", "WORLD_SIZE", "GPUS_PER_NODE",
@@ -66,11 +66,26 @@ class Runtime:
     bind_options: tuple[str, ...] = ()
     bind_option: str = ""
     bind_variable: str = ""
+    bind_aliases: tuple[str, ...] = ()  # the same list under the names other builds read
+    bind_suffix: str = ""  # after SRC:DST in a bind (":ro": read-only)
+    #: the container has a network of its own unless one of host_network is given (podman),
+    #: or only when one of own_network_flags is (enroot, Apptainer)
+    host_network: tuple[str, ...] = ()
+    own_network_flags: tuple[str, ...] = ()
     image_option: str = ""
     gpu_gate: str = ""  # bash: what the runtime needs of a node to pass GPUs in
     gpu_gate_what: str = ""
     gpu_gate_source: str = ""
+    #: GPU flag -> (gate, what, source) where that flag needs something else of the node
+    flag_gates: tuple[tuple[str, tuple[str, str, str]], ...] = ()
     source: str = ""
+
+    def gpu_gate_for(self, flag: str) -> tuple[str, str]:
+        """The gate (bash) and its words for GPUs passed in by ``flag``."""
+        for name, (gate, what, _) in self.flag_gates:
+            if name == flag:
+                return gate, what
+        return self.gpu_gate, self.gpu_gate_what
 
 
 def _strings(row: dict[str, Any], key: str) -> tuple[str, ...]:
@@ -81,6 +96,7 @@ def _strings(row: dict[str, Any], key: str) -> tuple[str, ...]:
 def runtimes() -> dict[str, Runtime]:
     """Every runtime of ``containers.toml`` by name."""
     data = tables.read(FILE)
+    sources = {k: str(v) for k, v in data["sources"].items()}
     out = {}
     for name, row in data["runtime"].items():
         out[name] = Runtime(
@@ -100,12 +116,20 @@ def runtimes() -> dict[str, Runtime]:
             bind_options=_strings(row, "bind_options"),
             bind_option=str(row.get("bind_option", "")),
             bind_variable=str(row.get("bind_variable", "")),
+            bind_aliases=_strings(row, "bind_aliases"),
+            bind_suffix=str(row.get("bind_suffix", "")),
+            host_network=_strings(row, "host_network"),
+            own_network_flags=_strings(row, "own_network_flags"),
             image_option=str(row.get("image_option", "")),
             gpu_gate=str(row.get("gpu_gate", "")),
             gpu_gate_what=str(row.get("gpu_gate_what", "")),
             gpu_gate_source=str(data["sources"][row["gpu_gate_source"]])
             if "gpu_gate_source" in row
             else "",
+            flag_gates=tuple(
+                (flag, (str(g["gpu_gate"]), str(g["gpu_gate_what"]), sources[g["gpu_gate_source"]]))
+                for flag, g in row.get("flag_gates", {}).items()
+            ),
             source=str(data["sources"][row["source"]]),
         )
     return out
@@ -122,9 +146,11 @@ class Form:
     #: where hpcenv's options go in the words (after ``run``/``exec``/``start``); -1: none
     insert_at: int = -1
     gpus: bool = False  # GPUs passed in (by a flag, or the runtime's default)
+    gpu_flag: str = ""  # the flag of the runtime's gpu_flags that passed them ("": default)
     clean_env: bool = False  # --cleanenv / --containall: host variables do not pass
     user_binds: bool = False  # the user binds paths already (--bind, -v, --container-mounts)
     user_env_option: bool = False  # pyxis: the user gave --container-env
+    own_network: bool = False  # a network namespace of its own: other nodes cannot reach it
 
     @property
     def from_batch(self) -> bool:
@@ -135,7 +161,12 @@ class Form:
         return bool(self.runtime)
 
     def describe(self) -> str:
-        """One line for the script's header and sbatch's notes ("" for hpcenv's own form)."""
+        """One line for the script's header and sbatch's notes ("" for hpcenv's own form):
+        a control character of the image's word (a newline would end the header's comment
+        and start a line of shell code) is shown as '?'."""
+        return re.sub(r"[\x00-\x1f\x7f]", "?", self._describe())
+
+    def _describe(self) -> str:
         parts = []
         if self.launcher:
             parts.append(
@@ -164,12 +195,18 @@ def _option(word: str) -> tuple[str, bool]:
 
 
 def _pyxis(words: Sequence[str], rt: Runtime) -> Form | None:
-    """``srun ... --container-image[=]IMAGE ...``: srun's options until the program."""
+    """``srun ... --container-image[=]IMAGE ...``: srun's options until the program (the
+    first word that is not an option nor the value of the bare option before it)."""
     image, binds, env = "", False, False
+    bare = False  # the word before was an option that may take the next word as its value
     for i, word in enumerate(words[1:], start=1):
-        if word == "--":
+        if word == "--" or (not word.startswith("-") and not bare):
             break
+        if not word.startswith("-"):
+            bare = False
+            continue
         name, inline = _option(word)
+        bare = not inline and (word.startswith("--") or len(word) == 2)  # not -N2
         value = word.partition("=")[2] if inline else (words[i + 1] if i + 1 < len(words) else "")
         if name == rt.image_option:
             image = value
@@ -185,25 +222,44 @@ def _pyxis(words: Sequence[str], rt: Runtime) -> Form | None:
     )  # fmt: skip
 
 
-def _runtime_at(words: Sequence[str]) -> tuple[Runtime, int] | None:
-    """The first ``PROGRAM SUBCOMMAND`` of a runtime in ``words`` and its index."""
+def _subcommand_at(words: Sequence[str], rt: Runtime, i: int) -> int:
+    """Where ``rt``'s subcommand follows its program at ``i``, past the program's global
+    options (``podman --root DIR run``: a bare option's next word is its value unless it
+    is a subcommand); -1 when none does."""
+    bare = False
+    for j in range(i + 1, len(words)):
+        word = words[j]
+        if word in rt.subcommands:
+            return j
+        if word.startswith("-"):
+            bare = "=" not in word
+        elif bare:
+            bare = False
+        else:
+            return -1
+    return -1
+
+
+def _runtime_at(words: Sequence[str]) -> tuple[Runtime, int, int] | None:
+    """The first ``PROGRAM [global options] SUBCOMMAND`` of a runtime in ``words``: the
+    runtime, the program's index and the subcommand's."""
     for i, word in enumerate(words):
         for rt in runtimes().values():
-            if (
-                rt.subcommands
-                and _name(word) in rt.programs
-                and i + 1 < len(words)
-                and words[i + 1] in rt.subcommands
-            ):
-                return rt, i
+            if rt.subcommands and _name(word) in rt.programs:
+                sub = _subcommand_at(words, rt, i)
+                if sub > 0:
+                    return rt, i, sub
     return None
 
 
-def _in_runtime(words: Sequence[str], rt: Runtime, at: int) -> Form:
-    """``PROGRAM SUBCOMMAND [options] IMAGE ...`` read from index ``at``."""
-    start = at + 2
+def _in_runtime(words: Sequence[str], rt: Runtime, at: int, sub: int) -> Form:
+    """``PROGRAM [global options] SUBCOMMAND [options] IMAGE ...``: the program at ``at``,
+    its subcommand at ``sub``."""
+    start = sub + 1
     gpus = "" in rt.gpu_flags
+    gpu_flag = ""
     clean = binds = False
+    own_network = bool(rt.host_network)
     image = ""
     i = start
     while i < len(words):
@@ -219,14 +275,19 @@ def _in_runtime(words: Sequence[str], rt: Runtime, at: int) -> Form:
         if takes and i + 1 < len(words):
             value = words[i + 1]
         spelled = f"{name}={value}" if value else name
-        if any(f and (spelled.startswith(f) or name == f) for f in rt.gpu_flags):
-            gpus = True
+        if found := [
+            f for f in rt.gpu_flags if f and (name == f or ("=" in f and spelled.startswith(f)))
+        ]:
+            gpus, gpu_flag = True, found[0]
         clean = clean or name in rt.clean_flags
+        if spelled in rt.host_network:
+            own_network = False
+        own_network = own_network or name in rt.own_network_flags
         binds = binds or name in rt.bind_options
         i += 2 if takes else 1
     return Form(
         runtime=rt.name, program=_name(words[at]), image=image, insert_at=start, gpus=gpus,
-        clean_env=clean, user_binds=binds,
+        gpu_flag=gpu_flag, clean_env=clean, user_binds=binds, own_network=own_network,
     )  # fmt: skip
 
 
@@ -240,8 +301,7 @@ def read(cmd: command.Command) -> Form:
     if launcher == "srun":
         form = _pyxis(words, rts["pyxis"]) or form
     if not form.runtime and (found := _runtime_at(words)) is not None:
-        rt, at = found
-        form = _in_runtime(words, rt, at)
+        form = _in_runtime(words, *found)
         form = Form(**{**form.__dict__, "insert_at": form.insert_at + offset})
     return Form(**{**form.__dict__, "launcher": launcher})
 
@@ -261,9 +321,16 @@ def check(form: Form, launch: str) -> None:
         )
 
 
-def warnings(form: Form, gpus_per_node: int) -> list[str]:
+def warnings(form: Form, gpus_per_node: int, nodes: int = 1) -> list[str]:
     """What the image will lack on this profile's nodes, said before the queue."""
     out = []
+    if form.own_network and nodes > 1:
+        out.append(
+            f"{form.program} gives the container a network of its own: the rendezvous on the "
+            f"first node (MASTER_ADDR:MASTER_PORT) is inside its container, and the ranks on "
+            f"the other {nodes - 1} node(s) cannot reach it nor each other; add --network host "
+            "(podman) or leave out --net"
+        )
     if form.runtime and gpus_per_node and not form.gpus:
         rt = runtimes()[form.runtime]
         flags = " or ".join(f for f in rt.gpu_flags if f)
@@ -296,9 +363,9 @@ def gate_lines(form: Form, gpus_per_node: int = 0) -> list[str]:
     on = "\"$nodes\"' node(s)'"  # with the word before it: '<what> on '"$nodes"' node(s)'
     rt = runtimes()[form.runtime]
     gpu = []
-    if gpus_per_node and form.gpus and rt.gpu_gate:
-        what = f"{rt.gpu_gate_what} on "
-        gpu = [f"gate {shell_quote(what)}{on} on_nodes bash -c {shell_quote(rt.gpu_gate)}"]
+    gate, what = rt.gpu_gate_for(form.gpu_flag)
+    if gpus_per_node and form.gpus and gate:
+        gpu = [f"gate {shell_quote(what + ' on ')}{on} on_nodes bash -c {shell_quote(gate)}"]
     if form.runtime == "pyxis":
         return [
             'gate "pyxis in srun (srun --help names --container-image)" '
@@ -322,15 +389,26 @@ def gate_lines(form: Form, gpus_per_node: int = 0) -> list[str]:
 
 #: bash: the directories of LD_LIBRARY_PATH holding libfabric or an NCCL net plugin, as
 #: loaded by the profile's modules: the host's network stack, bound at the same paths.
+#: Not one anybody can write (a library dropped there would run in every rank), nor a
+#: relative one, nor one with a comma (runtimes split their bind lists on it): said.
 _HOST_NET = (
     "hpcenv_net=()\n"
     'IFS=: read -r -a hpcenv_dirs <<< "${LD_LIBRARY_PATH:-}"\n'
     'for d in "${hpcenv_dirs[@]}"; do\n'
     '  [ -n "$d" ] || continue\n'
-    '  if compgen -G "$d/libfabric.so*" >/dev/null || compgen -G "$d/libnccl-net*.so*" >/dev/null; '
-    "then\n"
-    '    hpcenv_net+=("$d")\n'
+    '  compgen -G "$d/libfabric.so*" >/dev/null || compgen -G "$d/libnccl-net*.so*" >/dev/null '
+    "|| continue\n"
+    '  why=""\n'
+    '  case $d in /*) ;; *) why="not an absolute path";; esac\n'
+    '  case $d in *,*) why="has a comma";; esac\n'
+    '  if [ -z "$why" ] && [ -n "$(find "$d" -maxdepth 0 -perm -0002 2>/dev/null)" ]; then\n'
+    '    why="writable by others"\n'
     "  fi\n"
+    '  if [ -n "$why" ]; then\n'
+    '    echo "hpcenv: warning: $d on LD_LIBRARY_PATH: $why; not bound into the container" >&2\n'
+    "    continue\n"
+    "  fi\n"
+    '  hpcenv_net+=("$d")\n'
     "done"
 )
 
@@ -342,6 +420,7 @@ def env_lines(form: Form, names: Sequence[str], *, network: bool) -> list[str]:
     directories (``hpcenv_net``)."""
     if not form.runtime:
         return []
+    environment.check_names(names)  # Apptainer's loop writes them as bare words
     rt = runtimes()[form.runtime]
     lines = ["", f"# --- the container ({form.program}): the job's variables reach inside"]
     lines.append(f"# ({rt.source})")
@@ -353,8 +432,8 @@ def env_lines(form: Form, names: Sequence[str], *, network: bool) -> list[str]:
         lines.append(f"export {rt.env_variable}={shell_quote(','.join(names))}")
         if rt.bind_variable and not form.user_binds:
             lines.append(
-                'if [ "${#hpcenv_net[@]}" -gt 0 ]; then m=(); for d in "${hpcenv_net[@]}"; do '
-                f'm+=("$d:$d:ro"); done; export {rt.bind_variable}="$(IFS=,; echo "${{m[*]}}")"; fi'
+                f'if [ "${{#hpcenv_net[@]}}" -gt 0 ]; then {_binds(rt)}; export '
+                f'{rt.bind_variable}="$(IFS=,; echo "${{m[*]}}")"; fi'
             )
     elif rt.env == "prefix":
         # host variables pass unless --cleanenv; the prefixed copies pass either way
@@ -362,13 +441,17 @@ def env_lines(form: Form, names: Sequence[str], *, network: bool) -> list[str]:
         exports = "; ".join(f'export "{p}$v=${{!v}}"' for p in rt.env_prefixes)
         lines.append(f'  if [ -n "${{!v+x}}" ]; then {exports}; fi')
         lines.append("done")
-        if rt.bind_variable:
+        for var in (rt.bind_variable, *rt.bind_aliases) if rt.bind_variable else ():
             lines.append(
-                'if [ "${#hpcenv_net[@]}" -gt 0 ]; then export '
-                f'{rt.bind_variable}="${{{rt.bind_variable}:+${{{rt.bind_variable}}},}}'
-                '$(IFS=,; echo "${hpcenv_net[*]}")"; fi'
+                f'if [ "${{#hpcenv_net[@]}}" -gt 0 ]; then {_binds(rt)}; export '
+                f'{var}="${{{var}:+${{{var}}},}}$(IFS=,; echo "${{m[*]}}")"; fi'
             )
     return lines
+
+
+def _binds(rt: Runtime) -> str:
+    """bash: ``m``, the host's network directories as ``rt``'s binds (SRC:DST[suffix])."""
+    return f'm=(); for d in "${{hpcenv_net[@]}}"; do m+=("$d:$d{rt.bind_suffix}"); done'
 
 
 def insert_lines(form: Form, names: Sequence[str], *, shift: int = 0) -> list[str]:
@@ -381,21 +464,19 @@ def insert_lines(form: Form, names: Sequence[str], *, shift: int = 0) -> list[st
     rt = runtimes()[form.runtime]
     if rt.env != "flag":
         return []
+    environment.check_names(names)
     words: list[str] = []
     for n in names:
         words += [rt.env_flag, n]
     k = form.insert_at + shift
     bind = shell_quote(rt.bind_flag)
+    how = "read-only " if rt.bind_suffix == ":ro" else ""
     return [
         f"# {form.program} passes no host variable unless named: {rt.env_flag} NAME takes the",
         "# host's value (set on each node before the command starts); the host's network",
-        "# libraries are bound read-only at the same paths",
+        f"# libraries are bound {how}at the same paths",
         "hpcenv_opts=()",
-        'for d in "${hpcenv_net[@]}"; do hpcenv_opts+=('
-        + bind
-        + ' "$d:$d'
-        + (":ro" if rt.name == "podman" else "")
-        + '"); done',
+        f'for d in "${{hpcenv_net[@]}}"; do hpcenv_opts+=({bind} "$d:$d{rt.bind_suffix}"); done',
         f'cmd=("${{cmd[@]:0:{k}}}" {shell_join(words)} "${{hpcenv_opts[@]}}" "${{cmd[@]:{k}}}")',
     ]
 
@@ -410,4 +491,4 @@ def node_rank_exports(form: Form) -> str:
     return ""
 
 
-__all__ = ["OWN_LAUNCHERS", "Form", "Runtime", "check", "read", "runtimes"]
+__all__ = ["Form", "Runtime", "check", "read", "runtimes"]

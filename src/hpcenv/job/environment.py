@@ -24,7 +24,7 @@ from __future__ import annotations
 import errno
 import os
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
@@ -104,6 +104,14 @@ def installed_fixes(venv: Path) -> tuple[str, ...]:
     return tuple(p.stem.removeprefix("hpcenv_fix_") for p in found)
 
 
+def check_names(names: Iterable[str]) -> None:
+    """Each name a variable name bash takes as one (``[A-Za-z_][A-Za-z0-9_]*``), before it
+    is written into a job script; else BadInput naming it."""
+    for name in names:
+        if not ENV_NAME.fullmatch(name):
+            raise BadInput(f"environment variable name {name!r} is not a valid name; rename it")
+
+
 def for_profile(
     profile: Profile,
     *,
@@ -127,9 +135,7 @@ def for_profile(
         **profile.env_for(nodes=nodes),
         **(extra_env or {}),
     }
-    for name in wanted:
-        if not ENV_NAME.fullmatch(name):  # profiles are checked; this guards other callers
-            raise BadInput(f"environment variable name {name!r} is not a valid name; rename it")
+    check_names(wanted)  # profiles are checked; this guards other callers
     secrets = {k: v for k, v in wanted.items() if redact.holds_secret(k, v)}
     values = {k: v for k, v in wanted.items() if k not in secrets}
     if venv is not None:

@@ -440,7 +440,9 @@ def render(
             else "hpcenv's venv is not used (the command runs in the image)",
             *(
                 f"warning: {w}"
-                for w in containers.warnings(form, sbatch.gpus_per_node(profile, spec.request.gpus))
+                for w in containers.warnings(
+                    form, sbatch.gpus_per_node(profile, spec.request.gpus), spec.nodes
+                )
             ),
             *(f"warning: {w}" for w in found.warnings),
             *found.notes,

@@ -107,7 +107,7 @@ def _fixes(value: tuple[str, ...]) -> str | None:
 
 
 def _env_table(value: dict[str, str]) -> str | None:
-    bad = [k for k in value if not ENV_NAME.match(k)]
+    bad = [k for k in value if not ENV_NAME.fullmatch(k)]
     return f"has invalid variable name(s) {bad}" if bad else None
 
 

@@ -90,6 +90,8 @@ class Packages:
     python_why: str | None = None
     notes: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
+    #: a container image's root (project/image.py): nothing outside it is read
+    image_root: str | None = None
 
     @property
     def requires_python(self) -> str | None:
@@ -249,6 +251,7 @@ def read_venv(path: Path, inside: Path | None = None) -> Packages:
 
     found: dict[str, list[str]] = {}
     metas = sorted(path.glob("lib/python*/site-packages/*.dist-info/METADATA"))
+    metas += sorted(path.glob("lib64/python*/site-packages/*.dist-info/METADATA"))  # RHEL's
     metas += sorted(path.glob("lib/python*/dist-packages/*.dist-info/METADATA"))  # an image's
     metas += sorted(path.glob("Lib/site-packages/*.dist-info/METADATA"))
     if inside is not None:
@@ -319,10 +322,11 @@ def _read_dir(p: Path) -> Packages:
     (``project/image.py``), else the project's dependency file."""
     from hpcenv.project import image, readers
 
-    if not _is_venv(p) and image.is_rootfs(p):  # read as the venv its Python runs from
+    if image.is_rootfs(p):  # first: /lib -> usr/lib makes an image's root look like a venv
         chosen, sites = image.prefix(p)
         pkgs = read_venv(chosen, inside=p)
-        return replace(pkgs, notes=(*image.notes(p, chosen, sites), *pkgs.notes))
+        notes = (*image.notes(p, chosen, sites), *pkgs.notes)
+        return replace(pkgs, notes=notes, image_root=str(p))
     if not _is_venv(p) and (found := readers.find_in(p)) is not None:
         pkgs = read(found)
         note = readers.precedence_note(p, found)
@@ -1049,7 +1053,9 @@ def _audit_of(
     if pkgs.kind == "venv" and facts.nvidia is not None and facts.gpus and found.cuda:
         from hpcenv.binaries import archs
 
-        kernels = archs.check_venv(Path(pkgs.source), facts, torch_cuda=found.cuda)
+        kernels = archs.check_venv(
+            Path(pkgs.source), facts, torch_cuda=found.cuda, **_image_scan(pkgs)
+        )
     # decide, then word
     verdict = _judge(found, facts, kernels)
     bad = [v.line() for v in verdicts if not v.ok] + [m.why for m in unpaired]
@@ -1086,6 +1092,20 @@ def _audit_of(
         node=node,
         node_torch=_labelled(node_torch, found.build),
     )
+
+
+def _image_scan(pkgs: Packages) -> dict[str, Any]:
+    """For an image: its package directories under the installation read (project/image.py
+    finds them inside it; dist-packages too) and no dist-info that leaves it."""
+    if pkgs.image_root is None:
+        return {}
+    from hpcenv.project import image
+
+    root, prefix = Path(pkgs.image_root), Path(pkgs.source)
+    return {
+        "sites": [s for s in image.site_dirs(root) if s.parents[2] == prefix],
+        "allowed": lambda path: containment.inside(path, root),
+    }
 
 
 def _labelled(version: str | None, build: str) -> str | None:

@@ -1,7 +1,8 @@
 """A container image audited like a venv: ``hpcenv audit IMAGE``.
 
 An image is a root filesystem. Its Python packages are found where images keep them:
-``/usr/local/lib/python3.X/{site,dist}-packages`` (the python and NGC images),
+``/usr/local/lib/python3.X/{site,dist}-packages`` (the python and NGC images; ``lib64``
+on RHEL-like ones),
 ``/usr/lib/python3/dist-packages`` (a distribution's Python), ``/opt/conda/lib/...`` and
 venvs under ``/opt/*``. The installation holding torch (else the one with the most
 distributions) is read as a venv is (``audit.read_venv``: dist-info METADATA, no import),
@@ -33,10 +34,12 @@ PODMAN = "podman:"
 #: Where images keep Python packages, most specific first (relative to the rootfs).
 SITE_DIRS = (
     "usr/local/lib/python3*/site-packages",
+    "usr/local/lib64/python3*/site-packages",  # RHEL's platlib: pip's torch on Rocky
     "usr/local/lib/python3*/dist-packages",
     "opt/conda/lib/python3*/site-packages",
     "opt/*/lib/python3*/site-packages",
     "usr/lib/python3*/site-packages",
+    "usr/lib64/python3*/site-packages",
     "usr/lib/python3/dist-packages",
     "root/.local/lib/python3*/site-packages",
 )
@@ -101,15 +104,21 @@ def opened(target: str) -> Iterator[str]:
         raise BadInput(f"{target}: give podman:IMAGE, an image of 'podman images'")
     if podman is None:
         raise BadInput(f"{target}: podman is not on PATH (apt-get install podman)")
-    mounted = command.run([podman, "image", "mount", "--", name], check=False, timeout=120)
-    if mounted.returncode != 0:
-        why = (mounted.stderr.strip().splitlines() or ["no output"])[-1]
-        raise BadInput(
-            f"{target}: podman image mount failed ({why}); as a user run "
-            f"'podman unshare hpcenv audit {target}', or pull the image first"
-        )
-    try:
-        yield mounted.stdout.strip()
+    try:  # unmounted on every way out, Ctrl-C while podman mounts included
+        mounted = command.run([podman, "image", "mount", "--", name], check=False, timeout=120)
+        if mounted.returncode != 0:
+            why = (mounted.stderr.strip().splitlines() or ["no output"])[-1]
+            raise BadInput(
+                f"{target}: podman image mount failed ({why}); as a user run "
+                f"'podman unshare hpcenv audit {target}', or pull the image first"
+            )
+        root = mounted.stdout.strip()
+        if not Path(root).is_absolute() or not Path(root).is_dir():  # never the cwd
+            raise BadInput(
+                f"{target}: podman image mount gave no directory ({root!r}); check "
+                f"'podman image mount {name}' by hand"
+            )
+        yield root
     finally:
         command.run([podman, "image", "unmount", "--", name], check=False, timeout=120)
 

@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import tarfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -108,3 +109,89 @@ def test_a_sif_names_the_step_that_unpacks_it(
     assert main(["audit", str(sif), "--facts", str(FACTS)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "apptainer build --sandbox DIR" in err, err
+
+
+def _cuda_torch_image(root: Path, site: str) -> Path:
+    """A rootfs whose ``site`` holds a CUDA torch's metadata (no code: nothing to scan)."""
+    info = root / site / "torch-2.5.1+cu121.dist-info"
+    info.mkdir(parents=True)
+    (root / "etc").mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: torch\nVersion: 2.5.1+cu121\n")
+    return root
+
+
+def test_the_gpu_code_scan_of_an_image_stays_inside_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """On a GPU node a CUDA torch's libraries are scanned (binaries/archs.check_venv): only
+    in the image's package directory, never a site-packages or dist-info linked out of it;
+    a distribution's torch in ``usr/lib/python3/dist-packages`` is scanned there too."""
+    root = _cuda_torch_image(tmp_path / "rootfs", "usr/local/lib/python3.11/site-packages")
+    outside = tmp_path / "outside"
+    (outside / "site-packages").mkdir(parents=True)
+    (outside / "site-packages" / "libhost.so").write_text("the host's, not the image's\n")
+    (root / "usr/local/lib/python3.12").mkdir()
+    (root / "usr/local/lib/python3.12/site-packages").symlink_to(outside / "site-packages")
+    linked = outside / "host-1.0.dist-info"
+    linked.mkdir()
+    (linked / "METADATA").write_text("Metadata-Version: 2.1\nName: host\nVersion: 1.0\n")
+    (linked / "RECORD").write_text("libhost.so,,\n")
+    site = root / "usr/local/lib/python3.11/site-packages"
+    (site / "host-1.0.dist-info").symlink_to(linked)
+    read_text = Path.read_text
+    opened: list[Path] = []
+
+    def recorded(self: Path, *args: Any, **kwargs: Any) -> str:
+        opened.append(self.resolve())
+        return read_text(self, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Path, "read_text", recorded)  # what the audit reads, recorded
+        assert main(["audit", str(root), "--facts", str(FACTS), "--json"]) == 0
+    out = capsys.readouterr().out
+    assert "2.5.1+cu121" in out and str(outside) not in out and "libhost" not in out
+    assert not [p for p in opened if p.is_relative_to(outside)]
+
+    debian = _cuda_torch_image(tmp_path / "debian", "usr/lib/python3/dist-packages")
+    assert main(["audit", str(debian), "--facts", str(FACTS), "--json"]) == 0
+    assert "2.5.1+cu121" in capsys.readouterr().out
+
+
+def test_a_merged_usr_image_is_read_as_an_image_not_as_a_venv(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Rocky/Fedora-like images link /lib to usr/lib, where the distribution's Python keeps
+    /usr/lib/python3.9/site-packages: the root then looks like a venv (lib/python*/
+    site-packages), and a pyvenv.cfg at the root may be there too. The image's rules hold
+    all the same: the installation holding torch, nothing linked out of it."""
+    root = _cuda_torch_image(tmp_path / "rocky", "usr/local/lib/python3.9/site-packages")
+    distro = root / "usr/lib/python3.9/site-packages"
+    (distro / "six-1.16.0.dist-info").mkdir(parents=True)
+    (distro / "six-1.16.0.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: six\nVersion: 1.16.0\n"
+    )
+    (root / "lib").symlink_to("usr/lib")
+    (root / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    linked = tmp_path / "outside" / "numpy-9.9.9.dist-info"
+    linked.mkdir(parents=True)
+    (linked / "METADATA").write_text("Metadata-Version: 2.1\nName: numpy\nVersion: 9.9.9\n")
+    (distro / "numpy-9.9.9.dist-info").symlink_to(linked)
+    assert main(["audit", str(root), "--facts", str(FACTS), "--json"]) == 0
+    out = capsys.readouterr().out
+    assert '"torch": "2.5.1+cu121"' in out and "9.9.9" not in out
+    assert "the image's Python packages: /usr/local" in out
+
+
+def test_torch_in_lib64_of_an_rhel_image_is_found(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """pip on Rocky/RHEL puts a package with compiled code (torch) in /usr/local/lib64/
+    python3.9/site-packages (its platlib), beside lib/ for pure ones."""
+    root = _cuda_torch_image(tmp_path / "rocky", "usr/local/lib64/python3.9/site-packages")
+    pure = root / "usr/local/lib/python3.9/site-packages/six-1.16.0.dist-info"
+    pure.mkdir(parents=True)
+    (pure / "METADATA").write_text("Metadata-Version: 2.1\nName: six\nVersion: 1.16.0\n")
+    assert main(["audit", str(root), "--facts", str(FACTS), "--json"]) == 0
+    out = capsys.readouterr().out
+    assert '"torch": "2.5.1+cu121"' in out and "the image's Python packages: /usr/local" in out
+    assert sorted(read(root).versions) == ["six", "torch"]

@@ -15,7 +15,6 @@ import re
 import shlex
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -61,6 +60,8 @@ def test_apptainer_s_form_is_its_own_flags() -> None:
     rt = containers.runtimes()["apptainer"]
     for option in rt.value_options:
         assert flags.get(option) is True, f"{option}: not a value option of apptainer exec"
+    # and every one of them: a value option missing is taken for the image (--cwd /work)
+    assert {o for o, takes in flags.items() if takes} <= rt.value_options
     for option in (*rt.gpu_flags, *rt.clean_flags):
         assert flags.get(option) is False, f"{option}: not a flag of apptainer exec"
     assert flags.get(rt.bind_flag) is True
@@ -107,6 +108,8 @@ def test_podman_s_form_is_its_own_help() -> None:
     # --gpus: podman 5 (Debian 12 has 4.3); --net: --network's alias, hidden from --help
     newer = {"--gpus", "--net"}
     assert rt.value_options - newer <= takes, sorted(rt.value_options - newer - takes)
+    # and every one of them: a value option missing is taken for the image (--cidfile F)
+    assert takes <= rt.value_options, sorted(takes - rt.value_options)
     assert rt.env_flag in takes and rt.bind_flag in takes and "--device" in takes
     assert "--rootfs" in flags  # a flag: the image word is then a directory
 
@@ -143,6 +146,8 @@ def test_the_issue_s_commands_are_read_as_their_launch_form() -> None:
     assert _form("enroot", "start", "-m", "/a:/a", "img").user_binds  # enroot's: a mount
     assert _form("podman", "run", "--rm", "--rootfs", "/r", "python").image == "/r"
     assert _form("podman-hpc", "run", "--gpu", "img").gpus
+    assert _form("podman", "run", "--cidfile", "/tmp/cid", "--pod", "p", "img", "py").image == "img"
+    assert _form("apptainer", "exec", "--cwd", "/work", "img.sif", "python").image == "img.sif"
     enroot = _form("enroot", "start", "--env", "A", "--mount", "/a:/a", "img.sqsh", "python")
     assert (enroot.image, enroot.gpus, enroot.insert_at) == ("img.sqsh", True, 2)
 
@@ -244,7 +249,7 @@ def test_the_host_s_network_libraries_are_bound(tmp_path: Path) -> None:
         env={"PATH": os.environ["PATH"], "LD_LIBRARY_PATH": path, "APPTAINER_BIND": "/site"},
         capture_output=True, text=True, check=True,
     )  # fmt: skip
-    assert done.stdout.strip() == f"/site,{fabric},{plugin}"
+    assert done.stdout.strip() == f"/site,{fabric}:{fabric}:ro,{plugin}:{plugin}:ro"  # read-only
     podman = _script("isambard", "podman", "run", "--device", "nvidia.com/gpu=all", "img", "py")
     part = _lines_from(podman, "# --- the container", "# --- gate")
     cmd = "cmd=(podman run --device nvidia.com/gpu=all img py)"
@@ -313,7 +318,6 @@ def test_an_own_srun_with_per_task_is_refused_in_one_line(
     assert main(["sbatch", "local", "--per-task", "--", "srun", "python", "t.py"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "--per-task with srun" in err, err
-    assert sys.executable  # the job script names hpcenv's own python (render)
 
 
 def _runtime_word(word: str) -> bool:
@@ -354,3 +358,170 @@ def test_hpcenv_s_options_go_right_after_the_subcommand_and_nothing_else_moves(
     names = containers.passed_names([], containers.read(command.read(argv)))
     block = [w for n in names for w in (rt.env_flag, n)]
     assert words == [*argv[:at], *block, *argv[at:]]
+
+
+# --- review of issue 46 ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("runtime", ["apptainer", "podman", "enroot", "pyxis"])
+def test_a_variable_name_that_is_shell_code_is_refused_not_rendered(
+    runtime: str, tmp_path: Path
+) -> None:
+    """Every name the container's lines insert is checked (``environment.check_names``):
+    Apptainer's loop writes the names as bare words, so an unchecked one is code."""
+    form = containers.Form(runtime=runtime, program=runtime, image="img", insert_at=2)
+    bad = f"}}$(touch {tmp_path}/X)${{"
+    with pytest.raises(BadInput, match="not a valid name"):
+        lines = [
+            *containers.env_lines(form, ["MASTER_ADDR", bad], network=False),
+            *containers.insert_lines(form, ["MASTER_ADDR", bad]),
+        ]
+        subprocess.run(["bash", "-c", "cmd=(podman run img)\n" + "\n".join(lines)], check=False)
+    assert not (tmp_path / "X").exists()
+
+
+def test_pyxis_is_read_from_srun_s_options_only_not_the_program_s() -> None:
+    """``--container-image`` after srun's program is the program's argument: read as
+    pyxis, the job would gate on pyxis and drop the venv's gate."""
+    assert _form("srun", "python", "train.py", "--container-image=x").runtime == ""
+    assert _form("srun", "--overlap", "python", "t.py", "--container-image", "x").runtime == ""
+    assert _form("srun", "-n", "2", "--container-image", "img", "python").image == "img"
+    assert _form("srun", "-N2", "--container-image=img", "--", "python").image == "img"
+
+
+def test_a_network_library_directory_others_can_write_is_not_bound_and_said(
+    tmp_path: Path,
+) -> None:
+    """A directory on LD_LIBRARY_PATH anyone can write (a libfabric.so dropped in /tmp),
+    a relative one (bound from wherever the job runs) or one with a comma (two binds in
+    APPTAINER_BIND) is not bound into the container; the job log says which and why."""
+    good, open_, comma = tmp_path / "good", tmp_path / "open", tmp_path / "a,b"
+    for d in (good, open_, comma, tmp_path / "rel"):
+        d.mkdir()
+        (d / "libfabric.so.1").write_bytes(b"")
+    open_.chmod(0o1777)
+    path = f"{good}:{open_}:rel:{comma}"
+    script = _script("isambard", "apptainer", "exec", "--nv", "img.sif", "python")
+    part = _lines_from(script, "# --- the container", "# --- gate")
+    done = subprocess.run(
+        ["bash", "-c", f"set -eu\n{part}\necho \"${{APPTAINER_BIND:-}}\""],
+        env={"PATH": os.environ["PATH"], "LD_LIBRARY_PATH": path}, cwd=tmp_path,
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert done.stdout.strip() == f"{good}:{good}:ro"
+    said = done.stderr.splitlines()
+    assert len(said) == 3, said
+    assert f"{open_} on LD_LIBRARY_PATH: writable by others; not bound" in said[0]
+    assert "rel on LD_LIBRARY_PATH: not an absolute path" in said[1]
+    assert f"{comma} on LD_LIBRARY_PATH: has a comma" in said[2]
+
+
+def test_the_names_passed_inside_are_those_the_script_exports() -> None:
+    """``containers.RENDEZVOUS`` repeats what job/render.py exports (rendezvous, chain): a
+    variable added there and not here would not reach inside a container."""
+    script = _script("local", "podman", "run", "img", "python")
+    exported = set()
+    for line in script.splitlines():
+        if line.startswith("export ") and not line.startswith(("export HPCENV_JOB_START",
+                                                               "export HPCENV_HOME",
+                                                               "export VIRTUAL_ENV",
+                                                               "export PATH")):  # fmt: skip
+            exported |= set(re.findall(r"\b([A-Z][A-Z0-9_]*)=", line))
+    assert exported == set(containers.RENDEZVOUS) - {"NODE_RANK"}  # NODE_RANK: per node
+    assert 'export NODE_RANK="$SLURM_NODEID"' in script
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("apptainer", "exec", "img.sif\ntouch {x} #", "python"),
+        ("srun", "--container-image=img\ntouch {x} #", "python"),
+    ],
+)
+def test_an_image_word_with_a_newline_stays_one_comment_line(
+    tmp_path: Path, argv: tuple[str, ...]
+) -> None:
+    """The header's '# launch: ...' line names the image: a newline in that word of the
+    user's command would end the comment and start a line of shell code."""
+    x = tmp_path / "X"
+    script = _script("local", *(w.format(x=x) for w in argv), nodes=1)
+    header = script.split("\nset -euo pipefail\n", 1)[0]
+    subprocess.run(["bash", "-c", header], cwd=tmp_path, capture_output=True, timeout=30)
+    assert not x.exists()
+    assert not [line for line in header.splitlines() if line and not line.startswith("#")]
+
+
+def test_podman_hpc_s_gpu_flag_is_gated_on_what_it_binds_not_on_cdi() -> None:
+    """podman-hpc's --gpu (NERSC's modules.d/gpu.yaml) copies the host's libcuda and binds
+    /dev/nvidia*: no CDI spec is involved, so asking for one would stop every GPU job at
+    a site without it. podman's --device nvidia.com/gpu=all is CDI's."""
+    cdi = shell_quote(containers.runtimes()["podman"].gpu_gate)
+    hpc = _script("isambard", "podman-hpc", "run", "--gpu", "img", "python")
+    assert cdi not in hpc
+    (line,) = [x for x in hpc.splitlines() if x.startswith("gate ") and "/dev/nvidiactl" in x]
+    snippet = shlex.split(line.split(" on_nodes bash -c ", 1)[1])[0]
+    if not Path("/dev/nvidiactl").exists():  # no GPU here: the check stops the job
+        assert subprocess.run(["bash", "-c", snippet], capture_output=True).returncode != 0
+    with_cdi = _script("isambard", "podman-hpc", "run", "--device=nvidia.com/gpu=all", "img", "p")
+    assert cdi in with_cdi and "/dev/nvidiactl" not in with_cdi
+
+
+def test_apptainer_s_nvccli_is_gated_on_nvidia_container_cli() -> None:
+    """--nvccli: 'use nvidia-container-cli for GPU setup' (action_flags.go): that program on
+    every node, not only libcuda (what --nv binds)."""
+    assert "nvidia-container-cli for GPU setup" in (DATA / "apptainer-action_flags.go").read_text()
+    script = _script("isambard", "apptainer", "exec", "--nvccli", "img.sif", "python")
+    assert "command -v nvidia-container-cli" in script
+    assert shell_quote(containers.runtimes()["apptainer"].gpu_gate) not in script
+
+
+def test_a_runtime_s_global_options_before_its_subcommand_are_read() -> None:
+    """'podman --root /local/storage run ...' (podman's store on node-local disk, as on
+    clusters whose home is NFS): still podman, hpcenv's options after 'run'."""
+    form = _form("podman", "--root", "/tmp/s", "--log-level=warn", "run", "--rm", "img", "py")
+    assert (form.runtime, form.image, form.insert_at) == ("podman", "img", 5)
+    quiet = _form("mpirun", "-np", "2", "apptainer", "-q", "exec", "--nv", "i.sif", "python")
+    assert (quiet.runtime, quiet.image, quiet.gpus, quiet.insert_at) == (
+        "apptainer", "i.sif", True, 6,
+    )  # fmt: skip
+    assert _form("podman", "--version").runtime == ""
+    assert _form("python", "t.py", "--podman", "run").runtime == ""
+
+
+def test_singularity_ce_gets_the_host_s_network_libraries_too(tmp_path: Path) -> None:
+    """SingularityCE reads SINGULARITY_BIND, not APPTAINER_BIND; Apptainer reads
+    SINGULARITY_* only where its APPTAINER_* twin is unset (Apptainer's 'Singularity
+    Compatibility'): both are set, each appended to its own value."""
+    fabric = tmp_path / "libfabric"
+    fabric.mkdir()
+    (fabric / "libfabric.so.1").write_bytes(b"")
+    script = _script("isambard", "singularity", "exec", "--nv", "img.sif", "python")
+    part = _lines_from(script, "# --- the container", "# --- gate")
+    done = subprocess.run(
+        ["bash", "-c", f'set -eu\n{part}\necho "$APPTAINER_BIND|$SINGULARITY_BIND"'],
+        env={"PATH": os.environ["PATH"], "LD_LIBRARY_PATH": str(fabric),
+             "SINGULARITY_BIND": "/site"},
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert done.stdout.strip() == f"{fabric}:{fabric}:ro|/site,{fabric}:{fabric}:ro"
+
+
+def test_a_container_with_a_network_of_its_own_on_several_nodes_is_said(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """podman's default network (a bridge, or slirp4netns/pasta rootless) and enroot's or
+    Apptainer's --net give each container a network namespace of its own: the first
+    node's rendezvous port is inside its container, so the ranks on other nodes never
+    reach it. Said before the queue on more than one node; --network host is the fix."""
+    assert _form("podman", "run", "img", "python").own_network
+    for host in (("--network", "host"), ("--net=host",), ("--network=host",)):
+        assert not _form("podman", "run", *host, "img", "python").own_network, host
+    assert _form("enroot", "start", "--net", "img", "python").own_network
+    assert _form("apptainer", "exec", "-n", "img.sif", "python").own_network
+    assert not _form("apptainer", "exec", "img.sif", "python").own_network
+    assert main(["sbatch", "local", "--nodes", "2", "--", "podman", "run", "img", "py"]) == 0
+    err = capsys.readouterr().err
+    assert "warning: podman gives the container a network of its own" in err
+    assert "add --network host" in err
+    assert main(["sbatch", "local", "--nodes", "1", "--", "podman", "run", "img", "py"]) == 0
+    assert "network of its own" not in capsys.readouterr().err

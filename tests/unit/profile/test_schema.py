@@ -69,6 +69,7 @@ def test_cluster_conventions() -> None:
         ('[platform]\narch = "ppc64le"\n', ["arch", "one of"]),
         ('[torch]\nbackend = "cuda12"\n', ["backend", "cu126"]),
         ('[env.always]\n"BAD-NAME" = "1"\n', ["BAD-NAME"]),
+        ('[env.always]\n"NCCL_NET\\n" = "1"\n', ["NCCL_NET\\n"]),  # '$' passed a newline
         ('[slurm]\ngpu_request = "gres"\n', ["gres_type"]),
         ("[torch\nversion=1\n", ["invalid TOML", "line 1"]),
     ],
