@@ -124,10 +124,17 @@ class Command:
 
     def options(self) -> dict[str, str | None]:
         """The launcher's own options (before its script), spelled with underscores; a
-        wrapper's: those after ``--`` (dashdash), every option (remaining), none (env)."""
+        wrapper's: those after ``--`` (dashdash), every option (remaining), none (env),
+        its own spellings (the row's ``aliases``) as the launcher's."""
         if not self.kind or self.passes == "env":
             return {}
-        return launcher_options(self.words, self.start)
+        found = launcher_options(self.words, self.start)
+        if not self.wrapped:
+            return found
+        from hpcenv.knowledge import wrappers  # here: a plain command never loads the table
+
+        renamed = dict(wrappers.by_name(self.wrapped).aliases)  # trl's --accelerate_config
+        return {renamed.get(key, key): value for key, value in found.items()}
 
     def environ(self, base: Mapping[str, str]) -> dict[str, str]:
         """``base`` with this command's ``env -u`` and ``VAR=value`` applied."""

@@ -296,6 +296,17 @@ def test_trl_gets_accelerate_s_options_and_composer_its_variables() -> None:
                                   "MASTER_ADDR": "n1", "MASTER_PORT": "29500"}  # fmt: skip
 
 
+def test_trl_s_accelerate_config_names_how_to_distribute() -> None:
+    """``trl sft --accelerate_config zero3`` (trl 1.16.0, trl/cli/accelerate_config.py
+    ``resolve_accelerate_config_argument``) reaches accelerate as ``--config_file``, which
+    says how to distribute: an added ``--multi_gpu`` would make accelerate skip the config's
+    distributed_type (DEEPSPEED) and run plain DDP."""
+    words = ["trl", "sft", "--accelerate_config", "zero3", "--model_name_or_path", "Q"]
+    got = launchers.plan(command.read(words), ALLOC)
+    assert "--multi_gpu" not in got.argv and "--num_machines" in got.argv
+    assert command.read(words).options()["--config_file"] == "zero3"
+
+
 # --- in the job script ------------------------------------------------------------------
 
 
