@@ -295,12 +295,15 @@ def render(
     env = environment.for_profile(profile, nodes=spec.nodes, venv=venv, tmpdir=False)
     ref = sbatch.profile_ref(profile)
     hpcenv = [sys.executable, "-m", "hpcenv"]
+    shown = shown_launch(profile, spec, venv, configured, cwd)
+    dropped = shown[0].dropped if shown else ()
     lines = [
         "#!/bin/bash",
         f"# Rendered by 'hpcenv sbatch' for profile {profile.name}: the command at the end,",
         f"# {_describe(spec, form)}.",
         f"# venv: {_venv_words(venv, spec)}",
         *([f"# launch: {form.describe()}"] if form.describe() else []),
+        *(f"# launcher: {spec.cmd.kind} without {d}" for d in dropped),
         *sbatch.directives(
             profile,
             name=name,
@@ -386,7 +389,6 @@ def render(
     lines += _container_lines(profile, spec, form)  # hook: containers
     lines += _gate_lines(spec, hpcenv, ref, form, sbatch.gpus_per_node(profile, spec.request.gpus))
     lines += survive.pairs_gate_lines(spec, hpcenv, ref, own)
-    shown = shown_launch(profile, spec, venv, configured, cwd)
     lines += launcher_lines(profile, spec, log_dir, shown)
     lines += [
         "",
@@ -444,7 +446,7 @@ def render(
             ),
             *(f"warning: {w}" for w in found.warnings),
             *found.notes,
-            *(f"the launcher runs without {d}" for d in (shown[0].dropped if shown else ())),
+            *(f"the launcher runs without {d}" for d in dropped),
         ),
     )
 

@@ -82,6 +82,8 @@ def test_the_job_says_it_left_standalone_out() -> None:
     assert done.returncode == 0, done.stderr
     assert "the launcher runs without --standalone (on 2 nodes" in done.stderr
     assert "without --standalone" in done.stdout  # and the node's log says it again
+    header = done.stdout.split("#SBATCH", 1)[0]  # the script's head says it before any line
+    assert "# launcher: torchrun without --standalone (on 2 nodes" in header, header
 
 
 def _sbatch(*args: str) -> subprocess.CompletedProcess[str]:
