@@ -245,8 +245,13 @@ def _through_wrapper(
         wanted = [("--nproc_per_node", str(alloc.per_node))]
     added = _missing(given, wanted)
     dashdash = cmd.passes == "dashdash" and cmd.words[cmd.start - 1 : cmd.start] != ("--",)
-    words = (*cmd.words, *(["--"] if dashdash and added else []), *added)
-    return Launch(kind=cmd.kind, argv=words, added=tuple(added), name=row.name)
+    own = cmd.words
+    dropped: tuple[str, ...] = ()
+    if cmd.kind == "torchrun" and "--standalone" in given and alloc.nodes > 1:
+        own = (*own[: cmd.start], *_no_standalone(own[cmd.start :]))
+        dropped = (_standalone_dropped(alloc),)
+    words = (*own, *(["--"] if dashdash and added else []), *added)
+    return Launch(kind=cmd.kind, argv=words, added=tuple(added), name=row.name, dropped=dropped)
 
 
 def _without_standalone(cmd: command.Command, alloc: Allocation, added: list[str]) -> Launch:
@@ -255,18 +260,25 @@ def _without_standalone(cmd: command.Command, alloc: Allocation, added: list[str
     so each node would wait alone for the others until ``RendezvousTimeoutError``. The word
     is left out; the job's ``PET_*`` rendezvous (c10d on the first node) takes its place."""
     _, script = command.split_options(cmd.words, cmd.start)
-    options = [
-        w for w in cmd.words[cmd.start : script]
-        if w.partition("=")[0] not in ("--standalone", "-standalone")
-    ]  # fmt: skip
+    options = _no_standalone(cmd.words[cmd.start : script])
     return Launch(
         kind="torchrun",
         argv=(*cmd.words[: cmd.start], *added, *options, *cmd.words[script:]),
         added=tuple(added),
-        dropped=(
-            f"--standalone (on {alloc.nodes} nodes each node would rendezvous alone on "
-            "localhost; the job's c10d rendezvous on the first node replaces it)",
-        ),
+        dropped=(_standalone_dropped(alloc),),
+        name=cmd.wrapped,
+    )
+
+
+def _no_standalone(options: Sequence[str]) -> tuple[str, ...]:
+    """torchrun's options without ``--standalone`` (a flag: no value follows it)."""
+    return tuple(w for w in options if w.partition("=")[0] not in ("--standalone", "-standalone"))
+
+
+def _standalone_dropped(alloc: Allocation) -> str:
+    return (
+        f"--standalone (on {alloc.nodes} nodes each node would rendezvous alone on "
+        "localhost; the job's c10d rendezvous on the first node replaces it)"
     )
 
 

@@ -70,6 +70,23 @@ def test_standalone_on_two_nodes_gives_way_to_the_job_s_rendezvous(torch_python:
     assert decided == {"endpoint": "n1:29500", "run_id": "42", "nodes": [2, 2], "per_node": 4}
 
 
+@pytest.mark.parametrize(
+    "words",
+    [
+        ["axolotl", "train", "c.yml", "--launcher", "torchrun", "--", "--standalone"],
+        ["tune", "run", "--standalone", "--nproc_per_node", "4", "recipe", "--config", "c.yaml"],
+    ],
+)
+def test_a_wrapper_s_standalone_on_two_nodes_is_left_out_too(words: list[str]) -> None:
+    """axolotl's --launcher torchrun passes the words after -- to torchrun as they are
+    (axolotl 0.19.0, axolotl/cli/utils/train.py _launch_torchrun_training); tune run takes
+    torchrun's own options (torchtune 0.6.1, torchtune/_cli/run.py)."""
+    got = launchers.plan(command.read(words), ALLOC)
+    assert "--standalone" not in got.argv, got.argv
+    assert got.describe().startswith(command.read(words).wrapped + " (torchrun)")
+    assert "without --standalone (on 2 nodes" in got.describe()
+
+
 def test_standalone_on_one_node_stays() -> None:
     one = launchers.Allocation(nodes=1, node_rank="0", per_node=4, master_addr="n1",
                                master_port="29500")  # fmt: skip
