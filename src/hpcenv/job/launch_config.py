@@ -116,10 +116,11 @@ def _flag(words: Sequence[str], i: int) -> bool | None:
 
 def is_true(value: Any) -> bool:
     """A config file's value that a trainer reads as true (``FILE_TRUE``): True, a non-zero
-    integer, or one of the strings."""
+    number (``1``, ``1.0``: HF's ``parse_dict`` keeps it, and it is truthy; pydantic's lax
+    bool takes 1.0), or one of the strings."""
     if isinstance(value, bool):
         return value
-    if isinstance(value, int):
+    if isinstance(value, (int, float)):
         return value != 0
     return isinstance(value, str) and value.strip().lower() in FILE_TRUE
 

@@ -119,7 +119,7 @@ def test_what_hf_reads_as_false_or_refuses_is_no_ask(hf: ModuleType, words: list
     [
         ("bf16: yes\n", ".yaml"), ("bf16: on\n", ".yaml"), ("bf16: True\n", ".yaml"),
         ("bf16: 1\n", ".yaml"), ("tf32: t\n", ".yaml"), ('{"bf16": 1}', ".json"),
-        ('{"bf16": "true"}', ".json"),
+        ('{"bf16": "true"}', ".json"), ("bf16: 1.0\n", ".yaml"), ('{"tf32": 1.0}', ".json"),
     ],
 )  # fmt: skip
 def test_file_spellings_hf_reads_as_true_are_refused(
@@ -149,6 +149,28 @@ def test_deepspeed_s_sections_and_enabled_spellings(
     (tmp_path / "ds.json").write_text(json.dumps(config))
     (error,) = _asks("--deepspeed", "ds.json", cwd=tmp_path)
     assert f"ds.json: {place} (use fp16)" in error
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"bf16": {"enabled": "auto"}, "fp16": {"enabled": "auto"}},  # HF's args decide
+        {"bfloat16": {"enabled": "auto"}},
+        {"fp16": {"enabled": True}, "bf16": {"enabled": False}},
+        {"fp16": {"enabled": True}},
+    ],
+)
+def test_deepspeed_s_auto_and_fp16_only_ask_no_bf16(
+    tmp_path: Path, config: dict[str, Any]
+) -> None:
+    """"auto" is filled from the trainer's own args by DeepSpeed's HF integration
+    (transformers/integrations/deepspeed.py ``trainer_config_process``: bf16.enabled from
+    ``args.bf16``), so only the trainer's --bf16 asks; an fp16 config runs on 7.5."""
+    (tmp_path / "ds.json").write_text(json.dumps(config))
+    assert _asks("--deepspeed", "ds.json", cwd=tmp_path) == []
+    assert _asks("--deepspeed", "ds.json", "--fp16", cwd=tmp_path) == []
+    (error,) = _asks("--deepspeed", "ds.json", "--bf16", cwd=tmp_path)
+    assert "--bf16 (use fp16)" in error
 
 
 def test_deepspeed_reads_bf16_before_bfloat16(tmp_path: Path) -> None:
