@@ -181,12 +181,41 @@ def trainer_asks(
             files.append(value or after)
         elif word.endswith((".yaml", ".yml", ".json")) and not _is_value(words, i):
             files.append(word)
+    in_files: list[tuple[str, str]] = []
     for name in dict.fromkeys(f for f in files if f):
         path = cwd / name
         if path.is_file() and path != skip:
             data = _load(path, "trainer config", mapping=False, strict=False)
-            _walk(data, f"{path}", found)
-    return tuple(found)
+            _walk(data, f"{path}", in_files)
+    overrides = _overrides(words)
+    kept = [(where, what) for where, what in in_files if what not in overrides]
+    return (*found, *kept, *((w, what) for what, (w, asks) in overrides.items() if asks))
+
+
+#: The keys a trainer's file sets that ask for each need (``_walk``'s keys).
+_KEY_ASKS = {
+    "bf16": "bf16", "tf32": "tf32", "attn_implementation": "flash_attention_2",
+    "flash_attn": "flash_attention_2", "use_flash_attention_2": "flash_attention_2",
+}  # fmt: skip
+_OVERRIDE = re.compile(r"[A-Za-z_][\w.]*=")
+
+
+def _overrides(words: Sequence[str]) -> dict[str, tuple[str, bool]]:
+    """``key=value`` words laid over the trainer's config file, the last winning
+    (OmegaConf's ``from_cli`` dotlist: LLaMA-Factory's ``read_args``, torchtune's and Hydra's
+    overrides; the value read as YAML, a dotted key by its last part): for each need they
+    set, the word and whether it asks."""
+    out: dict[str, tuple[str, bool]] = {}
+    for i, word in enumerate(words):
+        if not _OVERRIDE.match(word) or _is_value(words, i):
+            continue
+        key, _, value = word.partition("=")
+        what = _KEY_ASKS.get(key.rsplit(".", 1)[-1])
+        if what == "flash_attention_2" and not key.endswith("use_flash_attention_2"):
+            out[what] = (word, value in _FLASH)
+        elif what:
+            out[what] = (word, is_true(value))
+    return out
 
 
 _FLASH_IMPORT = re.compile(r"^[ \t]*(?:import|from)[ \t]+flash_attn\b", re.M)

@@ -184,3 +184,23 @@ def test_the_job_on_brtx_is_refused_before_the_queue() -> None:
     spec = job_render.CommandJob(argv=("python", "train.py", "--bf16", "T"))
     with pytest.raises(BadInput, match=r"bf16 on Quadro RTX 6000 GPUs \(compute capability 7.5"):
         job_render.render(schema.load("brtx"), spec, workdir=Path(sys.prefix))
+
+
+def _wrapped_asks(cwd: Path, *words: str) -> list[str]:
+    cfg = launch_config.read(command.read(words), cwd, {})
+    return list(launch_config.judge(cfg, RTX6000).errors)
+
+
+def test_a_key_value_override_after_the_config_is_read_too(tmp_path: Path) -> None:
+    """``llamafactory-cli train CFG.yaml bf16=true``: LLaMA-Factory merges ``key=value``
+    words over its YAML (llamafactory 0.9.5, llamafactory/hparams/parser.py ``read_args``:
+    ``OmegaConf.merge(yaml, OmegaConf.from_cli(argv[2:]))``), the override winning."""
+    (tmp_path / "fp16.yaml").write_text("fp16: true\n")
+    (tmp_path / "bf16.yaml").write_text("bf16: true\n")
+    lmf = ("llamafactory-cli", "train")
+    (error,) = _wrapped_asks(tmp_path, *lmf, "fp16.yaml", "bf16=true")
+    assert "bf16=true (use fp16)" in error
+    assert _wrapped_asks(tmp_path, *lmf, "bf16.yaml", "bf16=false", "fp16=true") == []
+    (error,) = _wrapped_asks(tmp_path, *lmf, "fp16.yaml", "attn_implementation=fa2")
+    assert "attn_implementation=fa2 (use sdpa)" in error
+    assert _wrapped_asks(tmp_path, *lmf, "fp16.yaml", "--run_name", "bf16=x") == []
