@@ -220,9 +220,13 @@ def _through_wrapper(
     ``--`` (``dashdash``) or anywhere (``remaining``), appended to the words."""
     row = wrappers.by_name(cmd.wrapped)
     if cmd.passes == "env":
+        own_options = command.launcher_options(cmd.words, cmd.body)
+        per_node = alloc.per_node  # the wrapper's own count wins (composer -n 2)
+        for option in row.per_node_options:
+            per_node = _count(own_options, option, per_node, who=row.program[0])
         values = {
             "nodes": str(alloc.nodes), "node_rank": alloc.node_rank,
-            "per_node": str(alloc.per_node), "world": str(alloc.nodes * alloc.per_node),
+            "per_node": str(per_node), "world": str(alloc.nodes * per_node),
             "master_addr": alloc.master_addr, "master_port": alloc.master_port,
         }  # fmt: skip
         own = {name for name, _ in cmd.env}
@@ -282,16 +286,17 @@ def _standalone_dropped(alloc: Allocation) -> str:
     )
 
 
-def _count(given: Mapping[str, str | None], option: str, default: int) -> int:
-    """A count the user gave DeepSpeed (``default`` when absent); BadInput (exit 2) naming
+def _count(
+    given: Mapping[str, str | None], option: str, default: int, *, who: str = "deepspeed"
+) -> int:
+    """A count the user gave ``who`` (``default`` when absent); BadInput (exit 2) naming
     it when it is not a whole number above 0 (DeepSpeed's ``type=int`` would traceback)."""
     value = given.get(option)
     if not value:
         return default
     if not (value.isascii() and value.isdigit() and len(value) <= 9 and int(value) > 0):
-        raise BadInput(
-            f"deepspeed {option} {value[:40]!r}: not a count; give a whole number above 0"
-        )
+        shown = option[1:] if len(option) == 3 else option  # --n is composer's -n
+        raise BadInput(f"{who} {shown} {value[:40]!r}: not a count; give a whole number above 0")
     return int(value)
 
 

@@ -307,6 +307,23 @@ def test_trl_s_accelerate_config_names_how_to_distribute() -> None:
     assert command.read(words).options()["--config_file"] == "zero3"
 
 
+@pytest.mark.parametrize("words", [["-n", "2"], ["--nproc", "2"], ["--nproc=2"]])
+def test_composer_s_own_process_count_shapes_the_world(words: list[str]) -> None:
+    """composer's -n/--nproc wins over $LOCAL_WORLD_SIZE, and $WORLD_SIZE is its world when
+    it differs (mosaicml 0.32.1, composer/cli/launcher.py ``_parse_args``): with -n 2 on 2
+    nodes of 4 GPUs the world is 4, not 8 (8 would wait for ranks that never start)."""
+    got = launchers.plan(command.read(["composer", *words, "train.py"]), ALLOC)
+    assert dict(got.env)["WORLD_SIZE"] == "4" and dict(got.env)["LOCAL_WORLD_SIZE"] == "2"
+
+
+def test_composer_s_count_that_is_not_a_number_is_one_line(tmp_path: Path) -> None:
+    done = _sbatch(tmp_path, "--", "composer", "-n", "abc", "train.py")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1] == (
+        "hpcenv: error: composer -n 'abc': not a count; give a whole number above 0"
+    )
+
+
 # --- in the job script ------------------------------------------------------------------
 
 
