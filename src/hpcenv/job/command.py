@@ -240,7 +240,7 @@ def _wrapped(words: Sequence[str], at: int) -> tuple[str, int, str, str, int] | 
     if row.launcher_option:  # axolotl --launcher torchrun (before its --)
         rest = list(words[body:])
         own = rest[: rest.index("--")] if "--" in rest else rest
-        chosen = _option_value(own, row.launcher_option)
+        chosen = option_value(own, row.launcher_option) or ""
         kind = chosen if chosen in row.choices else kind
     if row.passes == "options":
         start = body
@@ -254,13 +254,16 @@ def _wrapped(words: Sequence[str], at: int) -> tuple[str, int, str, str, int] | 
     return kind if kind in (*KINDS, "composer") else "", start, row.name, row.passes, body
 
 
-def _option_value(words: Sequence[str], option: str) -> str:
-    """``option V`` or ``option=V`` anywhere in ``words`` ("" when absent)."""
+def option_value(words: Sequence[str], *names: str) -> str | None:
+    """The value of the first of ``names`` in ``words`` (``--x V`` or ``--x=V``); None when
+    absent or last without a value."""
     for i, word in enumerate(words):
         name, eq, value = word.partition("=")
-        if name == option:
-            return value if eq else (words[i + 1] if i + 1 < len(words) else "")
-    return ""
+        if name in names:
+            if eq:
+                return value
+            return words[i + 1] if i + 1 < len(words) else None
+    return None
 
 
 def launcher_options(argv: Sequence[str], start: int) -> dict[str, str | None]:

@@ -69,17 +69,6 @@ class Findings:
     notes: tuple[str, ...] = ()  # the effective batch, ...
 
 
-def _option(argv: Sequence[str], *names: str) -> str | None:
-    """The value of the first of ``names`` in ``argv`` (``--x V`` or ``--x=V``)."""
-    for i, word in enumerate(argv):
-        name, eq, value = word.partition("=")
-        if name in names:
-            if eq:
-                return value
-            return argv[i + 1] if i + 1 < len(argv) else None
-    return None
-
-
 #: Bounds on a configuration file hpcenv reads (a config is a few KiB).
 MAX_CONFIG_BYTES = 4 << 20
 MAX_DEPTH = 32
@@ -304,11 +293,11 @@ def read(cmd: command.Command, cwd: Path, env: Mapping[str, str]) -> Configs:
     env = cmd.environ(env)
     acc = None
     if kind == "accelerate":
-        named = _option(argv[start:], "--config_file", "--config-file")
+        named = command.option_value(argv[start:], "--config_file", "--config-file")
         path = (cwd / named) if named else default_accelerate_config(env)
         if named or path.is_file():
             acc = (path, _load(path, "accelerate config"))
-    ds_name = _option(
+    ds_name = command.option_value(
         argv, "--deepspeed", "--deepspeed_config", "--deepspeed-config", "--deepspeed_config_file"
     )
     if ds_name is None and acc is not None:
@@ -326,7 +315,7 @@ def read(cmd: command.Command, cwd: Path, env: Mapping[str, str]) -> Configs:
     cli: dict[str, str | None] = {}
     if kind == "accelerate":
         for key in ("--num_processes", "--num_machines", "--mixed_precision"):
-            value = _option(argv[start:], key, key.replace("_", "-"))
+            value = command.option_value(argv[start:], key, key.replace("_", "-"))
             if value is not None:
                 cli[key] = value
     text = _script_text(cwd / cmd.script) if cmd.script else ""

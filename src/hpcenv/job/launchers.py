@@ -175,17 +175,8 @@ def plan(
     given = {**dict.fromkeys(configured), **cmd.options()}
     if cmd.wrapped and cmd.passes != "options":
         return _through_wrapper(cmd, alloc, given)
-    total = alloc.nodes * alloc.per_node
     if kind == "accelerate":
-        wanted = [
-            ("--num_machines", str(alloc.nodes)),
-            ("--machine_rank", alloc.node_rank),
-            ("--main_process_ip", alloc.master_addr),
-            ("--main_process_port", alloc.master_port),
-            ("--num_processes", str(total)),
-        ]
-        if total > 1 and not any(m in given for m in command.ACCELERATE_MODES):
-            wanted.append(("--multi_gpu", ""))
+        wanted = _accelerate_wanted(alloc, given)
     elif kind == "deepspeed":
         if "--launcher" in given or "--force_multi" in given:
             wanted = []  # the user chose how DeepSpeed reaches the nodes
@@ -212,6 +203,21 @@ def plan(
     )  # fmt: skip
 
 
+def _accelerate_wanted(alloc: Allocation, given: Mapping[str, str | None]) -> list[tuple[str, str]]:
+    """What accelerate launch needs on each node (the module docstring's list)."""
+    total = alloc.nodes * alloc.per_node
+    wanted = [
+        ("--num_machines", str(alloc.nodes)),
+        ("--machine_rank", alloc.node_rank),
+        ("--main_process_ip", alloc.master_addr),
+        ("--main_process_port", alloc.master_port),
+        ("--num_processes", str(total)),
+    ]
+    if total > 1 and not any(m in given for m in command.ACCELERATE_MODES):
+        wanted.append(("--multi_gpu", ""))
+    return wanted
+
+
 def _through_wrapper(
     cmd: command.Command, alloc: Allocation, given: Mapping[str, str | None]
 ) -> Launch:
@@ -234,27 +240,18 @@ def _through_wrapper(
             (name, template.format(**values)) for name, template in row.env if name not in own
         )
         return Launch(kind=cmd.kind, argv=cmd.words, name=row.name, env=env)
-    total = alloc.nodes * alloc.per_node
     if cmd.kind == "accelerate":
-        wanted = [
-            ("--num_machines", str(alloc.nodes)),
-            ("--machine_rank", alloc.node_rank),
-            ("--main_process_ip", alloc.master_addr),
-            ("--main_process_port", alloc.master_port),
-            ("--num_processes", str(total)),
-        ]
-        if total > 1 and not any(m in given for m in command.ACCELERATE_MODES):
-            wanted.append(("--multi_gpu", ""))
+        wanted = _accelerate_wanted(alloc, given)
     else:  # torchrun: the rendezvous from the job's PET_* variables
         wanted = [("--nproc_per_node", str(alloc.per_node))]
     added = _missing(given, wanted)
     dashdash = cmd.passes == "dashdash" and cmd.words[cmd.start - 1 : cmd.start] != ("--",)
-    own = cmd.words
+    users = cmd.words
     dropped: tuple[str, ...] = ()
     if cmd.kind == "torchrun" and "--standalone" in given and alloc.nodes > 1:
-        own = (*own[: cmd.start], *_no_standalone(own[cmd.start :]))
+        users = (*users[: cmd.start], *_no_standalone(users[cmd.start :]))
         dropped = (_standalone_dropped(alloc),)
-    words = (*own, *(["--"] if dashdash and added else []), *added)
+    words = (*users, *(["--"] if dashdash and added else []), *added)
     return Launch(kind=cmd.kind, argv=words, added=tuple(added), name=row.name, dropped=dropped)
 
 
