@@ -69,6 +69,9 @@ class Command:
     wrapped: str = ""
     passes: str = ""
     body: int = 0
+    #: where a launcher or wrapper seems to start behind ``uv run OPTIONS`` without ``--``
+    #: (0: none): which word starts the command is uv's parser's to say, so it is not read
+    hidden: int = 0
 
     @property
     def runs(self) -> tuple[str, ...]:
@@ -221,7 +224,19 @@ def read(argv: Sequence[str]) -> Command:
     return Command(
         words=words, env=tuple(env), unset=tuple(unset), program=program,
         wrapper=words[program:at], kind=kind, start=start,
+        hidden=0 if kind else _behind_uv_options(words, at),
     )  # fmt: skip
+
+
+def _behind_uv_options(words: tuple[str, ...], at: int) -> int:
+    """Where a launcher or wrapper CLI appears after ``uv run OPTIONS`` written without
+    ``--`` (``uv run --frozen accelerate launch ...``); 0 when none does."""
+    if at >= len(words) or PurePath(words[at]).name != "uv" or words[at + 1 : at + 2] != ("run",):
+        return 0
+    for j in range(at + 2, len(words)):
+        if _launcher(words, j)[0] or _wrapped(words, j) is not None:
+            return j
+    return 0
 
 
 def _wrapped(words: Sequence[str], at: int) -> tuple[str, int, str, str, int] | None:

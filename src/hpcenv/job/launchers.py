@@ -343,8 +343,16 @@ def _old_deepspeed(
 
 def check_fits(cmd: command.Command, launch: str, nodes: int = 1) -> None:
     """A launcher starts its own processes: once per node, never once per task; a wrapper
-    told to run one plain process cannot span nodes."""
+    told to run one plain process cannot span nodes; a launcher hidden behind ``uv run``'s
+    options (no ``--``) cannot be given the node's rank."""
     kind = cmd.kind
+    if cmd.hidden and nodes > 1:
+        uv, name = cmd.words[cmd.program : cmd.hidden], cmd.words[cmd.hidden]
+        raise BadInput(
+            f"{' '.join(uv)[:80]} {name}: which word starts the command among uv's options is "
+            f"uv's to say, so a {name} there on {nodes} nodes would not be given its node "
+            "rank; end uv's options with '--' before the command: uv run [OPTIONS] -- CMD"
+        )
     if cmd.wrapped and not kind and nodes > 1:
         raise BadInput(
             f"{cmd.wrapped} without a launcher (--launcher python) runs one process, so on "

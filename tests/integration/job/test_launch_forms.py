@@ -235,3 +235,20 @@ def test_json_prints_the_rendered_job_with_or_without_submitting(tmp_path: Path)
     submitted = json.loads(done.stdout)
     assert submitted["job_id"] == "4242" and submitted["script"].startswith("#!/bin/bash\n")
     assert "submitted job 4242" in done.stderr
+
+
+def test_a_launcher_behind_uv_s_options_without_dashdash_is_one_line() -> None:
+    """``uv run --frozen accelerate launch train.py``: which word starts the command is uv's
+    parser's to say, so hpcenv did not see the launcher and each of 2 nodes ran accelerate
+    as machine 0 of 1, silently; now the fix is asked for (uv takes ``--`` too)."""
+    words = ["uv", "run", "--frozen", "accelerate", "launch", "train.py"]
+    done = _sbatch("brtx", "--nodes", "2", "--", *words)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith("hpcenv: error: uv run --frozen accelerate: ") and line.endswith(
+        "end uv's options with '--' before the command: uv run [OPTIONS] -- CMD"
+    ), line
+    with_dashdash = _sbatch("brtx", "--nodes", "2", "--", *words[:3], "--", *words[3:])
+    assert with_dashdash.returncode == 0, with_dashdash.stderr
+    assert "accelerate gets --num_machines 2" in with_dashdash.stdout
+    assert _sbatch("brtx", "--nodes", "1", "--", *words).returncode == 0
