@@ -127,13 +127,17 @@ class Command:
 
     def options(self) -> dict[str, str | None]:
         """The launcher's own options (before its script), spelled with underscores; a
-        wrapper's: those after ``--`` (dashdash), every option (remaining), none (env),
-        its own spellings (the row's ``aliases``) as the launcher's."""
+        wrapper's: every option (remaining), none (env), those after ``--`` and the options
+        before it (dashdash: axolotl's click passes the ones it does not know on, so any of
+        them may be the launcher's), its own spellings (the row's ``aliases``) as the
+        launcher's."""
         if not self.kind or self.passes == "env":
             return {}
         found = launcher_options(self.words, self.start)
         if not self.wrapped:
             return found
+        if self.passes == "dashdash":  # click passes on the options it does not know too
+            found = {**_loose_options(self.arguments), **found}
         from hpcenv.knowledge import wrappers  # here: a plain command never loads the table
 
         renamed = dict(wrappers.by_name(self.wrapped).aliases)  # trl's --accelerate_config
@@ -279,6 +283,20 @@ def option_value(words: Sequence[str], *names: str) -> str | None:
                 return value
             return words[i + 1] if i + 1 < len(words) else None
     return None
+
+
+def _loose_options(words: Sequence[str]) -> dict[str, str | None]:
+    """Every ``--x``/``--x=V``/``--x V`` among ``words``, positionals skipped, spelled with
+    underscores (what click's ``ignore_unknown_options`` may pass on)."""
+    out: dict[str, str | None] = {}
+    for i, word in enumerate(words):
+        if not word.startswith("--") or word == "--":
+            continue
+        name, eq, value = word.partition("=")
+        key = "--" + name.lstrip("-").replace("-", "_")
+        after = words[i + 1] if i + 1 < len(words) else ""
+        out[key] = value if eq else (after if after and not after.startswith("-") else None)
+    return out
 
 
 def launcher_options(argv: Sequence[str], start: int) -> dict[str, str | None]:

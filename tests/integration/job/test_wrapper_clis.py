@@ -200,6 +200,12 @@ def _axolotl_settings() -> tuple[str, str]:
           "1"],
          ["torchrun", "--max-restarts", "1", "--nproc_per_node", "4", "-m", "axolotl.cli.train",
           "lora-1b.yml"]),
+        # click gives the launcher the options axolotl does not know wherever they stand
+        # (ignore_unknown_options): yours win, as after --
+        (["axolotl", "train", "lora-1b.yml", "--num_processes", "4"],
+         ["accelerate", "launch", "--num_processes", "4", "--num_machines", "2",
+          "--machine_rank", "1", "--main_process_ip", "n1", "--main_process_port", "29500",
+          "--multi_gpu", "-m", "axolotl.cli.train", "lora-1b.yml"]),
     ],
 )  # fmt: skip
 def test_axolotl_train_passes_the_launcher_what_each_node_needs(
