@@ -40,6 +40,10 @@ MODULES = {
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
+#: A launcher's second spelling of one of its options, read as the first: DeepSpeed's
+#: runner declares ``add_argument("--num_gpus", "--num_accelerators", type=int)``
+#: (deepspeed/launcher/runner.py, every release from 0.12.6 to 0.19.8).
+ALIASES = {"deepspeed": {"--num_accelerators": "--num_gpus"}}
 #: accelerate options that choose how to distribute (any of them: no --multi_gpu added).
 ACCELERATE_MODES = (
     "--multi_gpu", "--use_deepspeed", "--use_fsdp", "--use_megatron_lm", "--tpu", "--cpu",
@@ -134,13 +138,13 @@ class Command:
         if not self.kind or self.passes == "env":
             return {}
         found = launcher_options(self.words, self.start)
-        if not self.wrapped:
-            return found
         if self.passes == "dashdash":  # click passes on the options it does not know too
             found = {**_loose_options(self.arguments), **found}
-        from hpcenv.knowledge import wrappers  # here: a plain command never loads the table
+        renamed = dict(ALIASES.get(self.kind, {}))
+        if self.wrapped:
+            from hpcenv.knowledge import wrappers  # here: a plain command never loads it
 
-        renamed = dict(wrappers.by_name(self.wrapped).aliases)  # trl's --accelerate_config
+            renamed.update(wrappers.by_name(self.wrapped).aliases)  # trl's --accelerate_config
         return {renamed.get(key, key): value for key, value in found.items()}
 
     def environ(self, base: Mapping[str, str]) -> dict[str, str]:

@@ -116,6 +116,10 @@ def _sbatch(*args: str) -> subprocess.CompletedProcess[str]:
         (["deepspeed", "--num_gpus", "abc", "train.py"], "deepspeed --num_gpus: 'abc' is not"),
         (["deepspeed", "--num_nodes", "2x", "train.py"], "deepspeed --num_nodes: '2x' is not"),
         (["torchrun", "--nnodes", "2x", "t.py"], "torchrun --nnodes '2x' is not a node count"),
+        # DeepSpeed's runner: add_argument("--num_gpus", "--num_accelerators", type=int)
+        # (deepspeed/launcher/runner.py, 0.12.6 to 0.19.8): one option, two spellings
+        (["deepspeed", "--num_accelerators", "abc", "t.py"], "--num_gpus: 'abc' is not"),
+        (["deepspeed", "--num_accelerators=16", "t.py"], "--num_gpus 16 but the job has 8"),
         (["torchrun", "--nproc-per-node", "four", "t.py"], "'four' is not a count"),
     ],
 )
