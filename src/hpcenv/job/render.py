@@ -302,7 +302,7 @@ def render(
         f"# Rendered by 'hpcenv sbatch' for profile {profile.name}: the command at the end,",
         f"# {_describe(spec, form)}.",
         f"# venv: {_venv_words(venv, spec)}",
-        *([f"# launch: {form.describe()}"] if form.describe() else []),
+        *([f"# launch: {_one_line(form.describe())}"] if form.describe() else []),
         *(f"# launcher: {spec.cmd.kind} without {d}" for d in dropped),
         *sbatch.directives(
             profile,
@@ -468,7 +468,13 @@ def _checks(profile: Profile, spec: CommandJob) -> tuple[str, ...]:
 def _venv_words(venv: Path, spec: CommandJob) -> str:
     """Which venv the job uses, and why that one (one line: no newline from a path)."""
     why = "given by --env or --project" if spec.venv else "the profile's build"
-    return re.sub(r"[\x00-\x1f\x7f]", "?", f"{venv} ({why})")
+    return _one_line(f"{venv} ({why})")
+
+
+def _one_line(text: str) -> str:
+    """``text`` for a comment of the script: a control character (a newline in a path or an
+    image name from the command) as ``?``, so no value of the user's becomes a shell line."""
+    return re.sub(r"[\x00-\x1f\x7f-\x9f]", "?", text)
 
 
 def check_launch_config(

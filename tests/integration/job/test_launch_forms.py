@@ -256,3 +256,15 @@ def test_a_launcher_behind_uv_s_options_without_dashdash_is_one_line() -> None:
     assert with_dashdash.returncode == 0, with_dashdash.stderr
     assert "accelerate gets --num_machines 2" in with_dashdash.stdout
     assert _sbatch("brtx", "--nodes", "1", "--", *words).returncode == 0
+
+
+def test_a_newline_in_the_command_never_leaves_the_script_s_comments() -> None:
+    """The image named in the command is said in the script's head (``# launch: ...``): a
+    newline in it made the rest a shell line before the #SBATCH directives (run by the
+    job, and sbatch stops reading directives at the first line that is not a comment)."""
+    image = "img.sif\ntouch /tmp/hpcenv-pwned #"
+    done = _sbatch("brtx", "--", "apptainer", "exec", "--nv", image, "python", "t.py")
+    assert done.returncode == 0, done.stderr
+    head = done.stdout.split("\nset -euo pipefail", 1)[0].splitlines()
+    assert all(line.startswith("#") or not line.strip() for line in head), head
+    assert not any(line.startswith("touch ") for line in done.stdout.splitlines())
