@@ -154,6 +154,12 @@ class Command:
         return out
 
 
+def is_name(word: str) -> bool:
+    """``word`` is a shell variable name (``[A-Za-z_][A-Za-z0-9_]*``): one a script may write
+    as ``"${NAME}"``."""
+    return bool(_NAME.fullmatch(word))
+
+
 def _env_words(words: Sequence[str], i: int) -> tuple[int, list[str]] | None:
     """``env``'s own options from ``words[i]``: where they end and the names unset; None
     for an option other than ``-u``/``--unset`` (``env -i``, ``env -0``: then ``env`` is

@@ -528,7 +528,7 @@ def command_lines(cmd: command.Command, environ: Mapping[str, str]) -> list[str]
     a URL, ``TOKEN=value``) is refused, naming the word."""
     refs = sorted(
         ((value, name) for name, value in environ.items()
-         if is_secret(name) and len(value) >= MIN_VALUE_LEN),
+         if is_secret(name) and len(value) >= MIN_VALUE_LEN and command.is_name(name)),
         key=lambda vn: len(vn[0]), reverse=True,
     )  # fmt: skip
     words: list[str] = []
