@@ -347,6 +347,9 @@ def _number(value: Any) -> int | None:
 #: (``determine_local_world_size`` in torch/distributed/run.py).
 TORCHRUN_NPROC_WORDS = ("auto", "cpu", "gpu", "xpu")
 
+#: Rendezvous hosts that are each node's own (torch's --standalone uses localhost).
+_LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1", "0.0.0.0")
+
 #: The largest count a config may give (processes, machines, batch sizes, steps).
 MAX_COUNT = 10**9
 
@@ -571,6 +574,14 @@ def _judge_processes(cfg: Configs, job: Job) -> tuple[list[str], list[str]]:
         if per_node is not None:
             _count(
                 "--nproc_per_node", per_node, job.per_node, gpus, errors=errors, warnings=warnings
+            )
+        endpoint = str(opts.get("--rdzv_endpoint") or "")
+        host = endpoint.rpartition(":")[0].strip("[]") if ":" in endpoint else endpoint
+        if job.nodes > 1 and host.lower() in _LOCAL_HOSTS:
+            errors.append(
+                f"--rdzv_endpoint {endpoint} on {job.nodes} nodes: each node's torchrun would "
+                "rendezvous alone on its own host and wait for the others; leave it out (the "
+                "job's PET_RDZV_ENDPOINT names the first node)"
             )
         nnodes = str(opts.get("--nnodes") or "")
         low, _, high = nnodes.partition(":")

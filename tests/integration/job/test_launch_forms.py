@@ -268,3 +268,17 @@ def test_a_newline_in_the_command_never_leaves_the_script_s_comments() -> None:
     head = done.stdout.split("\nset -euo pipefail", 1)[0].splitlines()
     assert all(line.startswith("#") or not line.strip() for line in head), head
     assert not any(line.startswith("touch ") for line in done.stdout.splitlines())
+
+
+def test_a_local_rendezvous_endpoint_on_two_nodes_is_one_line(torch_python: Path) -> None:
+    """``--rdzv-endpoint localhost:29400`` (single-node READMEs) wins over the job's
+    PET_RDZV_ENDPOINT in torch's own run(), so on 2 nodes each would wait alone, as with
+    --standalone; said before the queue, with the fix. One node keeps it."""
+    words = ["torchrun", "--rdzv-endpoint=localhost:29400", "--nproc_per_node=8", "train.py"]
+    (decided,) = _torch_decides(torch_python, tuple(words))
+    assert decided["endpoint"] == "localhost:29400"
+    done = _sbatch("brtx", "--nodes", "2", "--", *words)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert "--rdzv_endpoint localhost:29400 on 2 nodes" in line, line
+    assert _sbatch("brtx", "--nodes", "1", "--", *words).returncode == 0
