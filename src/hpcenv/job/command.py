@@ -73,8 +73,9 @@ class Command:
     wrapped: str = ""
     passes: str = ""
     body: int = 0
-    #: where a launcher or wrapper seems to start behind ``uv run OPTIONS`` without ``--``
-    #: (0: none): which word starts the command is uv's parser's to say, so it is not read
+    #: where a launcher or wrapper seems to start behind words not read (0: none): ``uv run
+    #: OPTIONS`` without ``--`` (uv's parser says where the command starts), ``env -i``,
+    #: ``env 1X=2`` (run as written; ``_hidden``)
     hidden: int = 0
 
     @property
@@ -238,16 +239,24 @@ def read(argv: Sequence[str]) -> Command:
     return Command(
         words=words, env=tuple(env), unset=tuple(unset), program=program,
         wrapper=words[program:at], kind=kind, start=start,
-        hidden=0 if kind else _behind_uv_options(words, at),
+        hidden=0 if kind else _hidden(words, at),
     )  # fmt: skip
 
 
-def _behind_uv_options(words: tuple[str, ...], at: int) -> int:
-    """Where a launcher or wrapper CLI appears after ``uv run OPTIONS`` written without
-    ``--`` (``uv run --frozen accelerate launch ...``); 0 when none does."""
-    if at >= len(words) or PurePath(words[at]).name != "uv" or words[at + 1 : at + 2] != ("run",):
+def _hidden(words: tuple[str, ...], at: int) -> int:
+    """Where a launcher or wrapper CLI appears behind words this reader does not read:
+    ``uv run OPTIONS`` without ``--`` (``uv run --frozen accelerate launch ...``), ``env``
+    with another option (``env -i``) or a NAME that is no shell name (``env 1X=2``); 0
+    when none does."""
+    if at >= len(words):
         return 0
-    for j in range(at + 2, len(words)):
+    if PurePath(words[at]).name == "uv" and words[at + 1 : at + 2] == ("run",):
+        first = at + 2
+    elif PurePath(words[at]).name == "env" or "=" in words[at]:
+        first = at + 1
+    else:
+        return 0
+    for j in range(first, len(words)):
         if _launcher(words, j)[0] or _wrapped(words, j) is not None:
             return j
     return 0

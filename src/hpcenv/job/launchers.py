@@ -347,11 +347,22 @@ def check_fits(cmd: command.Command, launch: str, nodes: int = 1) -> None:
     options (no ``--``) cannot be given the node's rank."""
     kind = cmd.kind
     if cmd.hidden and nodes > 1:
-        uv, name = cmd.words[cmd.program : cmd.hidden], cmd.words[cmd.hidden]
+        words, name = cmd.words, cmd.words[cmd.hidden]
+        at = max(
+            (i for i in range(cmd.program + 1) if PurePath(words[i]).name in ("env", "uv")),
+            default=cmd.program,
+        )
+        said = f"{' '.join(words[at : cmd.hidden])[:80]} {name}: "
+        if PurePath(words[at]).name == "uv":
+            raise BadInput(
+                f"{said}which word starts the command among uv's options is uv's to say, so "
+                f"a {name} there on {nodes} nodes would not be given its node rank; end uv's "
+                "options with '--' before the command: uv run [OPTIONS] -- CMD"
+            )
         raise BadInput(
-            f"{' '.join(uv)[:80]} {name}: which word starts the command among uv's options is "
-            f"uv's to say, so a {name} there on {nodes} nodes would not be given its node "
-            "rank; end uv's options with '--' before the command: uv run [OPTIONS] -- CMD"
+            f"{said}hpcenv reads before the command only NAME=value (a shell name: letters, "
+            f"digits, _), env -u NAME and uv run [OPTIONS] --, so a {name} behind other words "
+            f"on {nodes} nodes would not be given its node rank; write the prefix so"
         )
     if cmd.wrapped and not kind and nodes > 1:
         raise BadInput(

@@ -282,3 +282,24 @@ def test_a_local_rendezvous_endpoint_on_two_nodes_is_one_line(torch_python: Path
     (line,) = done.stderr.strip().splitlines()
     assert "--rdzv_endpoint localhost:29400 on 2 nodes" in line, line
     assert _sbatch("brtx", "--nodes", "1", "--", *words).returncode == 0
+
+
+@pytest.mark.parametrize(
+    ("prefix", "says"),
+    [
+        (["env", "1BAD=2"], "env 1BAD=2 torchrun: "),  # a name against the shell's rule
+        (["env", "-i", "PATH=/usr/bin"], "env -i PATH=/usr/bin torchrun: "),
+    ],
+)
+def test_a_launcher_behind_env_words_hpcenv_does_not_read_is_one_line(
+    prefix: list[str], says: str
+) -> None:
+    """``env`` with an option other than -u, or a NAME that is no shell name (env(1) takes
+    both), is run as written: the torchrun behind it was not seen, so on 2 nodes each ran
+    as a world of its own, silently."""
+    done = _sbatch("brtx", "--nodes", "2", "--", *prefix, "torchrun", "train.py")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith(f"hpcenv: error: {says}"), line
+    assert "so a torchrun behind other words on 2 nodes would not be given" in line, line
+    assert _sbatch("brtx", "--nodes", "1", "--", *prefix, "torchrun", "t.py").returncode == 0
