@@ -40,6 +40,10 @@ MODULES = {
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
+#: A launcher's second spelling of one of its options, read as the first: DeepSpeed's
+#: runner declares ``add_argument("--num_gpus", "--num_accelerators", type=int)``
+#: (deepspeed/launcher/runner.py, every release from 0.12.6 to 0.19.8).
+ALIASES = {"deepspeed": {"--num_accelerators": "--num_gpus"}}
 #: accelerate options that choose how to distribute (any of them: no --multi_gpu added).
 ACCELERATE_MODES = (
     "--multi_gpu", "--use_deepspeed", "--use_fsdp", "--use_megatron_lm", "--tpu", "--cpu",
@@ -69,6 +73,10 @@ class Command:
     wrapped: str = ""
     passes: str = ""
     body: int = 0
+    #: where a launcher or wrapper seems to start behind words not read (0: none): ``uv run
+    #: OPTIONS`` without ``--`` (uv's parser says where the command starts), ``env -i``,
+    #: ``env 1X=2`` (run as written; ``_hidden``)
+    hidden: int = 0
 
     @property
     def runs(self) -> tuple[str, ...]:
@@ -124,16 +132,33 @@ class Command:
 
     def options(self) -> dict[str, str | None]:
         """The launcher's own options (before its script), spelled with underscores; a
-        wrapper's: those after ``--`` (dashdash), every option (remaining), none (env)."""
+        wrapper's: every option (remaining), none (env), those after ``--`` and the options
+        before it (dashdash: axolotl's click passes the ones it does not know on, so any of
+        them may be the launcher's), its own spellings (the row's ``aliases``) as the
+        launcher's."""
         if not self.kind or self.passes == "env":
             return {}
-        return launcher_options(self.words, self.start)
+        found = launcher_options(self.words, self.start)
+        if self.passes == "dashdash":  # click passes on the options it does not know too
+            found = {**_loose_options(self.arguments), **found}
+        renamed = dict(ALIASES.get(self.kind, {}))
+        if self.wrapped:
+            from hpcenv.knowledge import wrappers  # here: a plain command never loads it
+
+            renamed.update(wrappers.by_name(self.wrapped).aliases)  # trl's --accelerate_config
+        return {renamed.get(key, key): value for key, value in found.items()}
 
     def environ(self, base: Mapping[str, str]) -> dict[str, str]:
         """``base`` with this command's ``env -u`` and ``VAR=value`` applied."""
         out = {k: v for k, v in base.items() if k not in self.unset}
         out.update(self.env)
         return out
+
+
+def is_name(word: str) -> bool:
+    """``word`` is a shell variable name (``[A-Za-z_][A-Za-z0-9_]*``): one a script may write
+    as ``"${NAME}"``."""
+    return bool(_NAME.fullmatch(word))
 
 
 def _env_words(words: Sequence[str], i: int) -> tuple[int, list[str]] | None:
@@ -214,7 +239,27 @@ def read(argv: Sequence[str]) -> Command:
     return Command(
         words=words, env=tuple(env), unset=tuple(unset), program=program,
         wrapper=words[program:at], kind=kind, start=start,
+        hidden=0 if kind else _hidden(words, at),
     )  # fmt: skip
+
+
+def _hidden(words: tuple[str, ...], at: int) -> int:
+    """Where a launcher or wrapper CLI appears behind words this reader does not read:
+    ``uv run OPTIONS`` without ``--`` (``uv run --frozen accelerate launch ...``), ``env``
+    with another option (``env -i``) or a NAME that is no shell name (``env 1X=2``); 0
+    when none does."""
+    if at >= len(words):
+        return 0
+    if PurePath(words[at]).name == "uv" and words[at + 1 : at + 2] == ("run",):
+        first = at + 2
+    elif PurePath(words[at]).name == "env" or "=" in words[at]:
+        first = at + 1
+    else:
+        return 0
+    for j in range(first, len(words)):
+        if _launcher(words, j)[0] or _wrapped(words, j) is not None:
+            return j
+    return 0
 
 
 def _wrapped(words: Sequence[str], at: int) -> tuple[str, int, str, str, int] | None:
@@ -233,7 +278,7 @@ def _wrapped(words: Sequence[str], at: int) -> tuple[str, int, str, str, int] | 
     if row.launcher_option:  # axolotl --launcher torchrun (before its --)
         rest = list(words[body:])
         own = rest[: rest.index("--")] if "--" in rest else rest
-        chosen = _option_value(own, row.launcher_option)
+        chosen = option_value(own, row.launcher_option) or ""
         kind = chosen if chosen in row.choices else kind
     if row.passes == "options":
         start = body
@@ -247,13 +292,30 @@ def _wrapped(words: Sequence[str], at: int) -> tuple[str, int, str, str, int] | 
     return kind if kind in (*KINDS, "composer") else "", start, row.name, row.passes, body
 
 
-def _option_value(words: Sequence[str], option: str) -> str:
-    """``option V`` or ``option=V`` anywhere in ``words`` ("" when absent)."""
+def option_value(words: Sequence[str], *names: str) -> str | None:
+    """The value of the first of ``names`` in ``words`` (``--x V`` or ``--x=V``); None when
+    absent or last without a value."""
     for i, word in enumerate(words):
         name, eq, value = word.partition("=")
-        if name == option:
-            return value if eq else (words[i + 1] if i + 1 < len(words) else "")
-    return ""
+        if name in names:
+            if eq:
+                return value
+            return words[i + 1] if i + 1 < len(words) else None
+    return None
+
+
+def _loose_options(words: Sequence[str]) -> dict[str, str | None]:
+    """Every ``--x``/``--x=V``/``--x V`` among ``words``, positionals skipped, spelled with
+    underscores (what click's ``ignore_unknown_options`` may pass on)."""
+    out: dict[str, str | None] = {}
+    for i, word in enumerate(words):
+        if not word.startswith("--") or word == "--":
+            continue
+        name, eq, value = word.partition("=")
+        key = "--" + name.lstrip("-").replace("-", "_")
+        after = words[i + 1] if i + 1 < len(words) else ""
+        out[key] = value if eq else (after if after and not after.startswith("-") else None)
+    return out
 
 
 def launcher_options(argv: Sequence[str], start: int) -> dict[str, str | None]:

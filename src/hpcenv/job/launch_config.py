@@ -69,17 +69,6 @@ class Findings:
     notes: tuple[str, ...] = ()  # the effective batch, ...
 
 
-def _option(argv: Sequence[str], *names: str) -> str | None:
-    """The value of the first of ``names`` in ``argv`` (``--x V`` or ``--x=V``)."""
-    for i, word in enumerate(argv):
-        name, eq, value = word.partition("=")
-        if name in names:
-            if eq:
-                return value
-            return argv[i + 1] if i + 1 < len(argv) else None
-    return None
-
-
 #: Bounds on a configuration file hpcenv reads (a config is a few KiB).
 MAX_CONFIG_BYTES = 4 << 20
 MAX_DEPTH = 32
@@ -116,10 +105,11 @@ def _flag(words: Sequence[str], i: int) -> bool | None:
 
 def is_true(value: Any) -> bool:
     """A config file's value that a trainer reads as true (``FILE_TRUE``): True, a non-zero
-    integer, or one of the strings."""
+    number (``1``, ``1.0``: HF's ``parse_dict`` keeps it, and it is truthy; pydantic's lax
+    bool takes 1.0), or one of the strings."""
     if isinstance(value, bool):
         return value
-    if isinstance(value, int):
+    if isinstance(value, (int, float)):
         return value != 0
     return isinstance(value, str) and value.strip().lower() in FILE_TRUE
 
@@ -180,12 +170,41 @@ def trainer_asks(
             files.append(value or after)
         elif word.endswith((".yaml", ".yml", ".json")) and not _is_value(words, i):
             files.append(word)
+    in_files: list[tuple[str, str]] = []
     for name in dict.fromkeys(f for f in files if f):
         path = cwd / name
         if path.is_file() and path != skip:
             data = _load(path, "trainer config", mapping=False, strict=False)
-            _walk(data, f"{path}", found)
-    return tuple(found)
+            _walk(data, f"{path}", in_files)
+    overrides = _overrides(words)
+    kept = [(where, what) for where, what in in_files if what not in overrides]
+    return (*found, *kept, *((w, what) for what, (w, asks) in overrides.items() if asks))
+
+
+#: The keys a trainer's file sets that ask for each need (``_walk``'s keys).
+_KEY_ASKS = {
+    "bf16": "bf16", "tf32": "tf32", "attn_implementation": "flash_attention_2",
+    "flash_attn": "flash_attention_2", "use_flash_attention_2": "flash_attention_2",
+}  # fmt: skip
+_OVERRIDE = re.compile(r"[A-Za-z_][\w.]*=")
+
+
+def _overrides(words: Sequence[str]) -> dict[str, tuple[str, bool]]:
+    """``key=value`` words laid over the trainer's config file, the last winning
+    (OmegaConf's ``from_cli`` dotlist: LLaMA-Factory's ``read_args``, torchtune's and Hydra's
+    overrides; the value read as YAML, a dotted key by its last part): for each need they
+    set, the word and whether it asks."""
+    out: dict[str, tuple[str, bool]] = {}
+    for i, word in enumerate(words):
+        if not _OVERRIDE.match(word) or _is_value(words, i):
+            continue
+        key, _, value = word.partition("=")
+        what = _KEY_ASKS.get(key.rsplit(".", 1)[-1])
+        if what == "flash_attention_2" and not key.endswith("use_flash_attention_2"):
+            out[what] = (word, value in _FLASH)
+        elif what:
+            out[what] = (word, is_true(value))
+    return out
 
 
 _FLASH_IMPORT = re.compile(r"^[ \t]*(?:import|from)[ \t]+flash_attn\b", re.M)
@@ -274,11 +293,11 @@ def read(cmd: command.Command, cwd: Path, env: Mapping[str, str]) -> Configs:
     env = cmd.environ(env)
     acc = None
     if kind == "accelerate":
-        named = _option(argv[start:], "--config_file", "--config-file")
+        named = command.option_value(argv[start:], "--config_file", "--config-file")
         path = (cwd / named) if named else default_accelerate_config(env)
         if named or path.is_file():
             acc = (path, _load(path, "accelerate config"))
-    ds_name = _option(
+    ds_name = command.option_value(
         argv, "--deepspeed", "--deepspeed_config", "--deepspeed-config", "--deepspeed_config_file"
     )
     if ds_name is None and acc is not None:
@@ -296,7 +315,7 @@ def read(cmd: command.Command, cwd: Path, env: Mapping[str, str]) -> Configs:
     cli: dict[str, str | None] = {}
     if kind == "accelerate":
         for key in ("--num_processes", "--num_machines", "--mixed_precision"):
-            value = _option(argv[start:], key, key.replace("_", "-"))
+            value = command.option_value(argv[start:], key, key.replace("_", "-"))
             if value is not None:
                 cli[key] = value
     text = _script_text(cwd / cmd.script) if cmd.script else ""
@@ -327,6 +346,9 @@ def _number(value: Any) -> int | None:
 #: The words torchrun's ``--nproc-per-node`` takes besides a number
 #: (``determine_local_world_size`` in torch/distributed/run.py).
 TORCHRUN_NPROC_WORDS = ("auto", "cpu", "gpu", "xpu")
+
+#: Rendezvous hosts that are each node's own (torch's --standalone uses localhost).
+_LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1", "0.0.0.0")
 
 #: The largest count a config may give (processes, machines, batch sizes, steps).
 MAX_COUNT = 10**9
@@ -552,6 +574,14 @@ def _judge_processes(cfg: Configs, job: Job) -> tuple[list[str], list[str]]:
         if per_node is not None:
             _count(
                 "--nproc_per_node", per_node, job.per_node, gpus, errors=errors, warnings=warnings
+            )
+        endpoint = str(opts.get("--rdzv_endpoint") or "")
+        host = endpoint.rpartition(":")[0].strip("[]") if ":" in endpoint else endpoint
+        if job.nodes > 1 and host.lower() in _LOCAL_HOSTS:
+            errors.append(
+                f"--rdzv_endpoint {endpoint} on {job.nodes} nodes: each node's torchrun would "
+                "rendezvous alone on its own host and wait for the others; leave it out (the "
+                "job's PET_RDZV_ENDPOINT names the first node)"
             )
         nnodes = str(opts.get("--nnodes") or "")
         low, _, high = nnodes.partition(":")

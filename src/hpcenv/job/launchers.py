@@ -175,17 +175,8 @@ def plan(
     given = {**dict.fromkeys(configured), **cmd.options()}
     if cmd.wrapped and cmd.passes != "options":
         return _through_wrapper(cmd, alloc, given)
-    total = alloc.nodes * alloc.per_node
     if kind == "accelerate":
-        wanted = [
-            ("--num_machines", str(alloc.nodes)),
-            ("--machine_rank", alloc.node_rank),
-            ("--main_process_ip", alloc.master_addr),
-            ("--main_process_port", alloc.master_port),
-            ("--num_processes", str(total)),
-        ]
-        if total > 1 and not any(m in given for m in command.ACCELERATE_MODES):
-            wanted.append(("--multi_gpu", ""))
+        wanted = _accelerate_wanted(alloc, given)
     elif kind == "deepspeed":
         if "--launcher" in given or "--force_multi" in given:
             wanted = []  # the user chose how DeepSpeed reaches the nodes
@@ -212,6 +203,21 @@ def plan(
     )  # fmt: skip
 
 
+def _accelerate_wanted(alloc: Allocation, given: Mapping[str, str | None]) -> list[tuple[str, str]]:
+    """What accelerate launch needs on each node (the module docstring's list)."""
+    total = alloc.nodes * alloc.per_node
+    wanted = [
+        ("--num_machines", str(alloc.nodes)),
+        ("--machine_rank", alloc.node_rank),
+        ("--main_process_ip", alloc.master_addr),
+        ("--main_process_port", alloc.master_port),
+        ("--num_processes", str(total)),
+    ]
+    if total > 1 and not any(m in given for m in command.ACCELERATE_MODES):
+        wanted.append(("--multi_gpu", ""))
+    return wanted
+
+
 def _through_wrapper(
     cmd: command.Command, alloc: Allocation, given: Mapping[str, str | None]
 ) -> Launch:
@@ -220,9 +226,13 @@ def _through_wrapper(
     ``--`` (``dashdash``) or anywhere (``remaining``), appended to the words."""
     row = wrappers.by_name(cmd.wrapped)
     if cmd.passes == "env":
+        own_options = command.launcher_options(cmd.words, cmd.body)
+        per_node = alloc.per_node  # the wrapper's own count wins (composer -n 2)
+        for option in row.per_node_options:
+            per_node = _count(own_options, option, per_node, who=row.program[0])
         values = {
             "nodes": str(alloc.nodes), "node_rank": alloc.node_rank,
-            "per_node": str(alloc.per_node), "world": str(alloc.nodes * alloc.per_node),
+            "per_node": str(per_node), "world": str(alloc.nodes * per_node),
             "master_addr": alloc.master_addr, "master_port": alloc.master_port,
         }  # fmt: skip
         own = {name for name, _ in cmd.env}
@@ -230,23 +240,19 @@ def _through_wrapper(
             (name, template.format(**values)) for name, template in row.env if name not in own
         )
         return Launch(kind=cmd.kind, argv=cmd.words, name=row.name, env=env)
-    total = alloc.nodes * alloc.per_node
     if cmd.kind == "accelerate":
-        wanted = [
-            ("--num_machines", str(alloc.nodes)),
-            ("--machine_rank", alloc.node_rank),
-            ("--main_process_ip", alloc.master_addr),
-            ("--main_process_port", alloc.master_port),
-            ("--num_processes", str(total)),
-        ]
-        if total > 1 and not any(m in given for m in command.ACCELERATE_MODES):
-            wanted.append(("--multi_gpu", ""))
+        wanted = _accelerate_wanted(alloc, given)
     else:  # torchrun: the rendezvous from the job's PET_* variables
         wanted = [("--nproc_per_node", str(alloc.per_node))]
     added = _missing(given, wanted)
     dashdash = cmd.passes == "dashdash" and cmd.words[cmd.start - 1 : cmd.start] != ("--",)
-    words = (*cmd.words, *(["--"] if dashdash and added else []), *added)
-    return Launch(kind=cmd.kind, argv=words, added=tuple(added), name=row.name)
+    users = cmd.words
+    dropped: tuple[str, ...] = ()
+    if cmd.kind == "torchrun" and "--standalone" in given and alloc.nodes > 1:
+        users = (*users[: cmd.start], *_no_standalone(users[cmd.start :]))
+        dropped = (_standalone_dropped(alloc),)
+    words = (*users, *(["--"] if dashdash and added else []), *added)
+    return Launch(kind=cmd.kind, argv=words, added=tuple(added), name=row.name, dropped=dropped)
 
 
 def _without_standalone(cmd: command.Command, alloc: Allocation, added: list[str]) -> Launch:
@@ -255,31 +261,39 @@ def _without_standalone(cmd: command.Command, alloc: Allocation, added: list[str
     so each node would wait alone for the others until ``RendezvousTimeoutError``. The word
     is left out; the job's ``PET_*`` rendezvous (c10d on the first node) takes its place."""
     _, script = command.split_options(cmd.words, cmd.start)
-    options = [
-        w for w in cmd.words[cmd.start : script]
-        if w.partition("=")[0] not in ("--standalone", "-standalone")
-    ]  # fmt: skip
+    options = _no_standalone(cmd.words[cmd.start : script])
     return Launch(
         kind="torchrun",
         argv=(*cmd.words[: cmd.start], *added, *options, *cmd.words[script:]),
         added=tuple(added),
-        dropped=(
-            f"--standalone (on {alloc.nodes} nodes each node would rendezvous alone on "
-            "localhost; the job's c10d rendezvous on the first node replaces it)",
-        ),
+        dropped=(_standalone_dropped(alloc),),
+        name=cmd.wrapped,
     )
 
 
-def _count(given: Mapping[str, str | None], option: str, default: int) -> int:
-    """A count the user gave DeepSpeed (``default`` when absent); BadInput (exit 2) naming
+def _no_standalone(options: Sequence[str]) -> tuple[str, ...]:
+    """torchrun's options without ``--standalone`` (a flag: no value follows it)."""
+    return tuple(w for w in options if w.partition("=")[0] not in ("--standalone", "-standalone"))
+
+
+def _standalone_dropped(alloc: Allocation) -> str:
+    return (
+        f"--standalone (on {alloc.nodes} nodes each node would rendezvous alone on "
+        "localhost; the job's c10d rendezvous on the first node replaces it)"
+    )
+
+
+def _count(
+    given: Mapping[str, str | None], option: str, default: int, *, who: str = "deepspeed"
+) -> int:
+    """A count the user gave ``who`` (``default`` when absent); BadInput (exit 2) naming
     it when it is not a whole number above 0 (DeepSpeed's ``type=int`` would traceback)."""
     value = given.get(option)
     if not value:
         return default
     if not (value.isascii() and value.isdigit() and len(value) <= 9 and int(value) > 0):
-        raise BadInput(
-            f"deepspeed {option} {value[:40]!r}: not a count; give a whole number above 0"
-        )
+        shown = option[1:] if len(option) == 3 else option  # --n is composer's -n
+        raise BadInput(f"{who} {shown} {value[:40]!r}: not a count; give a whole number above 0")
     return int(value)
 
 
@@ -329,8 +343,27 @@ def _old_deepspeed(
 
 def check_fits(cmd: command.Command, launch: str, nodes: int = 1) -> None:
     """A launcher starts its own processes: once per node, never once per task; a wrapper
-    told to run one plain process cannot span nodes."""
+    told to run one plain process cannot span nodes; a launcher hidden behind ``uv run``'s
+    options (no ``--``) cannot be given the node's rank."""
     kind = cmd.kind
+    if cmd.hidden and nodes > 1:
+        words, name = cmd.words, cmd.words[cmd.hidden]
+        at = max(
+            (i for i in range(cmd.program + 1) if PurePath(words[i]).name in ("env", "uv")),
+            default=cmd.program,
+        )
+        said = f"{' '.join(words[at : cmd.hidden])[:80]} {name}: "
+        if PurePath(words[at]).name == "uv":
+            raise BadInput(
+                f"{said}which word starts the command among uv's options is uv's to say, so "
+                f"a {name} there on {nodes} nodes would not be given its node rank; end uv's "
+                "options with '--' before the command: uv run [OPTIONS] -- CMD"
+            )
+        raise BadInput(
+            f"{said}hpcenv reads before the command only NAME=value (a shell name: letters, "
+            f"digits, _), env -u NAME and uv run [OPTIONS] --, so a {name} behind other words "
+            f"on {nodes} nodes would not be given its node rank; write the prefix so"
+        )
     if cmd.wrapped and not kind and nodes > 1:
         raise BadInput(
             f"{cmd.wrapped} without a launcher (--launcher python) runs one process, so on "

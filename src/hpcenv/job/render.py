@@ -295,12 +295,15 @@ def render(
     env = environment.for_profile(profile, nodes=spec.nodes, venv=venv, tmpdir=False)
     ref = sbatch.profile_ref(profile)
     hpcenv = [sys.executable, "-m", "hpcenv"]
+    shown = shown_launch(profile, spec, venv, configured, cwd)
+    dropped = shown[0].dropped if shown else ()
     lines = [
         "#!/bin/bash",
         f"# Rendered by 'hpcenv sbatch' for profile {profile.name}: the command at the end,",
         f"# {_describe(spec, form)}.",
         f"# venv: {_venv_words(venv, spec)}",
-        *([f"# launch: {form.describe()}"] if form.describe() else []),
+        *([f"# launch: {_one_line(form.describe())}"] if form.describe() else []),
+        *(f"# launcher: {spec.cmd.kind} without {d}" for d in dropped),
         *sbatch.directives(
             profile,
             name=name,
@@ -386,7 +389,6 @@ def render(
     lines += _container_lines(profile, spec, form)  # hook: containers
     lines += _gate_lines(spec, hpcenv, ref, form, sbatch.gpus_per_node(profile, spec.request.gpus))
     lines += survive.pairs_gate_lines(spec, hpcenv, ref, own)
-    shown = shown_launch(profile, spec, venv, configured, cwd)
     lines += launcher_lines(profile, spec, log_dir, shown)
     lines += [
         "",
@@ -446,7 +448,7 @@ def render(
             ),
             *(f"warning: {w}" for w in found.warnings),
             *found.notes,
-            *(f"the launcher runs without {d}" for d in (shown[0].dropped if shown else ())),
+            *(f"the launcher runs without {d}" for d in dropped),
         ),
     )
 
@@ -468,7 +470,13 @@ def _checks(profile: Profile, spec: CommandJob) -> tuple[str, ...]:
 def _venv_words(venv: Path, spec: CommandJob) -> str:
     """Which venv the job uses, and why that one (one line: no newline from a path)."""
     why = "given by --env or --project" if spec.venv else "the profile's build"
-    return re.sub(r"[\x00-\x1f\x7f]", "?", f"{venv} ({why})")
+    return _one_line(f"{venv} ({why})")
+
+
+def _one_line(text: str) -> str:
+    """``text`` for a comment of the script: a control character (a newline in a path or an
+    image name from the command) as ``?``, so no value of the user's becomes a shell line."""
+    return re.sub(r"[\x00-\x1f\x7f-\x9f]", "?", text)
 
 
 def check_launch_config(
@@ -522,7 +530,7 @@ def command_lines(cmd: command.Command, environ: Mapping[str, str]) -> list[str]
     a URL, ``TOKEN=value``) is refused, naming the word."""
     refs = sorted(
         ((value, name) for name, value in environ.items()
-         if is_secret(name) and len(value) >= MIN_VALUE_LEN),
+         if is_secret(name) and len(value) >= MIN_VALUE_LEN and command.is_name(name)),
         key=lambda vn: len(vn[0]), reverse=True,
     )  # fmt: skip
     words: list[str] = []

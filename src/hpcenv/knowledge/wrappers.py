@@ -29,6 +29,9 @@ class Wrapper:
     launcher_option: str = ""  # the wrapper's own option choosing another launcher
     choices: tuple[str, ...] = ()
     imports: tuple[str, ...] = ()  # a plain script importing one of these
+    #: the wrapper's own spelling of a launcher option -> the launcher's (underscored)
+    aliases: tuple[tuple[str, str], ...] = ()
+    per_node_options: tuple[str, ...] = ()  # its own option for processes per node
     source: str
 
 
@@ -46,6 +49,8 @@ def _row(r: dict[str, Any]) -> Wrapper:
         launcher_option=str(r.get("launcher_option", "")),
         choices=tuple(str(c) for c in r.get("choices", ())),
         imports=tuple(str(m) for m in r.get("imports", ())),
+        aliases=tuple((str(k), str(v)) for k, v in r.get("aliases", {}).items()),
+        per_node_options=tuple(str(o) for o in r.get("per_node_options", ())),
         source=str(r["source"]),
     )
 

@@ -70,6 +70,23 @@ def test_standalone_on_two_nodes_gives_way_to_the_job_s_rendezvous(torch_python:
     assert decided == {"endpoint": "n1:29500", "run_id": "42", "nodes": [2, 2], "per_node": 4}
 
 
+@pytest.mark.parametrize(
+    "words",
+    [
+        ["axolotl", "train", "c.yml", "--launcher", "torchrun", "--", "--standalone"],
+        ["tune", "run", "--standalone", "--nproc_per_node", "4", "recipe", "--config", "c.yaml"],
+    ],
+)
+def test_a_wrapper_s_standalone_on_two_nodes_is_left_out_too(words: list[str]) -> None:
+    """axolotl's --launcher torchrun passes the words after -- to torchrun as they are
+    (axolotl 0.19.0, axolotl/cli/utils/train.py _launch_torchrun_training); tune run takes
+    torchrun's own options (torchtune 0.6.1, torchtune/_cli/run.py)."""
+    got = launchers.plan(command.read(words), ALLOC)
+    assert "--standalone" not in got.argv, got.argv
+    assert got.describe().startswith(command.read(words).wrapped + " (torchrun)")
+    assert "without --standalone (on 2 nodes" in got.describe()
+
+
 def test_standalone_on_one_node_stays() -> None:
     one = launchers.Allocation(nodes=1, node_rank="0", per_node=4, master_addr="n1",
                                master_port="29500")  # fmt: skip
@@ -82,6 +99,8 @@ def test_the_job_says_it_left_standalone_out() -> None:
     assert done.returncode == 0, done.stderr
     assert "the launcher runs without --standalone (on 2 nodes" in done.stderr
     assert "without --standalone" in done.stdout  # and the node's log says it again
+    header = done.stdout.split("#SBATCH", 1)[0]  # the script's head says it before any line
+    assert "# launcher: torchrun without --standalone (on 2 nodes" in header, header
 
 
 def _sbatch(*args: str) -> subprocess.CompletedProcess[str]:
@@ -97,6 +116,10 @@ def _sbatch(*args: str) -> subprocess.CompletedProcess[str]:
         (["deepspeed", "--num_gpus", "abc", "train.py"], "deepspeed --num_gpus: 'abc' is not"),
         (["deepspeed", "--num_nodes", "2x", "train.py"], "deepspeed --num_nodes: '2x' is not"),
         (["torchrun", "--nnodes", "2x", "t.py"], "torchrun --nnodes '2x' is not a node count"),
+        # DeepSpeed's runner: add_argument("--num_gpus", "--num_accelerators", type=int)
+        # (deepspeed/launcher/runner.py, 0.12.6 to 0.19.8): one option, two spellings
+        (["deepspeed", "--num_accelerators", "abc", "t.py"], "--num_gpus: 'abc' is not"),
+        (["deepspeed", "--num_accelerators=16", "t.py"], "--num_gpus 16 but the job has 8"),
         (["torchrun", "--nproc-per-node", "four", "t.py"], "'four' is not a count"),
     ],
 )
@@ -216,3 +239,67 @@ def test_json_prints_the_rendered_job_with_or_without_submitting(tmp_path: Path)
     submitted = json.loads(done.stdout)
     assert submitted["job_id"] == "4242" and submitted["script"].startswith("#!/bin/bash\n")
     assert "submitted job 4242" in done.stderr
+
+
+def test_a_launcher_behind_uv_s_options_without_dashdash_is_one_line() -> None:
+    """``uv run --frozen accelerate launch train.py``: which word starts the command is uv's
+    parser's to say, so hpcenv did not see the launcher and each of 2 nodes ran accelerate
+    as machine 0 of 1, silently; now the fix is asked for (uv takes ``--`` too)."""
+    words = ["uv", "run", "--frozen", "accelerate", "launch", "train.py"]
+    done = _sbatch("brtx", "--nodes", "2", "--", *words)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith("hpcenv: error: uv run --frozen accelerate: ") and line.endswith(
+        "end uv's options with '--' before the command: uv run [OPTIONS] -- CMD"
+    ), line
+    with_dashdash = _sbatch("brtx", "--nodes", "2", "--", *words[:3], "--", *words[3:])
+    assert with_dashdash.returncode == 0, with_dashdash.stderr
+    assert "accelerate gets --num_machines 2" in with_dashdash.stdout
+    assert _sbatch("brtx", "--nodes", "1", "--", *words).returncode == 0
+
+
+def test_a_newline_in_the_command_never_leaves_the_script_s_comments() -> None:
+    """The image named in the command is said in the script's head (``# launch: ...``): a
+    newline in it made the rest a shell line before the #SBATCH directives (run by the
+    job, and sbatch stops reading directives at the first line that is not a comment)."""
+    image = "img.sif\ntouch /tmp/hpcenv-pwned #"
+    done = _sbatch("brtx", "--", "apptainer", "exec", "--nv", image, "python", "t.py")
+    assert done.returncode == 0, done.stderr
+    head = done.stdout.split("\nset -euo pipefail", 1)[0].splitlines()
+    assert all(line.startswith("#") or not line.strip() for line in head), head
+    assert not any(line.startswith("touch ") for line in done.stdout.splitlines())
+
+
+def test_a_local_rendezvous_endpoint_on_two_nodes_is_one_line(torch_python: Path) -> None:
+    """``--rdzv-endpoint localhost:29400`` (single-node READMEs) wins over the job's
+    PET_RDZV_ENDPOINT in torch's own run(), so on 2 nodes each would wait alone, as with
+    --standalone; said before the queue, with the fix. One node keeps it."""
+    words = ["torchrun", "--rdzv-endpoint=localhost:29400", "--nproc_per_node=8", "train.py"]
+    (decided,) = _torch_decides(torch_python, tuple(words))
+    assert decided["endpoint"] == "localhost:29400"
+    done = _sbatch("brtx", "--nodes", "2", "--", *words)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert "--rdzv_endpoint localhost:29400 on 2 nodes" in line, line
+    assert _sbatch("brtx", "--nodes", "1", "--", *words).returncode == 0
+
+
+@pytest.mark.parametrize(
+    ("prefix", "says"),
+    [
+        (["env", "1BAD=2"], "env 1BAD=2 torchrun: "),  # a name against the shell's rule
+        (["env", "-i", "PATH=/usr/bin"], "env -i PATH=/usr/bin torchrun: "),
+    ],
+)
+def test_a_launcher_behind_env_words_hpcenv_does_not_read_is_one_line(
+    prefix: list[str], says: str
+) -> None:
+    """``env`` with an option other than -u, or a NAME that is no shell name (env(1) takes
+    both), is run as written: the torchrun behind it was not seen, so on 2 nodes each ran
+    as a world of its own, silently."""
+    done = _sbatch("brtx", "--nodes", "2", "--", *prefix, "torchrun", "train.py")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith(f"hpcenv: error: {says}"), line
+    assert "so a torchrun behind other words on 2 nodes would not be given" in line, line
+    assert _sbatch("brtx", "--nodes", "1", "--", *prefix, "torchrun", "t.py").returncode == 0

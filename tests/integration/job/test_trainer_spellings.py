@@ -119,7 +119,7 @@ def test_what_hf_reads_as_false_or_refuses_is_no_ask(hf: ModuleType, words: list
     [
         ("bf16: yes\n", ".yaml"), ("bf16: on\n", ".yaml"), ("bf16: True\n", ".yaml"),
         ("bf16: 1\n", ".yaml"), ("tf32: t\n", ".yaml"), ('{"bf16": 1}', ".json"),
-        ('{"bf16": "true"}', ".json"),
+        ('{"bf16": "true"}', ".json"), ("bf16: 1.0\n", ".yaml"), ('{"tf32": 1.0}', ".json"),
     ],
 )  # fmt: skip
 def test_file_spellings_hf_reads_as_true_are_refused(
@@ -151,6 +151,28 @@ def test_deepspeed_s_sections_and_enabled_spellings(
     assert f"ds.json: {place} (use fp16)" in error
 
 
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"bf16": {"enabled": "auto"}, "fp16": {"enabled": "auto"}},  # HF's args decide
+        {"bfloat16": {"enabled": "auto"}},
+        {"fp16": {"enabled": True}, "bf16": {"enabled": False}},
+        {"fp16": {"enabled": True}},
+    ],
+)
+def test_deepspeed_s_auto_and_fp16_only_ask_no_bf16(
+    tmp_path: Path, config: dict[str, Any]
+) -> None:
+    """"auto" is filled from the trainer's own args by DeepSpeed's HF integration
+    (transformers/integrations/deepspeed.py ``trainer_config_process``: bf16.enabled from
+    ``args.bf16``), so only the trainer's --bf16 asks; an fp16 config runs on 7.5."""
+    (tmp_path / "ds.json").write_text(json.dumps(config))
+    assert _asks("--deepspeed", "ds.json", cwd=tmp_path) == []
+    assert _asks("--deepspeed", "ds.json", "--fp16", cwd=tmp_path) == []
+    (error,) = _asks("--deepspeed", "ds.json", "--bf16", cwd=tmp_path)
+    assert "--bf16 (use fp16)" in error
+
+
 def test_deepspeed_reads_bf16_before_bfloat16(tmp_path: Path) -> None:
     (tmp_path / "ds.json").write_text(
         json.dumps({"bf16": {"enabled": False}, "bfloat16": {"enabled": True}})
@@ -162,3 +184,23 @@ def test_the_job_on_brtx_is_refused_before_the_queue() -> None:
     spec = job_render.CommandJob(argv=("python", "train.py", "--bf16", "T"))
     with pytest.raises(BadInput, match=r"bf16 on Quadro RTX 6000 GPUs \(compute capability 7.5"):
         job_render.render(schema.load("brtx"), spec, workdir=Path(sys.prefix))
+
+
+def _wrapped_asks(cwd: Path, *words: str) -> list[str]:
+    cfg = launch_config.read(command.read(words), cwd, {})
+    return list(launch_config.judge(cfg, RTX6000).errors)
+
+
+def test_a_key_value_override_after_the_config_is_read_too(tmp_path: Path) -> None:
+    """``llamafactory-cli train CFG.yaml bf16=true``: LLaMA-Factory merges ``key=value``
+    words over its YAML (llamafactory 0.9.5, llamafactory/hparams/parser.py ``read_args``:
+    ``OmegaConf.merge(yaml, OmegaConf.from_cli(argv[2:]))``), the override winning."""
+    (tmp_path / "fp16.yaml").write_text("fp16: true\n")
+    (tmp_path / "bf16.yaml").write_text("bf16: true\n")
+    lmf = ("llamafactory-cli", "train")
+    (error,) = _wrapped_asks(tmp_path, *lmf, "fp16.yaml", "bf16=true")
+    assert "bf16=true (use fp16)" in error
+    assert _wrapped_asks(tmp_path, *lmf, "bf16.yaml", "bf16=false", "fp16=true") == []
+    (error,) = _wrapped_asks(tmp_path, *lmf, "fp16.yaml", "attn_implementation=fa2")
+    assert "attn_implementation=fa2 (use sdpa)" in error
+    assert _wrapped_asks(tmp_path, *lmf, "fp16.yaml", "--run_name", "bf16=x") == []

@@ -200,6 +200,12 @@ def _axolotl_settings() -> tuple[str, str]:
           "1"],
          ["torchrun", "--max-restarts", "1", "--nproc_per_node", "4", "-m", "axolotl.cli.train",
           "lora-1b.yml"]),
+        # click gives the launcher the options axolotl does not know wherever they stand
+        # (ignore_unknown_options): yours win, as after --
+        (["axolotl", "train", "lora-1b.yml", "--num_processes", "4"],
+         ["accelerate", "launch", "--num_processes", "4", "--num_machines", "2",
+          "--machine_rank", "1", "--main_process_ip", "n1", "--main_process_port", "29500",
+          "--multi_gpu", "-m", "axolotl.cli.train", "lora-1b.yml"]),
     ],
 )  # fmt: skip
 def test_axolotl_train_passes_the_launcher_what_each_node_needs(
@@ -294,6 +300,34 @@ def test_trl_gets_accelerate_s_options_and_composer_its_variables() -> None:
     composer = launchers.plan(command.read(["composer", "train.py"]), ALLOC)
     assert dict(composer.env) == {"LOCAL_WORLD_SIZE": "4", "WORLD_SIZE": "8", "NODE_RANK": "1",
                                   "MASTER_ADDR": "n1", "MASTER_PORT": "29500"}  # fmt: skip
+
+
+def test_trl_s_accelerate_config_names_how_to_distribute() -> None:
+    """``trl sft --accelerate_config zero3`` (trl 1.16.0, trl/cli/accelerate_config.py
+    ``resolve_accelerate_config_argument``) reaches accelerate as ``--config_file``, which
+    says how to distribute: an added ``--multi_gpu`` would make accelerate skip the config's
+    distributed_type (DEEPSPEED) and run plain DDP."""
+    words = ["trl", "sft", "--accelerate_config", "zero3", "--model_name_or_path", "Q"]
+    got = launchers.plan(command.read(words), ALLOC)
+    assert "--multi_gpu" not in got.argv and "--num_machines" in got.argv
+    assert command.read(words).options()["--config_file"] == "zero3"
+
+
+@pytest.mark.parametrize("words", [["-n", "2"], ["--nproc", "2"], ["--nproc=2"]])
+def test_composer_s_own_process_count_shapes_the_world(words: list[str]) -> None:
+    """composer's -n/--nproc wins over $LOCAL_WORLD_SIZE, and $WORLD_SIZE is its world when
+    it differs (mosaicml 0.32.1, composer/cli/launcher.py ``_parse_args``): with -n 2 on 2
+    nodes of 4 GPUs the world is 4, not 8 (8 would wait for ranks that never start)."""
+    got = launchers.plan(command.read(["composer", *words, "train.py"]), ALLOC)
+    assert dict(got.env)["WORLD_SIZE"] == "4" and dict(got.env)["LOCAL_WORLD_SIZE"] == "2"
+
+
+def test_composer_s_count_that_is_not_a_number_is_one_line(tmp_path: Path) -> None:
+    done = _sbatch(tmp_path, "--", "composer", "-n", "abc", "train.py")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1] == (
+        "hpcenv: error: composer -n 'abc': not a count; give a whole number above 0"
+    )
 
 
 # --- in the job script ------------------------------------------------------------------

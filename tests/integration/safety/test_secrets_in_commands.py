@@ -50,6 +50,16 @@ def test_a_secret_hpcenv_cannot_refer_to_is_refused(word: str) -> None:
         command_lines(command.read(["python", "t.py", word]), ENV)
 
 
+@pytest.mark.parametrize("name", ["HF_TOKEN$(touch x)", "1_TOKEN", "A-TOKEN"])
+def test_a_variable_whose_name_the_shell_cannot_refer_to_is_no_reference(name: str) -> None:
+    """A variable of the environment named against the shell's rule ([A-Za-z_][A-Za-z0-9_]*;
+    env(1) takes any name) was written as ``"${HF_TOKEN$(touch x)}"``: bash's "bad
+    substitution" in the job. Its value is refused like any secret hpcenv cannot refer to."""
+    env = {name: KEY, "PATH": "/usr/bin:/bin"}
+    with pytest.raises(BadInput, match="word 3 of the command holds a secret"):
+        command_lines(command.read(["python", "t.py", KEY]), env)
+
+
 def test_the_sbatch_command_keeps_cmd_as_given(tmp_path: object) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "hpcenv", "sbatch", "local", "--", "python", "train.py",
