@@ -76,10 +76,10 @@ def _cuda_major(variant: str | None) -> str | None:
 
 #: drifts this test found at the merge of issues 40 and 41, to fix (xfail strict: a fix
 #: turns them into failures until this list loses them)
-DRIFTS = {
-    "jax_gpu": "the model names the profile's torch release for a project without torch",
-    "torch_jax": "plan's GPU verdicts miss jax-cuda13-plugin, which audit refuses on the V100",
-}
+#: (none left: jax_gpu's model named the profile's torch for a project without torch, and
+#: torch_jax's missed jax-cuda13-plugin, which audit refuses on the V100; both fixed at
+#: their owners, ``model.of_set`` and ``install_set.cuda_verdicts``'s inputs)
+DRIFTS: dict[str, str] = {}
 
 
 @pytest.mark.slow
@@ -115,7 +115,7 @@ def test_audit_plan_lock_and_build_agree(
     # 3.11.9, where the plan names 3.11; the same interpreter is chosen)
     assert _minor(audited.python) == _minor(on_node.python.version) == _minor(decided.python)
     if not on_node.torch.release and not audited.torch_version:  # JAX: no torch, none added
-        assert not any(r.startswith("torch") for r in on_node.requirements), name
+        assert not any(r.startswith("torch") for r in on_node.install_set.requirements), name
         assert {v.name for v in on_node.verdicts if not v.ok} == {
             line.split(" ", 1)[0] for line in audited.packages if "runs here" not in line
         }, (name, audited.packages, on_node.verdicts)
