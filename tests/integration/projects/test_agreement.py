@@ -76,10 +76,14 @@ def _cuda_major(variant: str | None) -> str | None:
 
 #: drifts this test found at the merge of issues 40 and 41, to fix (xfail strict: a fix
 #: turns them into failures until this list loses them)
-#: (none left: jax_gpu's model named the profile's torch for a project without torch, and
-#: torch_jax's missed jax-cuda13-plugin, which audit refuses on the V100; both fixed at
-#: their owners, ``model.of_set`` and ``install_set.cuda_verdicts``'s inputs)
-DRIFTS: dict[str, str] = {}
+#: (fixed: jax_gpu's model named the profile's torch for a project without torch, and
+#: torch_jax's missed jax-cuda13-plugin, which audit refuses on the V100; at their owners,
+#: ``model.of_set`` and ``install_set.cuda_verdicts``'s inputs)
+DRIFTS = {
+    "torch_jax_lock": "the model swaps a locked jax-cuda13-plugin/-pjrt to its CUDA 12 twins "
+    "(install_set.other_major), keeps the plugin's CUDA 13 wheels and judges neither; audit "
+    "refuses the plugin as locked",
+}
 
 
 @pytest.mark.slow
