@@ -83,6 +83,9 @@ DRIFTS = {
     "torch_jax_lock": "the model swaps a locked jax-cuda13-plugin/-pjrt to its CUDA 12 twins "
     "(install_set.other_major), keeps the plugin's CUDA 13 wheels and judges neither; audit "
     "refuses the plugin as locked",
+    "torch_jax_uncompiled": "the model judges a hand-written file with torch that uv has not "
+    "compiled by its flash-attn/vLLM lines alone (no resolution, no edges: plan resolves "
+    "once, later); audit resolves it and refuses jax-cuda13-plugin",
 }
 
 
