@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from packaging.version import InvalidVersion, Version
 
 from hpcenv import knowledge
+from hpcenv.models.facts import Facts
 
 _LABEL_MAJOR = re.compile(r"(?:^|[.+_-])cu\.?(\d{2,3})(?!\d)")
 _NAME_MAJOR = re.compile(r"(?:^|[._-])cu(?:da)?(\d{2})(?:x)?(?=$|[._-])")
@@ -83,6 +84,28 @@ class Node:
     arch: str | None = None  # the node's CPU arch (PyPI's builds differ per arch)
     driver: str | None = None  # the driver's version ("575.57.08"); None: only driver_cuda
     gpu_names: tuple[str, ...] = ()  # as NVML names them (cuda-compat: data center GPUs)
+
+
+def node_of(
+    facts: Facts,
+    *,
+    torch_cuda: str | None = None,
+    torch_version: str | None = None,
+    arch: str | None = None,
+) -> Node:
+    """The node in ``facts`` as every command judges a set against it (``audit``, and
+    ``plan``/``lock``/``build --project``'s model): its GPUs, driver and arch, beside the
+    torch installed with the set (``torch_cuda``/``torch_version``; None: no torch)."""
+    nv = facts.nvidia
+    return Node(
+        caps=tuple(g.compute_capability for g in facts.gpus if g.compute_capability),
+        driver_cuda=nv.cuda_driver_version if nv else None,
+        torch_cuda=torch_cuda,
+        torch_version=torch_version,
+        arch=arch or facts.arch,
+        driver=nv.driver_version if nv else None,
+        gpu_names=tuple(g.name for g in facts.gpus),
+    )
 
 
 def cuda_major(name: str, version: str) -> int | None:
@@ -451,5 +474,6 @@ __all__ = [
     "implied_major",
     "is_carrier",
     "judge",
+    "node_of",
     "runtime_cuda",
 ]

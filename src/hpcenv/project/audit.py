@@ -678,6 +678,16 @@ def _applying(pkgs: Packages, env: dict[str, str] | None) -> dict[str, tuple[str
     }
 
 
+def installed_set(pkgs: Packages, env: dict[str, str] | None) -> dict[str, tuple[str, ...]]:
+    """What pinned requirements install where ``env``'s markers hold (every line without
+    ``env``): the set :func:`examine` judges, and ``plan``'s model of a compiled file
+    (``install_set``). BadInput names the file for a marker that cannot be evaluated."""
+    try:
+        return _applying(pkgs, env)
+    except _MarkerError as exc:
+        raise BadInput(f"{pkgs.source}: {exc}; regenerate it with uv") from exc
+
+
 @dataclass(frozen=True, kw_only=True)
 class Found:
     """The torch build a lock, requirements file or venv installs on one node."""
@@ -735,10 +745,7 @@ def examine(
             f"this is a {pkgs.kind}"
         )
     env = marker_environment(arch, python, pkgs.requires_python) if arch else None
-    try:
-        versions = _applying(pkgs, env)
-    except _MarkerError as exc:
-        raise BadInput(f"{pkgs.source}: {exc}; regenerate it with uv") from exc
+    versions = installed_set(pkgs, env)
     torches = versions.get("torch", ())
     if not torches and (
         cuda_packages.gpu_stack(versions) or pkgs.declared_cuda or pkgs.uninstallable
@@ -1132,17 +1139,10 @@ def _cuda_verdicts(
 ) -> tuple[cuda_packages.Verdict, ...]:
     """Every GPU package of the install set but torch, judged for the node, each CUDA
     runtime wheel attributed to the package that pulls it (``found.edges``)."""
-    nv = facts.nvidia
     return cuda_packages.judge(
         {n: v for n, v in found.installed.items() if n != "torch"},
-        cuda_packages.Node(
-            caps=tuple(g.compute_capability for g in facts.gpus if g.compute_capability),
-            driver_cuda=nv.cuda_driver_version if nv else None,
-            torch_cuda=found.cuda,
-            torch_version=found.version or None,
-            arch=facts.arch,
-            driver=nv.driver_version if nv else None,
-            gpu_names=tuple(g.name for g in facts.gpus),
+        cuda_packages.node_of(
+            facts, torch_cuda=found.cuda, torch_version=found.version or None, arch=facts.arch
         ),
         edges=found.edges,
         declared=declared,
@@ -1358,6 +1358,7 @@ __all__ = [
     "audit",
     "examine",
     "identify",
+    "installed_set",
     "marker_environment",
     "read",
 ]

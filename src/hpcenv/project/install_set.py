@@ -252,7 +252,7 @@ def project_set(
         _decide_pin(out, name, line, locked, plan, swapped=swapped)
     if request.with_profile_packages:
         _profile_packages(out, plan, pins)
-    kept = {n: pkg.version for n in pins if n in cuda_packages.BY_NAME
+    kept = {n: (pkg.version,) for n in pins if n in cuda_packages.BY_NAME
             and (pkg := resolved.packages.get(n)) and pkg.version
             and not any(c.name == n and c.after is None for c in out.changes)}  # fmt: skip
     verdicts = cuda_verdicts(kept, plan, facts)
@@ -304,7 +304,8 @@ def _without_torch(
         _profile_packages(out, plan, pins)
     versions = {n: (p.version,) for n in pins if (p := resolved.packages.get(n)) and p.version}
     edges = {a[0]: tuple(d[0] for d in deps) for a, deps in resolved.edges.items()}
-    out.warnings += stack_warnings(versions, facts, edges=edges)
+    verdicts = stack_verdicts(versions, facts, edges=edges)
+    out.warnings += warnings_of(verdicts)
     return ProjectSet(
         requirements=tuple(out.reqs),
         overrides=(),
@@ -320,6 +321,7 @@ def _without_torch(
         complete=len(out.reqs) == len(pins),
         plan=_no_torch_index(plan),
         names=tuple(sorted(set(pins) | {c.name for c in out.changes if c.after})),
+        verdicts=verdicts,
     )
 
 
@@ -329,24 +331,15 @@ def _no_torch_index(plan: Plan) -> Plan:
     return dataclasses.replace(plan, torch=dataclasses.replace(plan.torch, index_url=None))
 
 
-def stack_warnings(
+def stack_verdicts(
     versions: Mapping[str, tuple[str, ...]],
     facts: Facts,
     *,
     edges: Mapping[str, tuple[str, ...]] | None = None,
-) -> list[str]:
-    """The GPU packages of a set without torch that cannot run on the node
-    (``decide/cuda_packages``, each CUDA runtime attributed through ``edges``)."""
-    nv = facts.nvidia
-    node = cuda_packages.Node(
-        caps=tuple(g.compute_capability for g in facts.gpus if g.compute_capability),
-        driver_cuda=nv.cuda_driver_version if nv else None,
-        arch=facts.arch,
-        driver=nv.driver_version if nv else None,
-        gpu_names=tuple(g.name for g in facts.gpus),
-    )
-    judged = cuda_packages.judge(versions, node, edges=edges)
-    return [f"{v.line()}: it cannot run on this node" for v in judged if not v.ok]
+) -> tuple[cuda_packages.Verdict, ...]:
+    """The GPU packages of a set without torch judged for the node, as ``audit`` judges
+    them (``decide/cuda_packages``, each CUDA runtime attributed through ``edges``)."""
+    return cuda_packages.judge(versions, cuda_packages.node_of(facts), edges=edges)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -476,19 +469,25 @@ def warnings_of(verdicts: tuple[cuda_packages.Verdict, ...]) -> list[str]:
 
 
 def cuda_verdicts(
-    versions: Mapping[str, str], plan: Plan, facts: Facts
+    versions: Mapping[str, tuple[str, ...]],
+    plan: Plan,
+    facts: Facts,
+    *,
+    edges: Mapping[str, tuple[str, ...]] | None = None,
 ) -> tuple[cuda_packages.Verdict, ...]:
-    """Every CUDA package of the set judged for the node beside the planned torch."""
-    nv = facts.nvidia
+    """Every GPU package of the set judged for the node beside the planned torch, as
+    ``audit`` judges them (the one judge, ``decide/cuda_packages``; each CUDA runtime
+    wheel attributed through ``edges`` to the package that pulls it)."""
     variant = plan.torch.backend
-    node = cuda_packages.Node(
-        caps=tuple(g.compute_capability for g in facts.gpus if g.compute_capability),
-        driver_cuda=nv.cuda_driver_version if nv else None,
+    node = cuda_packages.node_of(
+        facts,
         torch_cuda=knowledge.variant_cuda(variant) if variant else None,
         torch_version=plan.torch.version,
         arch=plan.arch or facts.arch,
     )
-    return cuda_packages.judge({n: (v,) for n, v in versions.items() if n != "torch"}, node)
+    return cuda_packages.judge(
+        {n: v for n, v in versions.items() if n != "torch"}, node, edges=edges
+    )
 
 
 def _hand_cuda_versions(hand: readers.Request) -> dict[str, str]:
@@ -552,7 +551,11 @@ def handwritten_set(request: ProjectRequest, plan: Plan, facts: Facts) -> Projec
             changes.append(Change(name=wanted, before=None, after=req, why=why))
             reqs.append(req)
     kind = Path(hand.source).name
-    verdicts = cuda_verdicts({**_hand_cuda_versions(hand), **ranged.versions}, plan, facts)
+    pinned = _compiled_set(hand, py, arch)
+    judged: dict[str, tuple[str, ...]] = {n: (v,) for n, v in _hand_cuda_versions(hand).items()}
+    judged |= pinned.versions if pinned else {}
+    judged |= {n: (v,) for n, v in ranged.versions.items()}
+    verdicts = cuda_verdicts(judged, plan, facts, edges=pinned.edges if pinned else None)
     return ProjectSet(
         requirements=tuple(reqs),
         overrides=(),
@@ -580,6 +583,20 @@ def handwritten_set(request: ProjectRequest, plan: Plan, facts: Facts) -> Projec
         local_deps=True,
         find_links=hand.find_links,
     )
+
+
+def _compiled_set(hand: readers.Request, py: uv_lock.PythonChoice, arch: str) -> Packages | None:
+    """What a compiled file (``uv pip compile``'s: the resolution itself) installs on the
+    node, and who pulls what (its ``# via`` lines), read as ``audit`` reads it, no uv run;
+    None for a file that is not compiled."""
+    from hpcenv.project import audit, read_once
+
+    if not hand.compiled:
+        return None
+    pins = audit.parse_requirements(read_once.text(Path(hand.source), "requirements file"),
+                                    hand.source)  # fmt: skip
+    versions = audit.installed_set(pins, marker_environment(arch, py.version))
+    return dataclasses.replace(pins, versions=versions)
 
 
 def _resolved_without_torch(
@@ -614,7 +631,7 @@ def _handwritten_without_torch(
     pulled: Packages,
 ) -> ProjectSet:
     """A hand-written project whose set pulls no torch (JAX ...): its lines as they are,
-    its GPU packages judged for the node (``stack_warnings``)."""
+    its GPU packages judged for the node (``stack_verdicts``)."""
     lines, local, notes, _ = handwritten.project_lines(hand, request.directory, None)
     indexes, dropped = handwritten.project_indexes(hand, None)
     reqs = list(lines)
@@ -626,7 +643,7 @@ def _handwritten_without_torch(
             why = f"profile {plan.profile}'s [packages] install"
             changes.append(Change(name=wanted, before=None, after=req, why=why))
             reqs.append(req)
-    judged = stack_warnings(pulled.versions, facts, edges=pulled.edges)
+    verdicts = stack_verdicts(pulled.versions, facts, edges=pulled.edges)
     kind = Path(hand.source).name
     said = (f"{kind} installs no torch on this node (nothing in it pulls one): installed as it "
             f"is, without profile {plan.profile}'s torch")  # fmt: skip
@@ -641,7 +658,8 @@ def _handwritten_without_torch(
         torch_after="none",
         variant=None,
         changes=tuple(changes),
-        warnings=(said, *hand.warnings, *dropped, *notes, *hand.notes, *judged),
+        warnings=(said, *hand.warnings, *dropped, *notes, *hand.notes, *warnings_of(verdicts)),
+        verdicts=verdicts,
         plan=_no_torch_index(plan),
         names=tuple(sorted(names)),
         local_requirements=hand.local_requirements,
@@ -866,6 +884,7 @@ __all__ = [
     "project_set",
     "req_name",
     "resolve_set",
+    "stack_verdicts",
     "warnings_of",
     "write_input",
 ]

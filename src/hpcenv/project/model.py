@@ -41,9 +41,9 @@ from hpcenv.project.torch_wish import TORCH_FAMILY
 class TorchDecision:
     """The torch the project gets on the node."""
 
-    release: str  # "2.0.1"
-    variant: str | None  # "cu117"; None: no variant planned
-    requirement: str  # the line installed ("torch==2.0.1+cu117", or a wheel)
+    release: str  # "2.0.1"; "": the project installs no torch (JAX ...), none is added
+    variant: str | None  # "cu117"; None: no variant planned, or no torch
+    requirement: str  # the line installed ("torch==2.0.1+cu117", or a wheel; "none")
     before: str  # what the project asks for ("torch>=1.13", a lock's "2.10.0+cu130")
     why: str
 
@@ -72,7 +72,7 @@ class ProjectOnNode:
             "python": self.python.version,
             "python_why": self.python.why,
             "torch": {
-                "release": self.torch.release,
+                "release": self.torch.release or None,  # null: no torch
                 "variant": self.torch.variant,
                 "requirement": self.torch.requirement,
                 "before": self.torch.before,
@@ -111,7 +111,7 @@ def of_set(request: ProjectRequest, wanted: install_set.ProjectSet) -> ProjectOn
     plan = wanted.plan
     torch_change = next((c for c in wanted.changes if c.name == "torch"), None)
     requirement = wanted.torch_after
-    release = _release(wanted.torch_after) or (plan.torch.version or "")
+    release = _release(wanted.torch_after) or ""  # "": the set installs no torch (JAX ...)
     companions = tuple(r for r in wanted.requirements if (_name(r) or "") in TORCH_FAMILY[1:])
     return ProjectOnNode(
         request=request,
@@ -122,7 +122,7 @@ def of_set(request: ProjectRequest, wanted: install_set.ProjectSet) -> ProjectOn
             variant=wanted.variant,
             requirement=requirement,
             before=wanted.torch_before,
-            why=torch_change.why if torch_change else "as the project locks it",
+            why=torch_change.why if torch_change else _as_locked(release),
         ),
         companions=companions,
         verdicts=wanted.verdicts,
@@ -132,6 +132,10 @@ def of_set(request: ProjectRequest, wanted: install_set.ProjectSet) -> ProjectOn
         install_set=wanted,
         plan=plan,
     )
+
+
+def _as_locked(release: str) -> str:
+    return "as the project locks it" if release else "the project installs no torch"
 
 
 def _name(line: str) -> str | None:

@@ -183,3 +183,17 @@ def test_a_conda_file_naming_its_build_gets_one_torch_in_every_command() -> None
     assert on_node.torch.requirement == "torch==2.0.1+cu117"
     assert "pytorch-cuda=11.7" in on_node.torch.why
     assert model.on_node(request, plan, V100) is on_node  # computed once
+
+
+def test_a_compiled_files_gpu_packages_are_judged_through_its_via_lines() -> None:
+    """torch 2.9.1 + ``jax[cuda13]`` compiled by uv (tests/data/projects/torch_jax, its
+    ORIGIN) on the V100: its CUDA 13 runtime is jax-cuda13-plugin's (``# via``), which needs
+    driver 580 and compute capability 7.5, as ``audit`` says; before, the model judged only
+    the names it knew (flash-attn, vLLM), so ``plan``/``build --project`` said nothing."""
+    ps = hand_set(PROJECTS / "torch_jax", V100, "supercloud")
+    assert ps.torch_after == "torch==2.9.1+cu128"
+    assert {v.name for v in ps.verdicts if not v.ok} == {"jax-cuda13-plugin", "jax-cuda13-pjrt"}
+    said = [w for w in ps.warnings if w.endswith("cannot run on this node")]
+    assert any(w.startswith("jax-cuda13-plugin 0.7.2: built for CUDA 13.5 (pulls "
+                            "nvidia-cuda-runtime 13.5.37)") for w in said), said  # fmt: skip
+    assert not any(v.name in ("torch", "nvidia-*") for v in ps.verdicts), ps.verdicts
