@@ -26,7 +26,7 @@ import os
 import time
 from pathlib import Path
 
-from hpcenv.commands import print_json, print_text
+from hpcenv.commands import add_html_option, print_json, print_text
 from hpcenv.models import walltime
 from hpcenv.profile import schema
 from hpcenv.slurm import sbatch
@@ -194,6 +194,7 @@ def configure(parser: argparse.ArgumentParser, *, with_command: bool = False) ->
         action="store_true",
         help="with --wait: stdout is the job's JSON report only (progress goes to stderr)",
     )
+    add_html_option(parser, "with --wait: ")
 
 
 def request_of(args: argparse.Namespace) -> sbatch.Request:
@@ -298,6 +299,12 @@ def configure_defaults() -> dict[str, object]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.html and not args.wait:
+        raise BadInput("--html writes the finished job's report: use it with --wait")
+    if args.html:
+        from hpcenv.ui import html_report
+
+        html_report.check_path(Path(args.html))
     prof = schema.load(args.profile)
     job = _render(args, prof)
     for note in job.notes:
@@ -324,13 +331,22 @@ def run(args: argparse.Namespace) -> int:
     state = _wait(job, job_id, timeout, started)
     if own:
         return _own_outcome(
-            job, job_id, state, timeout, started, as_json=args.json, net=prof.platform.nccl_net
+            job,
+            job_id,
+            state,
+            timeout,
+            started,
+            as_json=args.json,
+            net=prof.platform.nccl_net,
+            html=args.html,
+            prof=prof,
         )
     _, err = job.log_paths(job_id)
     report = sbatch.read_report(job, job_id)
     if not state.startswith("COMPLETED") and not isinstance(report, str):
         report = _explained(job, job_id, state, prof.platform.nccl_net) or report
     if isinstance(report, dict):
+        _html(args.html, report, job_id, prof)
         print_json(report)
         excluded = report.get("exclude")
         if excluded and isinstance(excluded, list):  # the bad-node finder named some
@@ -343,6 +359,15 @@ def run(args: argparse.Namespace) -> int:
     if failed is not None:
         raise failed
     return 0
+
+
+def _html(
+    html: str | None, report: dict[str, object], job_id: str, prof: schema.Profile | None
+) -> None:
+    """``--html FILE`` with ``--wait``: the job's report as one HTML page."""
+    from hpcenv.commands import probe
+
+    probe.write_html(html, dict(report), title=f"hpcenv job {job_id}", profile=prof)
 
 
 def _tail(path: Path, lines: int = 20) -> list[str]:
@@ -386,6 +411,8 @@ def _own_outcome(
     *,
     as_json: bool,
     net: str,
+    html: str | None = None,
+    prof: schema.Profile | None = None,
 ) -> int:
     """Your command's job: 0 when it completed, its exit code when it failed (that of
     the first link of a chain), exit 9 when SLURM ended it (timeout, cancel, node),
@@ -406,7 +433,10 @@ def _own_outcome(
         return 0
     _, err = job.log_paths(job_id)
     print_text("\n".join(_tail(err)) + "\n", err=True)
-    if (report := _explained(job, job_id, state, net)) and as_json:
+    report = _explained(job, job_id, state, net)
+    if report and html:
+        _html(html, report, job_id, prof)
+    if report and as_json:
         print_json(report)
     if (why := survive.read_outcome(job.outcome_path(job_id), job_id)) is not None:
         raise why
