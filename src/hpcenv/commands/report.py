@@ -58,6 +58,7 @@ def write_html(
     """Write the page (``expected``: the profile's expected busbw, GB/s); what it drew,
     for ``--json`` and the one line on stderr. Shared by ``probe``, ``doctor`` and
     ``sbatch --wait`` (``--html``)."""
+    from hpcenv.models import sweep
     from hpcenv.ui import html_report
 
     expected = expected or None
@@ -65,10 +66,10 @@ def write_html(
     m = html_report.matrix(report)
     return {
         "html": str(path),
-        "nccl_series": [s.label for s in html_report.series(report)],
+        "nccl_series": [s.label for s in sweep.series(report)],
         "pair_matrix": bool(m and m.hosts),
         "excluded": sorted(m.excluded) if m else [],
-        "probes": len(html_report.results_of(report)),
+        "probes": len(sweep.results_of(report)),
         "expected_busbw_gbps": expected,
     }
 

@@ -26,32 +26,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hpcenv.models.sweep import Series, number, results_of, series, size_text
 from hpcenv.utils import fsio
 from hpcenv.utils.errors import BadInput
 
 #: Line colours (Okabe-Ito, readable by colour-blind people), one per series in turn.
 COLOURS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000")
 STATUS_COLOUR = {"pass": "#1a7f37", "fail": "#cf222e", "error": "#cf222e", "skip": "#9a6700"}
-
-
-@dataclass(frozen=True, kw_only=True)
-class Point:
-    """One message size of a sweep (``probes/nccl_probe.py``'s rows)."""
-
-    nbytes: int
-    time_us: float
-    algbw_gbps: float
-    busbw_gbps: float
-
-
-@dataclass(frozen=True, kw_only=True)
-class Series:
-    """One NCCL result's sweep: a node's own check, a pair, or a plain ``probe nccl``."""
-
-    label: str
-    hosts: tuple[str, ...]
-    status: str
-    points: tuple[Point, ...]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -68,61 +49,6 @@ class Matrix:
 # --- reading ------------------------------------------------------------------------------
 
 
-def results_of(report: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    """The probe results a report holds (``results`` of probe and a job, ``probes`` of
-    doctor)."""
-    for key in ("results", "probes"):
-        value = report.get(key)
-        if isinstance(value, list):
-            return [r for r in value if isinstance(r, Mapping)]
-    return []
-
-
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if math.isfinite(value) else None
-
-
-def _points(rows: Any) -> tuple[Point, ...]:
-    out = []
-    for row in rows if isinstance(rows, list) else ():
-        if not isinstance(row, Mapping):
-            continue
-        nbytes, t = _number(row.get("bytes")), _number(row.get("time_us"))
-        alg, bus = _number(row.get("algbw_gbps")), _number(row.get("busbw_gbps"))
-        if nbytes is None or nbytes <= 0 or alg is None or bus is None:
-            continue
-        out.append(Point(nbytes=int(nbytes), time_us=t or 0.0, algbw_gbps=alg, busbw_gbps=bus))
-    return tuple(sorted(out, key=lambda p: p.nbytes))
-
-
-def _rank_number(rank: Mapping[str, Any]) -> int:
-    value = rank.get("rank")
-    return value if isinstance(value, int) else 1 << 30
-
-
-def series(report: Mapping[str, Any]) -> list[Series]:
-    """Each NCCL result's sweep, from its lowest rank that recorded one (a collective's
-    sizes and times are the same on every rank; rank 0 reports)."""
-    out = []
-    for r in results_of(report):
-        name = str(r.get("name", ""))
-        if name != "nccl" and not name.startswith("nccl "):
-            continue
-        ranks = [x for x in r.get("ranks") or () if isinstance(x, Mapping)]
-        ranks.sort(key=_rank_number)
-        for rank in ranks:
-            details = rank.get("details")
-            points = _points(details.get("sizes") if isinstance(details, Mapping) else None)
-            if points:
-                hosts = tuple(str(h) for h in (r.get("hosts") or {}))
-                status = str(r.get("status", ""))
-                out.append(Series(label=name, hosts=hosts, status=status, points=points))
-                break
-    return out
-
-
 def matrix(report: Mapping[str, Any]) -> Matrix | None:
     """The pair matrix of ``probe --pairs --json`` (its ``pairs`` object), else None."""
     found = report.get("pairs")
@@ -137,7 +63,7 @@ def matrix(report: Mapping[str, Any]) -> Matrix | None:
             continue
         a, b = (str(h) for h in p["hosts"])
         for key in ((a, b), (b, a)):
-            busbw[key] = _number(p.get("busbw_gbps"))
+            busbw[key] = number(p.get("busbw_gbps"))
             status[key] = str(p.get("status", ""))
     return Matrix(
         hosts=hosts,
@@ -153,15 +79,6 @@ def matrix(report: Mapping[str, Any]) -> Matrix | None:
 
 def _e(value: object) -> str:
     return html.escape(str(value), quote=True)
-
-
-def size_text(nbytes: float) -> str:
-    """``1K``, ``64M``, ``1G``: the size as nccl-tests' users read it."""
-    for unit, size in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
-        if nbytes >= size:
-            value = nbytes / size
-            return f"{value:g}{unit}" if value == int(value) else f"{value:.3g}{unit}"
-    return f"{nbytes:g}B"
 
 
 def _nice_top(value: float) -> float:
@@ -314,7 +231,7 @@ def probe_table(results: Sequence[Mapping[str, Any]]) -> str:
     rows = []
     for r in results:
         status = str(r.get("status", ""))
-        seconds = _number(r.get("seconds"))
+        seconds = number(r.get("seconds"))
         remedy = str(r.get("remedy", "")) if status != "pass" else ""
         rows.append(
             f'<tr class="{_e(status)}"><td>{_e(r.get("name", ""))}</td>'
@@ -334,7 +251,7 @@ def timings(report: Mapping[str, Any]) -> list[tuple[str, str, float]]:
     out = []
     for key, name in (("stages", "stage"), ("steps", "step")):
         for s in report.get(key) or ():
-            if isinstance(s, Mapping) and (seconds := _number(s.get("seconds"))) is not None:
+            if isinstance(s, Mapping) and (seconds := number(s.get("seconds"))) is not None:
                 out.append(
                     (str(s.get(name, "")), str(s.get("summary", s.get("what", ""))), seconds)
                 )

@@ -9,6 +9,7 @@ import json
 import re
 from typing import Any
 
+from hpcenv.models import sweep
 from hpcenv.ui import html_report
 from support import DATA
 
@@ -19,7 +20,7 @@ def _load(name: str) -> dict[str, Any]:
 
 
 def test_series_per_node_and_per_pair_from_the_finder() -> None:
-    found = html_report.series(_load("pairs_3node.json"))
+    found = sweep.series(_load("pairs_3node.json"))
     assert [s.label for s in found] == ["nccl node1", "nccl node2", "nccl node3",
                                         "nccl node2+node3", "nccl node1+node3",
                                         "nccl node1+node2"]  # fmt: skip
@@ -63,11 +64,11 @@ def test_a_report_without_nccl_draws_no_chart_and_keeps_the_rest() -> None:
               "summary": "no CUDA", "remedy": "load the driver"}],
               "stages": [{"stage": "build", "seconds": 12.0, "summary": "built"}]}  # fmt: skip
     page = html_report.render(report, title="doctor")
-    assert "<svg class=\"chart\"" not in page
+    assert '<svg class="chart"' not in page
     assert "load the driver" in page and '<svg class="timings"' in page and "12.0 s" in page
 
 
 def test_sizes_read_like_nccl_tests() -> None:
-    assert [html_report.size_text(n) for n in (512, 1024, 3 << 19, 1 << 30)] == [
+    assert [sweep.size_text(n) for n in (512, 1024, 3 << 19, 1 << 30)] == [
         "512B", "1K", "1.5M", "1G"
     ]  # fmt: skip
