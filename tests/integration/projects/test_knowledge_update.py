@@ -225,6 +225,14 @@ def test_cli_update_and_check_against_the_standin(
         "--out", str(tmp_path), "--no-vllm",
     )  # fmt: skip
     assert code == 0 and "torch_index.toml: 5 rows, changed" in out  # 2 platforms, 3 wheels
+    code, out, _ = _cli(
+        capsys, "knowledge", "update", "--pypi", standin.url, "--out", str(tmp_path), "--no-vllm",
+        "--json",
+    )  # fmt: skip
+    said = json.loads(out)
+    assert code == 0 and said["pypi"] == standin.url and said["index"] is None
+    assert said["files"] == [{"path": str(tmp_path / "torch_pypi.toml"), "rows": 3,
+                              "changed": False}]  # fmt: skip
     # hpcenv's own data has no 2.15.0-sized gap here, but the stand-in lists 2.9.1 and 2.15.0
     # only; check against a stand-in listing a release the data cannot have
     s = StandIn(tmp_path / "future")
@@ -232,10 +240,15 @@ def test_cli_update_and_check_against_the_standin(
     s.start()
     try:
         code, _, err = _cli(capsys, "knowledge", "check", "--pypi", s.url)
+        # --json: cli's error object on stdout, the same line on stderr
+        json_code, out, _ = _cli(capsys, "knowledge", "check", "--pypi", s.url, "--json")
     finally:
         s.stop()
     assert code == 7
     assert err.count("\n") == 1 and "torch 9.1.0" in err and "hpcenv knowledge update" in err
+    said = json.loads(out)
+    assert json_code == 7 and said["ok"] is False and said["exit_code"] == 7
+    assert said["command"] == "knowledge" and "torch 9.1.0" in said["error"]
 
 
 # The committed data against the real PyPI is not a test of this suite: a release upstream
@@ -283,6 +296,10 @@ def test_check_fails_on_a_flash_attn_release_the_list_lacks(
         code, out, err = _cli(capsys, "knowledge", "check", "--pypi", s.url)
         assert code == 0, err
         assert f"flash-attn {known[0]} to {known[-1]}" in out
+        code, out, err = _cli(capsys, "knowledge", "check", "--pypi", s.url, "--json")
+        said = json.loads(out)
+        assert code == 0 and said["current"] is True and said["pypi"] == s.url
+        assert f"flash-attn {known[0]} to {known[-1]}" in said["summary"]
     finally:
         s.stop()
 
