@@ -38,10 +38,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_json_option(check)
 
 
-def _log(line: str) -> None:
-    print_text(f"{line}\n", err=True)
-
-
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -54,11 +50,20 @@ def run(args: argparse.Namespace) -> int:
         else:
             print_text(f"{line}\n")
         return 0
+    from hpcenv.ui import progress, report
+
     out = Path(args.out) if args.out else None
     files = []
-    for written in update.update_all(
-        pypi=args.pypi, index=args.index, out=out, vllm=not args.no_vllm, log=_log
-    ):
+    with progress.Progress(report.err_console) as shown:
+        found = update.update_all(
+            pypi=args.pypi,
+            index=args.index,
+            out=out,
+            vllm=not args.no_vllm,
+            log=shown.note,
+            expect=shown.task,
+        )
+    for written in found:
         files.append({"path": str(written.path), "rows": written.rows, "changed": written.changed})
         if not args.json:
             state = "changed" if written.changed else "unchanged"

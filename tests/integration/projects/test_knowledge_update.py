@@ -22,6 +22,7 @@ from hpcenv.knowledge import listing, remote, vllm, wheels
 from hpcenv.knowledge.refresh import update
 from hpcenv.knowledge.refresh import vllm as vllm_refresh
 from hpcenv.utils.errors import BadInput
+from support import require
 from support.torch_standin import StandIn, torch_wheel
 
 if sys.version_info >= (3, 11):
@@ -249,6 +250,37 @@ def test_cli_update_and_check_against_the_standin(
     said = json.loads(out)
     assert json_code == 7 and said["ok"] is False and said["exit_code"] == 7
     assert said["command"] == "knowledge" and "torch 9.1.0" in said["error"]
+
+
+def test_update_shows_progress_on_a_terminal_and_few_lines_in_a_pipe(
+    standin: StandIn, tmp_path: Path
+) -> None:
+    """Through a real pseudo-terminal (util-linux ``script``): rich's bar with counts; through
+    a pipe: plain lines, one as each phase starts and ends, none per wheel (rate-limited)."""
+    import os
+    import shlex
+    import shutil
+    import subprocess
+
+    require("script", shutil.which("script") is not None, "apt-get install util-linux")
+    argv = [sys.executable, "-m", "hpcenv", "knowledge", "update", "--pypi", standin.url,
+            "--out", str(tmp_path), "--no-vllm"]  # fmt: skip
+    env = {**os.environ, "COLUMNS": "120", "TERM": "xterm", "HPCENV_PROGRESS_INTERVAL": "3600"}
+    env.pop("NO_COLOR", None)
+    pty = subprocess.run(["script", "-qec", shlex.join(argv), "/dev/null"], env=env,
+                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert pty.returncode == 0, pty.stdout
+    screen = pty.stdout
+    assert "torch wheels on PyPI" in screen and "3/3" in screen and "━" in screen, screen
+    assert "\x1b[" in screen  # drawn, not printed
+    pipe = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+    assert pipe.returncode == 0, pipe.stderr
+    lines = pipe.stderr.splitlines()
+    assert "\x1b" not in pipe.stderr
+    assert lines[0] == "torch wheels on PyPI: 0/3 ..."
+    assert re.fullmatch(r"torch wheels on PyPI: done, 3/3 in \d+\.\d s", lines[1]), lines
+    assert lines[2].startswith("torchvision/torchaudio wheels: 0 done")
+    assert len(lines) == 4 and lines[3].startswith("torchvision/torchaudio wheels: done, ")
 
 
 # The committed data against the real PyPI is not a test of this suite: a release upstream

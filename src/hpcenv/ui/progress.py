@@ -1,0 +1,191 @@
+"""Progress on long work, for every command (``knowledge update``, the probe suite and its
+NCCL sweep, the bad-node finder's rounds, ``profile init``'s srun, a build's steps such
+as a flash-attn compile): the one owner of how it looks.
+
+- On a terminal: rich's live display on stderr, a bar with counts and rate where the
+  total is known, a spinner with the elapsed time where it is not.
+- In a pipe or a job log: plain lines, rate-limited and alive: one when a task starts,
+  then at most one per interval as it advances, one at least per interval while it is
+  silent (a heartbeat, so a 20-minute compile does not look hung), and one when it ends.
+  The interval is 30 s (``HPCENV_PROGRESS_INTERVAL`` sets another, in seconds).
+
+Lower layers never see this class: they call back (``log(line)``, ``on_done(result)``,
+``expect(n)``), and the command hands them this object's methods.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from types import TracebackType
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    ProgressColumn,
+    SpinnerColumn,
+    Task,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.progress import Progress as RichProgress
+from rich.text import Text
+
+from hpcenv.kit import threads
+
+DEFAULT_INTERVAL = 30.0
+
+
+def interval_from_env() -> float:
+    """``HPCENV_PROGRESS_INTERVAL`` (seconds, > 0), else 30 s."""
+    try:
+        value = float(os.environ.get("HPCENV_PROGRESS_INTERVAL", ""))
+    except ValueError:
+        return DEFAULT_INTERVAL
+    return value if 0 < value < float("inf") else DEFAULT_INTERVAL
+
+
+class _Rate(ProgressColumn):
+    """Items per second, once some are done."""
+
+    def render(self, task: Task) -> Text:
+        speed = task.finished_speed or task.speed
+        return Text(f"{speed:.2g}/s" if speed else "", style="dim")
+
+
+def plain_line(what: str, done: int, total: int | None, seconds: float, note: str = "") -> str:
+    """One progress line for a log: ``what: 12/95 (1.3/s, 9 s) note``."""
+    count = f"{done}/{total}" if total is not None else f"{done} done"
+    rate = f"{done / seconds:.2g}/s, " if done and seconds > 0 else ""
+    return f"{what}: {count} ({rate}{seconds:.0f} s)" + (f" {note}" if note else "")
+
+
+class Progress:
+    """A sequence of tasks (``task(what, total)``, ``advance``), shown as the module says.
+    Use as a context manager; ``clock`` and ``interval`` are the tests' handles."""
+
+    def __init__(
+        self,
+        out: Console,
+        *,
+        interval: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        heartbeat: bool = True,
+    ) -> None:
+        self.out = out
+        self.live = out.is_terminal
+        self.interval = interval if interval is not None else interval_from_env()
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._what = ""
+        self._total: int | None = None
+        self._done = 0
+        self._note = ""
+        self._start = 0.0
+        self._said = 0.0
+        self._running = False
+        self._stop = threading.Event()
+        self._heartbeat = heartbeat and not self.live
+        self._rich: RichProgress | None = None
+        self._task_id: object = None
+
+    # --- the context -------------------------------------------------------------------
+
+    def __enter__(self) -> Progress:
+        if self.live:
+            self._rich = RichProgress(
+                SpinnerColumn(),
+                TextColumn("{task.description}"),
+                BarColumn(bar_width=30),
+                MofNCompleteColumn(),
+                _Rate(),
+                TimeElapsedColumn(),
+                console=self.out,
+                transient=False,
+            )
+            with threads.stop_signals_blocked():  # rich's refresh thread never takes a stop
+                self._rich.start()
+        elif self._heartbeat:
+            threads.start(self._beat)
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.finish(ok=kind is None)
+        self._stop.set()
+        if self._rich is not None:
+            self._rich.stop()
+
+    # --- what the work calls ------------------------------------------------------------
+
+    def task(self, what: str, total: int | None = None) -> None:
+        """A new task (the one before it finished)."""
+        self.finish()
+        with self._lock:
+            self._what, self._total, self._done, self._note = what, total, 0, ""
+            self._start = self._said = self.clock()
+            self._running = True
+        if self._rich is not None:
+            self._task_id = self._rich.add_task(what, total=total)
+        else:
+            self._say(plain_line(what, 0, total, 0.0).replace(" (0 s)", " ..."))
+
+    def advance(self, note: str = "", n: int = 1) -> None:
+        with self._lock:
+            if not self._running:
+                return
+            self._done += n
+            self._note = note
+            now = self.clock()
+            due = now - self._said >= self.interval
+            line = plain_line(self._what, self._done, self._total, now - self._start, note)
+            if due:
+                self._said = now
+        if self._rich is not None:
+            desc = f"{self._what} {note}".strip()
+            self._rich.update(self._task_id, advance=n, description=desc)  # type: ignore[arg-type]
+        elif due:
+            self._say(line)
+
+    def note(self, line: str) -> None:
+        """A ``log(line)`` callback: each line is one item done."""
+        self.advance(line)
+
+    def finish(self, *, ok: bool = True) -> None:
+        """End the current task: its last line (a log) or its bar completed (a terminal)."""
+        with self._lock:
+            if not self._running:
+                return
+            self._running = False
+            seconds = self.clock() - self._start
+            what, done, total = self._what, self._done, self._total
+        if self._rich is not None:
+            self._rich.update(self._task_id, total=total if total is not None else done,  # type: ignore[arg-type]
+                              completed=done, description=what)  # fmt: skip
+            return
+        end = "done" if ok else "stopped"
+        count = f"{done}/{total}" if total is not None else f"{done}"
+        self._say(f"{what}: {end}, {count} in {seconds:.1f} s")
+
+    # --- a log's heartbeat --------------------------------------------------------------
+
+    def _beat(self) -> None:
+        while not self._stop.wait(min(self.interval, 5.0) if self.interval > 5 else self.interval):
+            with self._lock:
+                now = self.clock()
+                if not self._running or now - self._said < self.interval:
+                    continue
+                self._said = now
+                line = plain_line(self._what, self._done, self._total, now - self._start,
+                                  self._note)  # fmt: skip
+            self._say(f"{line} (still running)")
+
+    def _say(self, line: str) -> None:
+        self.out.print(line, soft_wrap=True, highlight=False)
