@@ -125,18 +125,32 @@ def execute(
     extra: dict[str, list[str]] | None = None,
 ) -> tuple[list[ProbeResult], Path]:
     """``names`` in ``target`` on this node's launcher (srun inside a SLURM allocation),
-    progress on stderr. Shared by ``probe`` and ``doctor``."""
-    return suite.execute(
-        target,
-        names,
-        launcher=srun.launcher_here(),
-        ranks=ranks,
-        timeout=timeout,
-        results_dir=results_dir,
-        extra=extra,
-        on_start=_started,
-        on_done=_done,
-    )
+    progress on stderr (``ui/progress.py``: the probes done of all, the one running with
+    its elapsed time, such as the NCCL sweep). Shared by ``probe`` and ``doctor``."""
+    from hpcenv.ui import progress
+
+    with progress.Progress(report.err_console, transient=True) as shown:
+        shown.task("probes", len(names))
+
+        def started(spec: runner.ProbeSpec) -> None:
+            _started(spec)
+            shown.running(spec.name)
+
+        def done(r: ProbeResult) -> None:
+            _done(r)
+            shown.advance(r.name)
+
+        return suite.execute(
+            target,
+            names,
+            launcher=srun.launcher_here(),
+            ranks=ranks,
+            timeout=timeout,
+            results_dir=results_dir,
+            extra=extra,
+            on_start=started,
+            on_done=done,
+        )
 
 
 def report_json(
@@ -173,15 +187,25 @@ def run_pairs(args: argparse.Namespace, target: runner.Target) -> int:
     result_dir = suite.result_dir(target, args.results_dir, args.timeout)
     hosts = launcher.layout.hosts
     report.err_console.print(f"bad-node finder over {len(hosts)} nodes ...", style="dim")
-    found = pairs.find(
-        target,
-        launcher,
-        result_dir=result_dir,
-        timeout_s=args.timeout,
-        sizes=args.nccl_sizes,
-        rounds=args.pair_rounds,
-        on_done=_done,
-    )
+    runs = len(hosts) + sum(len(r) for r in pairs.schedule(hosts, args.pair_rounds))
+    from hpcenv.ui import progress
+
+    with progress.Progress(report.err_console, transient=True) as shown:
+        shown.task("node checks and pair rounds", runs)
+
+        def done(r: ProbeResult) -> None:
+            _done(r)
+            shown.advance(r.name)
+
+        found = pairs.find(
+            target,
+            launcher,
+            result_dir=result_dir,
+            timeout_s=args.timeout,
+            sizes=args.nccl_sizes,
+            rounds=args.pair_rounds,
+            on_done=done,
+        )
     results = found.results()
     if args.junit:
         junit.write(Path(args.junit), results, suite_name=f"hpcenv nccl pairs {target.name}")

@@ -57,7 +57,11 @@ def _facts(args: argparse.Namespace, partition: str | None, problems: list[str])
         return load(args.facts)
     if partition is None:
         return None
-    found, why = survey.compute_facts(partition, timeout=args.srun_timeout)
+    from hpcenv.ui import progress, report
+
+    with progress.Progress(report.err_console, transient=True) as shown:
+        shown.task(f"a compute node's facts through srun -p {partition}")
+        found, why = survey.compute_facts(partition, timeout=args.srun_timeout)
     if found is None:
         problems.append(why)
     return found
@@ -68,9 +72,12 @@ def _init(args: argparse.Namespace) -> int:
     from hpcenv.models.facts import Facts
     from hpcenv.models.survey_model import Survey
     from hpcenv.slurm import survey
+    from hpcenv.ui import progress, report
     from hpcenv.utils import fsio
 
-    seen = survey.survey(partition=args.partition)
+    with progress.Progress(report.err_console, transient=True) as shown:
+        shown.task("SLURM partitions, GPU syntax and Lmod modules")
+        seen = survey.survey(partition=args.partition)
     problems = list(seen.problems)
     partition = seen.slurm.surveyed if seen.slurm and seen.slurm.surveyed else None
     facts = _facts(args, partition, problems)

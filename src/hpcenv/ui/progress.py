@@ -4,10 +4,11 @@ as a flash-attn compile): the one owner of how it looks.
 
 - On a terminal: rich's live display on stderr, a bar with counts and rate where the
   total is known, a spinner with the elapsed time where it is not.
-- In a pipe or a job log: plain lines, rate-limited and alive: one when a task starts,
-  then at most one per interval as it advances, one at least per interval while it is
-  silent (a heartbeat, so a 20-minute compile does not look hung), and one when it ends.
-  The interval is 30 s (``HPCENV_PROGRESS_INTERVAL`` sets another, in seconds).
+- In a pipe or a job log: plain lines, rate-limited and alive: nothing for work shorter
+  than an interval, then at most one line per interval as it advances, one at least per
+  interval while it is silent (a heartbeat, so a 20-minute compile does not look hung),
+  and one when it ends. The interval is 30 s (``HPCENV_PROGRESS_INTERVAL`` sets another,
+  in seconds).
 
 Lower layers never see this class: they call back (``log(line)``, ``on_done(result)``,
 ``expect(n)``), and the command hands them this object's methods.
@@ -24,7 +25,6 @@ from types import TracebackType
 from rich.console import Console
 from rich.progress import (
     BarColumn,
-    MofNCompleteColumn,
     ProgressColumn,
     SpinnerColumn,
     Task,
@@ -48,6 +48,15 @@ def interval_from_env() -> float:
     return value if 0 < value < float("inf") else DEFAULT_INTERVAL
 
 
+class _Count(ProgressColumn):
+    """``12/95`` where the total is known, ``3 done`` where it is not (nothing before)."""
+
+    def render(self, task: Task) -> Text:
+        if task.total is not None:
+            return Text(f"{int(task.completed)}/{int(task.total)}")
+        return Text(f"{int(task.completed)} done" if task.completed else "")
+
+
 class _Rate(ProgressColumn):
     """Items per second, once some are done."""
 
@@ -57,10 +66,11 @@ class _Rate(ProgressColumn):
 
 
 def plain_line(what: str, done: int, total: int | None, seconds: float, note: str = "") -> str:
-    """One progress line for a log: ``what: 12/95 (1.3/s, 9 s) note``."""
-    count = f"{done}/{total}" if total is not None else f"{done} done"
+    """One progress line for a log: ``what: 12/95 (1.3/s, 9 s) note``; ``what: (45 s)``
+    for work that counts nothing."""
+    count = f"{done}/{total} " if total is not None else f"{done} done " if done else ""
     rate = f"{done / seconds:.2g}/s, " if done and seconds > 0 else ""
-    return f"{what}: {count} ({rate}{seconds:.0f} s)" + (f" {note}" if note else "")
+    return f"{what}: {count}({rate}{seconds:.0f} s)" + (f" {note}" if note else "")
 
 
 class Progress:
@@ -74,6 +84,7 @@ class Progress:
         interval: float | None = None,
         clock: Callable[[], float] = time.monotonic,
         heartbeat: bool = True,
+        transient: bool = False,
     ) -> None:
         self.out = out
         self.live = out.is_terminal
@@ -86,11 +97,13 @@ class Progress:
         self._note = ""
         self._start = 0.0
         self._said = 0.0
+        self._spoke = False  # this task said something in the log
         self._running = False
         self._stop = threading.Event()
         self._heartbeat = heartbeat and not self.live
         self._rich: RichProgress | None = None
         self._task_id: object = None
+        self._transient = transient
 
     # --- the context -------------------------------------------------------------------
 
@@ -100,11 +113,11 @@ class Progress:
                 SpinnerColumn(),
                 TextColumn("{task.description}"),
                 BarColumn(bar_width=30),
-                MofNCompleteColumn(),
+                _Count(),
                 _Rate(),
                 TimeElapsedColumn(),
                 console=self.out,
-                transient=False,
+                transient=self._transient,
             )
             with threads.stop_signals_blocked():  # rich's refresh thread never takes a stop
                 self._rich.start()
@@ -126,16 +139,15 @@ class Progress:
     # --- what the work calls ------------------------------------------------------------
 
     def task(self, what: str, total: int | None = None) -> None:
-        """A new task (the one before it finished)."""
+        """A new task (the one before it finished); a log hears of it after an interval."""
         self.finish()
         with self._lock:
             self._what, self._total, self._done, self._note = what, total, 0, ""
             self._start = self._said = self.clock()
             self._running = True
-        if self._rich is not None:
+            self._spoke = False
+        if self._rich is not None:  # (a log hears of it once it has run an interval)
             self._task_id = self._rich.add_task(what, total=total)
-        else:
-            self._say(plain_line(what, 0, total, 0.0).replace(" (0 s)", " ..."))
 
     def advance(self, note: str = "", n: int = 1) -> None:
         with self._lock:
@@ -148,11 +160,19 @@ class Progress:
             line = plain_line(self._what, self._done, self._total, now - self._start, note)
             if due:
                 self._said = now
+                self._spoke = True
         if self._rich is not None:
             desc = f"{self._what} {note}".strip()
             self._rich.update(self._task_id, advance=n, description=desc)  # type: ignore[arg-type]
         elif due:
             self._say(line)
+
+    def running(self, note: str) -> None:
+        """What the task is doing now, nothing done yet (a log's heartbeat says it)."""
+        with self._lock:
+            self._note = note
+        if self._rich is not None:
+            self._rich.update(self._task_id, description=f"{self._what} {note}".strip())  # type: ignore[arg-type]
 
     def note(self, line: str) -> None:
         """A ``log(line)`` callback: each line is one item done."""
@@ -165,14 +185,16 @@ class Progress:
                 return
             self._running = False
             seconds = self.clock() - self._start
-            what, done, total = self._what, self._done, self._total
+            what, done, total, spoke = self._what, self._done, self._total, self._spoke
         if self._rich is not None:
             self._rich.update(self._task_id, total=total if total is not None else done,  # type: ignore[arg-type]
                               completed=done, description=what)  # fmt: skip
             return
+        if not spoke:  # it never said it started
+            return
         end = "done" if ok else "stopped"
-        count = f"{done}/{total}" if total is not None else f"{done}"
-        self._say(f"{what}: {end}, {count} in {seconds:.1f} s")
+        count = f"{done}/{total} " if total is not None else f"{done} " if done else ""
+        self._say(f"{what}: {end}, {count}in {seconds:.1f} s")
 
     # --- a log's heartbeat --------------------------------------------------------------
 
@@ -183,6 +205,7 @@ class Progress:
                 if not self._running or now - self._said < self.interval:
                     continue
                 self._said = now
+                self._spoke = True
                 line = plain_line(self._what, self._done, self._total, now - self._start,
                                   self._note)  # fmt: skip
             self._say(f"{line} (still running)")

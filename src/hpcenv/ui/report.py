@@ -28,7 +28,7 @@ from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
-from hpcenv.kit import registry, threads
+from hpcenv.kit import registry
 from hpcenv.models import sweep
 from hpcenv.models.facts import Facts
 from hpcenv.utils import redact
@@ -62,18 +62,24 @@ err_console = MaskingConsole(stderr=True)
 
 
 class BuildProgress:
-    """A build's steps as rich progress lines on stderr (``hpcenv.build.builder.Progress``)."""
+    """A build's steps on stderr (``hpcenv.build.builder.Progress``), through
+    ``ui/progress.py``: a spinner with the elapsed time on a terminal, then a ✓ line; in a
+    log a line as each step starts and ends, and one per interval while a long one (a
+    flash-attn compile) runs."""
 
     @contextlib.contextmanager
     def running(self, what: str) -> Iterator[None]:
-        with contextlib.ExitStack() as stack:
-            # rich's spinner is a thread: started so that it never takes a stop signal
-            with threads.stop_signals_blocked():  # (hpcenv.kit.threads)
-                stack.enter_context(err_console.status(Text(what, style="bold")))
+        from hpcenv.ui import progress
+
+        with progress.Progress(err_console, transient=True) as shown:
+            shown.task(what)
             yield
 
     def finished(self, what: str, seconds: float) -> None:
-        err_console.print(Text("✓", style="green"), what, Text(f"({seconds:.1f} s)", style="dim"))
+        if err_console.is_terminal:  # a log had the step's last line already
+            err_console.print(
+                Text("✓", style="green"), what, Text(f"({seconds:.1f} s)", style="dim")
+            )
 
 
 def styled(value: object, style: str) -> Text:

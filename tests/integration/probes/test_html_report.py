@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import shutil
 import struct
 import subprocess
@@ -59,21 +60,33 @@ def _hpcenv(*argv: str, home: Path) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.slow
 def test_probe_nccl_html_shows_the_sweep_in_chromium(probe_python: Path, tmp_path: Path) -> None:
+    """On a real pseudo-terminal (util-linux ``script``): the probes' progress bar and the
+    sweep's table on the screen, the page written beside it and drawn by Chromium."""
     _browser()
+    require("script", shutil.which("script") is not None, "apt-get install util-linux")
     prof = tmp_path / "t.toml"
     prof.write_text('[profile]\nname = "t"\n[probes]\nnccl_expect_busbw_gbps = 0.5\n')
     page = tmp_path / "nccl.html"
-    done = _hpcenv("probe", "nccl", "--env", str(probe_python), "--profile", str(prof),
-                   "--ranks", "2", "--nccl-sizes", "1K:1M", "--html", str(page), "--json",
-                   home=tmp_path)  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    sizes = json.loads(done.stdout)["results"][0]["ranks"][0]["details"]["sizes"]
+    argv = [sys.executable, "-m", "hpcenv", "probe", "nccl", "--env", str(probe_python),
+            "--profile", str(prof), "--ranks", "2", "--nccl-sizes", "1K:1M", "--html", str(page)]
+    env = {"HPCENV_HOME": str(tmp_path), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path),
+           "TERM": "xterm", "COLUMNS": "160"}  # fmt: skip
+    done = subprocess.run(["script", "-qec", shlex.join(argv), "/dev/null"], env=env, cwd=REPO,
+                          capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+    screen = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", done.stdout)
+    assert done.returncode == 0, screen
+    assert "probes" in screen and "1/1" in screen and "━" in screen  # the progress bar
+    assert "nccl allreduce sweep" in screen
+    sweep = screen.split("nccl allreduce sweep", 1)[1].splitlines()
+    assert [row.split()[0] for row in sweep[2:13]] == [
+        "1K", "2K", "4K", "8K", "16K", "32K", "64K", "128K", "256K", "512K", "1M"
+    ]  # fmt: skip
     dom, console = _open(page, tmp_path)
     assert console == []
     assert dom.count('<svg class="chart"') == 2
     assert 'data-metric="busbw"' in dom and 'data-metric="algbw"' in dom
     assert dom.count('<g class="series" data-series="nccl">') == 2
-    assert dom.count("<circle") == 2 * len(sizes) == 2 * 11  # 1K..1M, one per size
+    assert dom.count("<circle") == 2 * 11  # 1K..1M, one per size, in each chart
     assert dom.count('<line class="expected"') == 1 and "expected 0.5 GB/s" in dom
     assert "<script" not in dom and "http://" not in dom.replace("http://www.w3.org/2000/svg", "")
 

@@ -32,10 +32,20 @@ def test_a_log_gets_one_line_per_interval_however_fast_the_work() -> None:
             clock.now += 1.0  # 50 items in 50 s: lines at 10 s, 20 s, ... 50 s
             shown.note(f"reading w{i}")
     lines = out.file.getvalue().splitlines()  # type: ignore[attr-defined]
-    assert lines[0] == "wheels: 0/50 ..."
-    assert lines[1] == "wheels: 10/50 (1/s, 10 s) reading w9"
-    assert len(lines) == 1 + 5 + 1 and lines[5].startswith("wheels: 50/50 (1/s, 50 s)")
+    assert lines[0] == "wheels: 10/50 (1/s, 10 s) reading w9"
+    assert len(lines) == 5 + 1 and lines[4].startswith("wheels: 50/50 (1/s, 50 s)")
     assert lines[-1] == "wheels: done, 50/50 in 50.0 s"
+
+
+def test_work_shorter_than_an_interval_is_quiet_in_a_log() -> None:
+    out, clock = _log_console(), Clock()
+    with progress.Progress(out, interval=10.0, clock=clock, heartbeat=False) as shown:
+        shown.task("survey")
+        clock.now += 9.0
+        shown.advance()
+        shown.task("srun", 1)
+        raise_nothing = clock.now
+    assert out.file.getvalue() == "" and raise_nothing == 109.0  # type: ignore[attr-defined]
 
 
 def test_a_task_without_a_total_counts_and_a_stop_is_said() -> None:
@@ -49,7 +59,7 @@ def test_a_task_without_a_total_counts_and_a_stop_is_said() -> None:
     except KeyboardInterrupt:
         pass
     lines = out.file.getvalue().splitlines()  # type: ignore[attr-defined]
-    assert lines == ["srun facts: 0 done ...", "srun facts: 1 done (0.14/s, 7 s)",
+    assert lines == ["srun facts: 1 done (0.14/s, 7 s)",
                      "srun facts: stopped, 1 in 7.0 s"]  # fmt: skip
 
 
@@ -61,7 +71,8 @@ def test_a_silent_task_stays_alive_in_a_log() -> None:
     lines = out.file.getvalue().splitlines()  # type: ignore[attr-defined]
     alive = [x for x in lines if x.endswith("(still running)")]
     assert 2 <= len(alive) <= 9, lines
-    assert alive[0].startswith("building flash-attn: 0 done (")
+    assert alive[0].startswith("building flash-attn: (0 s)")
+    assert lines[-1].startswith("building flash-attn: done, in")
 
 
 def test_a_terminal_gets_a_bar_with_counts() -> None:
