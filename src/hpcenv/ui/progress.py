@@ -104,6 +104,7 @@ class Progress:
         self._rich: RichProgress | None = None
         self._task_id: object = None
         self._transient = transient
+        self._beater: threading.Thread | None = None
 
     # --- the context -------------------------------------------------------------------
 
@@ -122,7 +123,7 @@ class Progress:
             with threads.stop_signals_blocked():  # rich's refresh thread never takes a stop
                 self._rich.start()
         elif self._heartbeat:
-            threads.start(self._beat)
+            self._beater = threads.start(self._beat)
         return self
 
     def __exit__(
@@ -133,6 +134,8 @@ class Progress:
     ) -> None:
         self.finish(ok=kind is None)
         self._stop.set()
+        if self._beater is not None:  # it wakes on the event: gone before hpcenv goes on
+            self._beater.join()
         if self._rich is not None:
             self._rich.stop()
 
@@ -199,7 +202,7 @@ class Progress:
     # --- a log's heartbeat --------------------------------------------------------------
 
     def _beat(self) -> None:
-        while not self._stop.wait(min(self.interval, 5.0) if self.interval > 5 else self.interval):
+        while not self._stop.wait(min(self.interval, 5.0)):
             with self._lock:
                 now = self.clock()
                 if not self._running or now - self._said < self.interval:
