@@ -231,7 +231,8 @@ def test_cli_update_and_check_against_the_standin(
         "--json",
     )  # fmt: skip
     said = json.loads(out)
-    assert code == 0 and said["pypi"] == standin.url and said["index"] is None
+    assert code == 0 and said["schema"] == 1 and said["pypi"] == standin.url
+    assert said["index"] is None
     assert said["files"] == [{"path": str(tmp_path / "torch_pypi.toml"), "rows": 3,
                               "changed": False}]  # fmt: skip
     # hpcenv's own data has no 2.15.0-sized gap here, but the stand-in lists 2.9.1 and 2.15.0
@@ -335,6 +336,7 @@ def test_check_fails_on_a_flash_attn_release_the_list_lacks(
         code, out, err = _cli(capsys, "knowledge", "check", "--pypi", s.url, "--json")
         said = json.loads(out)
         assert code == 0 and said["current"] is True and said["pypi"] == s.url
+        assert said["schema"] == 1
         assert f"flash-attn {known[0]} to {known[-1]}" in said["summary"]
     finally:
         s.stop()
