@@ -12,7 +12,6 @@ import json
 import re
 import shlex
 import shutil
-import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -20,36 +19,7 @@ from pathlib import Path
 import pytest
 
 from support import DATA, REPO, require
-
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-
-
-def _browser() -> str:
-    require("chromium", CHROMIUM is not None, "apt-get install chromium (.ci/run installs it)")
-    assert CHROMIUM
-    return CHROMIUM
-
-
-def _chromium(page: Path, tmp_path: Path, *mode: str) -> subprocess.CompletedProcess[str]:
-    """Headless Chromium on ``page`` with its console logged to stderr (``INFO:CONSOLE``)."""
-    argv = [_browser(), "--headless", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr",
-            "--v=0", f"--user-data-dir={tmp_path / 'chromium-profile'}", "--window-size=1200,1800",
-            *mode, page.as_uri()]  # fmt: skip
-    return subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
-
-
-def _open(page: Path, tmp_path: Path) -> tuple[str, list[str]]:
-    """The DOM Chromium rendered, its console lines; a screenshot beside the page."""
-    shot = page.with_suffix(".png")
-    done = _chromium(page, tmp_path, f"--screenshot={shot}")
-    assert shot.is_file(), done.stderr
-    png = shot.read_bytes()
-    assert png[:8] == b"\x89PNG\r\n\x1a\n"
-    assert struct.unpack(">II", png[16:24]) == (1200, 1800)
-    dumped = _chromium(page, tmp_path, "--dump-dom")
-    assert dumped.returncode == 0, dumped.stderr
-    console = [line for line in (done.stderr + dumped.stderr).splitlines() if ":CONSOLE" in line]
-    return dumped.stdout, console
+from support.browser import browser, open_page
 
 
 def _hpcenv(*argv: str, home: Path) -> subprocess.CompletedProcess[str]:
@@ -62,7 +32,7 @@ def _hpcenv(*argv: str, home: Path) -> subprocess.CompletedProcess[str]:
 def test_probe_nccl_html_shows_the_sweep_in_chromium(probe_python: Path, tmp_path: Path) -> None:
     """On a real pseudo-terminal (util-linux ``script``): the probes' progress bar and the
     sweep's table on the screen, the page written beside it and drawn by Chromium."""
-    _browser()
+    browser()
     require("script", shutil.which("script") is not None, "apt-get install util-linux")
     prof = tmp_path / "t.toml"
     prof.write_text('[profile]\nname = "t"\n[probes]\nnccl_expect_busbw_gbps = 0.5\n')
@@ -81,7 +51,7 @@ def test_probe_nccl_html_shows_the_sweep_in_chromium(probe_python: Path, tmp_pat
     assert [row.split()[0] for row in sweep[2:13]] == [
         "1K", "2K", "4K", "8K", "16K", "32K", "64K", "128K", "256K", "512K", "1M"
     ]  # fmt: skip
-    dom, console = _open(page, tmp_path)
+    dom, console = open_page(page, tmp_path)
     assert console == []
     assert dom.count('<svg class="chart"') == 2
     assert 'data-metric="busbw"' in dom and 'data-metric="algbw"' in dom
@@ -93,14 +63,14 @@ def test_probe_nccl_html_shows_the_sweep_in_chromium(probe_python: Path, tmp_pat
 
 @pytest.mark.slow
 def test_report_of_the_bad_node_finder_marks_the_excluded_node(tmp_path: Path) -> None:
-    _browser()
+    browser()
     page = tmp_path / "pairs.html"
     done = _hpcenv("report", str(DATA / "reports" / "pairs_3node.json"), "--html", str(page),
                    "--json", home=tmp_path)  # fmt: skip
     assert done.returncode == 0, done.stderr
     said = json.loads(done.stdout)
     assert said["excluded"] == ["node3"] and said["pair_matrix"] is True
-    dom, console = _open(page, tmp_path)
+    dom, console = open_page(page, tmp_path)
     assert console == []
     series = re.findall(r'<g class="series" data-series="([^"]+)">', dom)
     assert series[:6] == ["nccl node1", "nccl node2", "nccl node3",
@@ -127,7 +97,15 @@ def test_the_console_check_sees_a_script_or_a_fetch(tmp_path: Path) -> None:
             "</body>", '<img src="http://127.0.0.1:9/x.png"><script>console.log(1)</script></body>'
         )
     )
-    _, console = _open(page, tmp_path)
+    _, console = open_page(page, tmp_path)
     assert all("Content Security Policy" in c for c in console), console
     assert any("Loading the image" in c for c in console), console
     assert any("inline script" in c for c in console), console
+
+
+def test_sbatch_html_without_wait_is_one_line_exit_2(tmp_path: Path) -> None:
+    done = _hpcenv("sbatch", "local", "nccl", "--html", str(tmp_path / "r.html"), home=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr == (
+        "hpcenv: error: --html writes the finished job's report: use it with --wait\n"
+    )
