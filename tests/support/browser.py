@@ -28,6 +28,12 @@ def _chromium(page: Path, profile: Path, *mode: str) -> subprocess.CompletedProc
     return subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
 
 
+def console_of(page: Path, scratch: Path) -> list[str]:
+    """What Chromium's console said while it rendered ``page`` (one run, no screenshot)."""
+    done = _chromium(page, scratch / "chromium-profile", "--dump-dom")
+    return [line for line in done.stderr.splitlines() if ":CONSOLE" in line]
+
+
 def open_page(page: Path, scratch: Path) -> tuple[str, list[str]]:
     """The DOM Chromium rendered and its console lines; the screenshot is ``page``.png."""
     shot = page.with_suffix(".png")

@@ -202,7 +202,7 @@ class Progress:
     # --- a log's heartbeat --------------------------------------------------------------
 
     def _beat(self) -> None:
-        while not self._stop.wait(min(self.interval, 5.0)):
+        while not self._stop.wait(min(max(self.interval, 0.05), 5.0)):  # never a busy loop
             with self._lock:
                 now = self.clock()
                 if not self._running or now - self._said < self.interval:
