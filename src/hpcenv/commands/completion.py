@@ -247,7 +247,8 @@ complete -F _hpcenv hpcenv
 def zsh(cmds: list[Command], *, probes: list[str], dirs: list[str]) -> str:
     return (
         "# hpcenv completion for zsh: the bash script through zsh's bashcompinit.\n"
-        "autoload -U +X compinit && compinit\nautoload -U +X bashcompinit && bashcompinit\n"
+        "(( $+functions[compdef] )) || { autoload -U +X compinit && compinit }\n"
+        "autoload -U +X bashcompinit && bashcompinit\n"
         + bash(cmds, probes=probes, dirs=dirs)
     )
 
