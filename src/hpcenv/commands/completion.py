@@ -248,8 +248,7 @@ def zsh(cmds: list[Command], *, probes: list[str], dirs: list[str]) -> str:
     return (
         "# hpcenv completion for zsh: the bash script through zsh's bashcompinit.\n"
         "(( $+functions[compdef] )) || { autoload -U +X compinit && compinit }\n"
-        "autoload -U +X bashcompinit && bashcompinit\n"
-        + bash(cmds, probes=probes, dirs=dirs)
+        "autoload -U +X bashcompinit && bashcompinit\n" + bash(cmds, probes=probes, dirs=dirs)
     )
 
 

@@ -7,7 +7,10 @@ from __future__ import annotations
 import copy
 import json
 import re
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from hpcenv.models import sweep
 from hpcenv.ui import html_report
@@ -72,3 +75,22 @@ def test_sizes_read_like_nccl_tests() -> None:
     assert [sweep.size_text(n) for n in (512, 1024, 3 << 19, 1 << 30)] == [
         "512B", "1K", "1.5M", "1G"
     ]  # fmt: skip
+
+
+def test_a_report_that_is_not_an_object_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from hpcenv.cli import main
+
+    bad = tmp_path / "r.json"
+    bad.write_text("[1, 2]")
+    assert main(["report", str(bad), "--html", str(tmp_path / "r.html")]) == 2
+    err = capsys.readouterr().err
+    assert (
+        err == f"hpcenv: error: {bad}: a JSON object expected (hpcenv's --json report), not list\n"
+    )
+    bad.write_text("{not json")
+    assert main(["report", str(bad), "--html", str(tmp_path / "r.html")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"hpcenv: error: {bad}: not JSON (line 1") and err.count("\n") == 1
+    assert not (tmp_path / "r.html").exists()
