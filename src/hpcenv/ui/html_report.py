@@ -13,8 +13,10 @@ It reads any of hpcenv's JSON reports (``probe --json``, ``probe --pairs --json`
 - the probe table, the build's step timings (the doctor's stages), and the job's
   explanation when it failed.
 
-Reading (``series``, ``matrix``) is separate from drawing (``render``); every text is
-escaped, and the file is written masked by ``utils/fsio.py``.
+Reading (the sweeps: ``models/sweep.py``, shared with the terminal's table; the pair
+matrix: ``matrix``) is separate from drawing (``render``); every text is escaped, a
+Content-Security-Policy lets a browser run and fetch nothing, and the file is written
+masked by ``utils/fsio.py``.
 """
 
 from __future__ import annotations
