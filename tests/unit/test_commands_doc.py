@@ -31,3 +31,17 @@ def test_a_changed_option_is_seen() -> None:
     assert row in text
     assert render(text.replace(row, "")) == text
     assert render(text.replace("print JSON for scripts", "print JSON")) == text
+
+
+def test_the_readme_is_short_with_one_line_per_command() -> None:
+    """README is what a newcomer reads in five minutes: under 200 lines, its command table
+    one row per command (the reference is docs/commands.md)."""
+    from hpcenv import cli
+
+    text = (DOC.parents[1] / "README.md").read_text()
+    assert len(text.splitlines()) < 200
+    table = text.split("| command | what it does |", 1)[1].split("\n\n", 1)[0]
+    rows = [r for r in table.splitlines()[2:] if r.startswith("| `hpcenv ")]
+    named = [r.split("`")[1].split()[1] for r in rows]
+    assert sorted(named) == sorted(cli.COMMANDS), named
+    assert all(len(r) < 200 for r in rows)
