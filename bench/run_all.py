@@ -1,5 +1,5 @@
 """Run every benchmark in one go and write ``bench/results.json`` and ``bench/RESULTS.md``
-(the README shows that table). ``nox -s bench`` runs this.
+(docs/guide.md shows that table). ``nox -s bench`` runs this.
 
 Each figure is a median of several runs with its baseline measured in the same run
 (see each script's docstring). Steps: build ``local`` into a private HPCENV_HOME
@@ -212,8 +212,8 @@ def _write(results: dict[str, Any]) -> int:
 
 
 def update_readme(table: str) -> None:
-    """Put the table between the README's bench markers (it is generated, not edited)."""
-    readme = REPO / "README.md"
+    """Put the table between docs/guide.md's bench markers (generated, not edited)."""
+    readme = REPO / "docs" / "guide.md"
     text = readme.read_text()
     start, end = "<!-- bench:start -->", "<!-- bench:end -->"
     if start in text and end in text:

@@ -49,6 +49,8 @@ COMMANDS: dict[str, str] = {
     "probe": "run probes (imports, torch, gpu-health, nccl, ofi, ray, vllm, ...) in an env",
     "sbatch": "render (and --submit) a job script: a probe, a build, or your command after --",
     "explain": "name what a failed job died of: the cause, the evidence, the fix",
+    "report": "draw a JSON report (probe, doctor, a job's) as one HTML file: NCCL charts, pairs",
+    "completion": "print a bash, zsh or fish completion script: commands, options, profiles",
     "knowledge": "regenerate hpcenv's torch/vLLM data from PyPI and PyTorch; check it is current",
 }
 

@@ -101,3 +101,13 @@ def selection_of(args: argparse.Namespace) -> Any:
 
 def add_json_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON for scripts")
+
+
+def add_html_option(parser: argparse.ArgumentParser, scope: str = "") -> None:
+    """``--html FILE``: the report as one self-contained HTML page (``hpcenv report``)."""
+    parser.add_argument(
+        "--html",
+        metavar="FILE",
+        help=f"{scope}also write the report as one HTML file (NCCL charts, pair matrix, "
+        "probe table; no script, nothing fetched)",
+    )

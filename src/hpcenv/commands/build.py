@@ -95,9 +95,7 @@ def run(args: argparse.Namespace) -> int:
         facts,
         project=project,
         force=args.force,
-        progress=report.BuildProgress()
-        if not args.json and report.err_console.is_terminal
-        else None,
+        progress=None if args.json else report.BuildProgress(),
         lock_timeout=args.wait,
     )
     if args.json:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hpcenv.commands import add_json_option, print_json
+from hpcenv.commands import add_html_option, add_json_option, print_json
 
 if TYPE_CHECKING:  # imported where used: every command's module loads with the CLI
     from hpcenv.build.builder import BuildResult
@@ -32,6 +32,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--ranks", type=int, metavar="N", help="ranks of multi-rank probes (default: GPUs, else 2)"
     )
     parser.add_argument("--junit", metavar="FILE", help="also write the probes as JUnit XML")
+    add_html_option(parser)
     add_json_option(parser)
 
 
@@ -101,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     from hpcenv.utils import paths
     from hpcenv.utils.errors import ProbeFailed
 
-    probe.check_args(ranks=args.ranks, junit=args.junit)
+    probe.check_args(ranks=args.ranks, junit=args.junit, html=args.html)
     start = time.monotonic()
     err = report.err_console
     err.print("1/4 facts", style="bold")
@@ -118,20 +119,20 @@ def run(args: argparse.Namespace) -> int:
     if args.junit:
         junit.write(Path(args.junit), results, suite_name=f"hpcenv doctor {prof.name}")
     total = time.monotonic() - start
+    data = {
+        "schema": 1,
+        "profile": prof.name,
+        "status": status.value,
+        "seconds": total,
+        "facts": to_json(node),
+        "plan": plan.serialize(),
+        "stages": [s.serialize() for s in stages],
+        "results_dir": str(result_dir),
+        "probes": [r.serialize() for r in results],
+    }
+    probe.write_html(args.html, data, title=f"hpcenv doctor: {prof.name}", profile=prof)
     if args.json:
-        print_json(
-            {
-                "schema": 1,
-                "profile": prof.name,
-                "status": status.value,
-                "seconds": total,
-                "facts": to_json(node),
-                "plan": plan.serialize(),
-                "stages": [s.serialize() for s in stages],
-                "results_dir": str(result_dir),
-                "probes": [r.serialize() for r in results],
-            }
-        )
+        print_json(data)
     else:
         report.print_stages([s.serialize() for s in stages], title=f"doctor: {prof.name}")
         report.print_probe_results(results, title=f"probes in {target.name} ({target.python})")

@@ -6,13 +6,14 @@ SASS/PTX in torch/lib/libtorch_cuda.so, all through HTTP range requests), vllm.t
 minimum compute capability from its sdists) and, with --index, torch_index.toml (the
 variants a PyTorch index or site mirror publishes and their GPU code). Unchanged inputs give
 byte-identical files. 'check' exits 7 with one line when PyPI has a torch or vLLM release
-the data lacks."""
+the data lacks. --json: one object (update: each file written; check: the line), an error
+as cli's {"command", "ok": false, "error", "exit_code"}."""
 
 from __future__ import annotations
 
 import argparse
 
-from hpcenv.commands import print_text
+from hpcenv.commands import add_json_option, print_json, print_text
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -29,14 +30,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     up.add_argument("--out", metavar="DIR", help="write here instead of hpcenv's own data")
     up.add_argument("--no-vllm", action="store_true", help="do not regenerate vllm.toml")
+    add_json_option(up)
     check = sub.add_parser("check", help="exit 7 when PyPI has a release the data lacks")
     check.add_argument(
         "--pypi", default="https://pypi.org", metavar="URL", help="PyPI or a mirror of it"
     )
-
-
-def _log(line: str) -> None:
-    print_text(f"{line}\n", err=True)
+    add_json_option(check)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -45,12 +44,30 @@ def run(args: argparse.Namespace) -> int:
     from hpcenv.knowledge.refresh import update
 
     if args.action == "check":
-        print_text(f"{update.check(args.pypi)}\n")
+        line = update.check(args.pypi)
+        if args.json:
+            print_json({"schema": 1, "current": True, "pypi": args.pypi, "summary": line})
+        else:
+            print_text(f"{line}\n")
         return 0
+    from hpcenv.ui import progress, report
+
     out = Path(args.out) if args.out else None
-    for written in update.update_all(
-        pypi=args.pypi, index=args.index, out=out, vllm=not args.no_vllm, log=_log
-    ):
-        state = "changed" if written.changed else "unchanged"
-        print_text(f"{written.path}: {written.rows} rows, {state}\n")
+    files = []
+    with progress.Progress(report.err_console) as shown:
+        found = update.update_all(
+            pypi=args.pypi,
+            index=args.index,
+            out=out,
+            vllm=not args.no_vllm,
+            log=shown.note,
+            expect=shown.task,
+        )
+    for written in found:
+        files.append({"path": str(written.path), "rows": written.rows, "changed": written.changed})
+        if not args.json:
+            state = "changed" if written.changed else "unchanged"
+            print_text(f"{written.path}: {written.rows} rows, {state}\n")
+    if args.json:
+        print_json({"schema": 1, "pypi": args.pypi, "index": args.index, "files": files})
     return 0

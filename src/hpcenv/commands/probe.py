@@ -10,9 +10,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from hpcenv.commands import add_json_option, print_json, seconds
+from hpcenv.commands import add_html_option, add_json_option, print_json, seconds
 from hpcenv.kit import registry
 from hpcenv.models.results import ProbeResult, Status, overall
+from hpcenv.profile.schema import Profile
 from hpcenv.runner import probes as runner
 from hpcenv.runner import suite
 from hpcenv.slurm import pairs, srun
@@ -71,10 +72,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help=f"rounds of pairs with --pairs (default {pairs.DEFAULT_ROUNDS})",
     )
+    add_html_option(parser)
     add_json_option(parser)
 
 
-def check_args(*, ranks: int | None, junit: str | None) -> None:
+def check_args(*, ranks: int | None, junit: str | None, html: str | None = None) -> None:
     """What can be checked before any slow work (a build, the first probe): --ranks
     against this node's cap (local ranks; srun places its own), --junit's path."""
     suite.check_ranks(ranks, srun.launcher_here())
@@ -82,6 +84,24 @@ def check_args(*, ranks: int | None, junit: str | None) -> None:
         from hpcenv.ui import junit as junit_xml
 
         junit_xml.check_path(Path(junit))
+    if html:
+        from hpcenv.ui import html_report
+
+        html_report.check_path(Path(html))
+
+
+def write_html(
+    html: str | None, data: dict[str, Any], *, title: str, profile: Profile | None
+) -> None:
+    """``--html FILE``: ``data`` (the ``--json`` report) as one HTML page, the profile's
+    expected busbw drawn; a line on stderr. Shared by ``probe``, ``doctor``, ``sbatch``."""
+    if not html:
+        return
+    from hpcenv.commands import report as html_command
+
+    expected = profile.probes.nccl_expect_busbw_gbps if profile else None
+    done = html_command.write_html(Path(html), data, title=title, expected=expected)
+    report.err_console.print(f"HTML report: {done['html']}", style="dim")
 
 
 def _started(spec: runner.ProbeSpec) -> None:
@@ -105,18 +125,32 @@ def execute(
     extra: dict[str, list[str]] | None = None,
 ) -> tuple[list[ProbeResult], Path]:
     """``names`` in ``target`` on this node's launcher (srun inside a SLURM allocation),
-    progress on stderr. Shared by ``probe`` and ``doctor``."""
-    return suite.execute(
-        target,
-        names,
-        launcher=srun.launcher_here(),
-        ranks=ranks,
-        timeout=timeout,
-        results_dir=results_dir,
-        extra=extra,
-        on_start=_started,
-        on_done=_done,
-    )
+    progress on stderr (``ui/progress.py``: the probes done of all, the one running with
+    its elapsed time, such as the NCCL sweep). Shared by ``probe`` and ``doctor``."""
+    from hpcenv.ui import progress
+
+    with progress.Progress(report.err_console, transient=True) as shown:
+        shown.task("probes", len(names))
+
+        def started(spec: runner.ProbeSpec) -> None:
+            _started(spec)
+            shown.running(spec.name)
+
+        def done(r: ProbeResult) -> None:
+            _done(r)
+            shown.advance(r.name)
+
+        return suite.execute(
+            target,
+            names,
+            launcher=srun.launcher_here(),
+            ranks=ranks,
+            timeout=timeout,
+            results_dir=results_dir,
+            extra=extra,
+            on_start=started,
+            on_done=done,
+        )
 
 
 def report_json(
@@ -153,21 +187,33 @@ def run_pairs(args: argparse.Namespace, target: runner.Target) -> int:
     result_dir = suite.result_dir(target, args.results_dir, args.timeout)
     hosts = launcher.layout.hosts
     report.err_console.print(f"bad-node finder over {len(hosts)} nodes ...", style="dim")
-    found = pairs.find(
-        target,
-        launcher,
-        result_dir=result_dir,
-        timeout_s=args.timeout,
-        sizes=args.nccl_sizes,
-        rounds=args.pair_rounds,
-        on_done=_done,
-    )
+    runs = len(hosts) + sum(len(r) for r in pairs.schedule(hosts, args.pair_rounds))
+    from hpcenv.ui import progress
+
+    with progress.Progress(report.err_console, transient=True) as shown:
+        shown.task("node checks and pair rounds", runs)
+
+        def done(r: ProbeResult) -> None:
+            _done(r)
+            shown.advance(r.name)
+
+        found = pairs.find(
+            target,
+            launcher,
+            result_dir=result_dir,
+            timeout_s=args.timeout,
+            sizes=args.nccl_sizes,
+            rounds=args.pair_rounds,
+            on_done=done,
+        )
     results = found.results()
     if args.junit:
         junit.write(Path(args.junit), results, suite_name=f"hpcenv nccl pairs {target.name}")
+    extra = {"pairs": found.serialize(), "exclude": found.exclude}
+    data = report_json(target, found.status, result_dir, results, **extra)
+    write_html(args.html, data, title=f"hpcenv nccl pairs in {target.name}", profile=target.profile)
     if args.json:
-        extra = {"pairs": found.serialize(), "exclude": found.exclude}
-        print_json(report_json(target, found.status, result_dir, results, **extra))
+        print_json(data)
     else:
         report.print_probe_results(results, title=f"nccl pairs in {target.name}")
         report.print_pairs(found.serialize())
@@ -185,7 +231,7 @@ def run_pairs(args: argparse.Namespace, target: runner.Target) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    check_args(ranks=args.ranks, junit=args.junit)
+    check_args(ranks=args.ranks, junit=args.junit, html=args.html)
     target = runner.resolve_target(args.env, args.profile)
     if args.pairs:
         return run_pairs(args, target)
@@ -206,8 +252,10 @@ def run(args: argparse.Namespace) -> int:
     status = overall(results)
     if args.junit:
         junit.write(Path(args.junit), results, suite_name=f"hpcenv probes {target.name}")
+    data = report_json(target, status, result_dir, results)
+    write_html(args.html, data, title=f"hpcenv probes in {target.name}", profile=target.profile)
     if args.json:
-        print_json(report_json(target, status, result_dir, results))
+        print_json(data)
     else:
         report.print_probe_results(results, title=f"probes in {target.name} ({target.python})")
     bad = [r.name for r in results if r.status in (Status.FAIL, Status.ERROR)]

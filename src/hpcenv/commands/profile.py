@@ -11,7 +11,7 @@ what could not be determined is a comment naming the key to set. The profile val
 
 'check NAME': the profile against the cluster today (driver changed, module gone,
 partition renamed, GRES changed); exit 2 naming each drift and the line to change, for
-cron or CI on the cluster.
+cron or CI on the cluster. --json: one object for either (the drifts as data).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from hpcenv.commands import print_text, seconds
+from hpcenv.commands import add_json_option, print_json, print_text, seconds
 from hpcenv.utils.errors import BadInput
 
 
@@ -46,6 +46,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
             metavar="S",
             help="seconds the srun step may take, queueing included (default 120)",
         )
+        add_json_option(p)
 
 
 def _facts(args: argparse.Namespace, partition: str | None, problems: list[str]) -> object:
@@ -56,7 +57,11 @@ def _facts(args: argparse.Namespace, partition: str | None, problems: list[str])
         return load(args.facts)
     if partition is None:
         return None
-    found, why = survey.compute_facts(partition, timeout=args.srun_timeout)
+    from hpcenv.ui import progress, report
+
+    with progress.Progress(report.err_console, transient=True) as shown:
+        shown.task(f"a compute node's facts through srun -p {partition}")
+        found, why = survey.compute_facts(partition, timeout=args.srun_timeout)
     if found is None:
         problems.append(why)
     return found
@@ -67,9 +72,12 @@ def _init(args: argparse.Namespace) -> int:
     from hpcenv.models.facts import Facts
     from hpcenv.models.survey_model import Survey
     from hpcenv.slurm import survey
+    from hpcenv.ui import progress, report
     from hpcenv.utils import fsio
 
-    seen = survey.survey(partition=args.partition)
+    with progress.Progress(report.err_console, transient=True) as shown:
+        shown.task("SLURM partitions, GPU syntax and Lmod modules")
+        seen = survey.survey(partition=args.partition)
     problems = list(seen.problems)
     partition = seen.slurm.surveyed if seen.slurm and seen.slurm.surveyed else None
     facts = _facts(args, partition, problems)
@@ -89,6 +97,13 @@ def _init(args: argparse.Namespace) -> int:
         raise BadInput(f"{out} exists; pass --force to replace it, or --output FILE")
     fsio.ensure_dir(out.parent)
     fsio.write_text(out, result.text)
+    if args.json:
+        print_json({
+            "schema": 1, "profile": args.name, "path": str(out), "recipe": result.recipe,
+            "partition": result.partition, "backend": result.backend,
+            "could_not_read": problems, "not_determined": list(result.unknown),
+        })  # fmt: skip
+        return 0
     lines = [f"wrote {out}: recipe {result.recipe}, partition {result.partition or '-'}, "
              f"torch {result.backend or '-'}"]  # fmt: skip
     lines += [f"  could not read: {p}" for p in problems]
@@ -125,6 +140,17 @@ def _check(args: argparse.Namespace) -> int:
         prof, text, Survey(slurm=slurm, modules=modules, problems=tuple(problems)),
         facts if isinstance(facts, Facts) else None,
     )  # fmt: skip
+    if args.json:
+        print_json({
+            "schema": 1, "profile": prof.name, "path": str(prof.path),
+            "drift": bool(result.drifts),
+            "drifts": [{"section": d.section, "key": d.key, "line": d.line,
+                        "message": d.message, "text": d.render(str(prof.path))}
+                       for d in result.drifts],
+            "checked": list(result.checked), "not_checked": list(result.not_checked),
+            "could_not_read": problems,
+        })  # fmt: skip
+        return 2 if result.drifts else 0
     lines = [d.render(str(prof.path)) for d in result.drifts]
     lines += [f"  not checked: {n}" for n in result.not_checked]
     lines += [f"  could not read: {p}" for p in problems]

@@ -29,7 +29,7 @@ import os
 import time
 from pathlib import Path
 
-from hpcenv.commands import print_json, print_text
+from hpcenv.commands import add_html_option, print_json, print_text
 from hpcenv.models import walltime
 from hpcenv.profile import schema
 from hpcenv.slurm import sbatch
@@ -199,6 +199,7 @@ def configure(parser: argparse.ArgumentParser, *, with_command: bool = False) ->
         "checks, notes, job_id once submitted); with --wait the job's report (your own "
         'command\'s: the job under "job", its state, and why it failed)',
     )
+    add_html_option(parser, "with --wait: ")
 
 
 def request_of(args: argparse.Namespace) -> sbatch.Request:
@@ -304,7 +305,18 @@ def configure_defaults() -> dict[str, object]:
     return vars(parser.parse_args(["profile", "target"]))
 
 
+def _check_html(args: argparse.Namespace) -> None:
+    """``--html`` writes the finished job's report: with ``--wait``, to a path it can write."""
+    if args.html and not args.wait:
+        raise BadInput("--html writes the finished job's report: use it with --wait")
+    if args.html:
+        from hpcenv.ui import html_report
+
+        html_report.check_path(Path(args.html))
+
+
 def run(args: argparse.Namespace) -> int:
+    _check_html(args)
     prof = schema.load(args.profile)
     job = _render(args, prof)
     for note in job.notes:
@@ -336,13 +348,22 @@ def run(args: argparse.Namespace) -> int:
     state = _wait(job, job_id, timeout, started)
     if own:
         return _own_outcome(
-            job, job_id, state, timeout, started, as_json=args.json, net=prof.platform.nccl_net
+            job,
+            job_id,
+            state,
+            timeout,
+            started,
+            as_json=args.json,
+            net=prof.platform.nccl_net,
+            html=args.html,
+            prof=prof,
         )
     _, err = job.log_paths(job_id)
     report = sbatch.read_report(job, job_id)
     if not state.startswith("COMPLETED") and not isinstance(report, str):
         report = _explained(job, job_id, state, prof.platform.nccl_net) or report
     if isinstance(report, dict):
+        _html(args.html, report, job_id, prof)
         print_json(report)
         excluded = report.get("exclude")
         if excluded and isinstance(excluded, list):  # the bad-node finder named some
@@ -355,6 +376,15 @@ def run(args: argparse.Namespace) -> int:
     if failed is not None:
         raise failed
     return 0
+
+
+def _html(
+    html: str | None, report: dict[str, object], job_id: str, prof: schema.Profile | None
+) -> None:
+    """``--html FILE`` with ``--wait``: the job's report as one HTML page."""
+    from hpcenv.commands import probe
+
+    probe.write_html(html, dict(report), title=f"hpcenv job {job_id}", profile=prof)
 
 
 def _tail(path: Path, lines: int = 20) -> list[str]:
@@ -398,6 +428,8 @@ def _own_outcome(
     *,
     as_json: bool,
     net: str,
+    html: str | None = None,
+    prof: schema.Profile | None = None,
 ) -> int:
     """Your command's job: 0 when it completed, its exit code when it failed (that of
     the first link of a chain), exit 9 when SLURM ended it (timeout, cancel, node),
@@ -421,6 +453,8 @@ def _own_outcome(
     _, err = job.log_paths(job_id)
     print_text("\n".join(_tail(err)) + "\n", err=True)
     report = _explained(job, job_id, state, net)
+    if report and html:
+        _html(html, report, job_id, prof)
     if as_json:  # the report (why it failed) with the job it is about
         print_json({**(report or {}), "job": job.as_json(job_id), "state": state})
     if (why := survive.read_outcome(job.outcome_path(job_id), job_id)) is not None:

@@ -294,6 +294,12 @@ class ProbesSection:
     nccl_max_bytes: int = key(
         "largest allreduce size on GPU (CPU uses at most 64 MiB)", default=1 << 30, check=_positive
     )
+    nccl_expect_busbw_gbps: float = key(
+        "bus bandwidth (GB/s) the network should reach at the largest size; drawn as a line "
+        "in the HTML report (0: none declared)",
+        default=0.0,
+        check=_non_negative,
+    )
 
 
 SECTIONS: dict[str, type] = {

@@ -13,7 +13,6 @@ what the caller needs: a plan made for the project's torch, the requirement line
 from __future__ import annotations
 
 import dataclasses
-import platform
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -155,6 +154,8 @@ def release_for(hand: readers.Request, plan: Plan, facts: Facts) -> tuple[str, s
     (conda's ``pytorch-cuda=11.7``) gets the newest release of its range that published
     that build (``variant_release``); any other file ``version_for``."""
     spec = torch_line(hand)
+    import platform  # only here: an audit asked again imports no more than it reads
+
     if held := variant_release(hand, plan.arch or facts.arch or platform.machine()):
         return held, f"the project asks for torch{spec.specifier if spec else ''}"
     return version_for(spec, plan, facts, hand.project_file)

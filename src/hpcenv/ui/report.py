@@ -28,7 +28,8 @@ from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
-from hpcenv.kit import registry, threads
+from hpcenv.kit import registry
+from hpcenv.models import sweep
 from hpcenv.models.facts import Facts
 from hpcenv.utils import redact
 from hpcenv.utils.output import visible
@@ -61,18 +62,24 @@ err_console = MaskingConsole(stderr=True)
 
 
 class BuildProgress:
-    """A build's steps as rich progress lines on stderr (``hpcenv.build.builder.Progress``)."""
+    """A build's steps on stderr (``hpcenv.build.builder.Progress``), through
+    ``ui/progress.py``: a spinner with the elapsed time on a terminal, then a ✓ line; in a
+    log a line as each step starts and ends, and one per interval while a long one (a
+    flash-attn compile) runs."""
 
     @contextlib.contextmanager
     def running(self, what: str) -> Iterator[None]:
-        with contextlib.ExitStack() as stack:
-            # rich's spinner is a thread: started so that it never takes a stop signal
-            with threads.stop_signals_blocked():  # (hpcenv.kit.threads)
-                stack.enter_context(err_console.status(Text(what, style="bold")))
+        from hpcenv.ui import progress
+
+        with progress.Progress(err_console, transient=True) as shown:
+            shown.task(what)
             yield
 
     def finished(self, what: str, seconds: float) -> None:
-        err_console.print(Text("✓", style="green"), what, Text(f"({seconds:.1f} s)", style="dim"))
+        if err_console.is_terminal:  # a log had the step's last line already
+            err_console.print(
+                Text("✓", style="green"), what, Text(f"({seconds:.1f} s)", style="dim")
+            )
 
 
 def styled(value: object, style: str) -> Text:
@@ -263,7 +270,44 @@ def print_probe_results(
     out = out or console
     if for_log(out):
         print_log(out, title, _probe_log_items(results))
-        return
+    else:
+        _probe_table(results, title=title, out=out)
+    print_sweeps(sweep.series({"results": [r.serialize() for r in results]}), out=out)
+
+
+def print_sweeps(found: Sequence[sweep.Series], out: Console | None = None) -> None:
+    """Each NCCL sweep of more than one size, per size: size, time, algbw, busbw, #wrong
+    (nccl-tests' columns). A compact table on a terminal; in a log, nccl-tests' own
+    fixed-width lines under a title."""
+    out = out or console
+    for s in found:
+        if len(s.points) < 2:  # a pair's one size is in the pairs table
+            continue
+        title = f"{s.label} allreduce sweep ({', '.join(s.hosts)})"
+        if for_log(out):
+            lines = [f"{'size':>8} {'time us':>12} {'algbw GB/s':>11} {'busbw GB/s':>11} #wrong"]
+            lines += [
+                f"{sweep.size_text(p.nbytes):>8} {p.time_us:>12.2f} {p.algbw_gbps:>11.4g} "
+                f"{p.busbw_gbps:>11.4g} {p.wrong}"
+                for p in s.points
+            ]
+            print_log(out, title, ((line, ()) for line in lines))
+            continue
+        table = Table(title=title, title_justify="left", box=None, pad_edge=False)
+        for col in ("size", "time us", "algbw GB/s", "busbw GB/s", "#wrong"):
+            table.add_column(col, justify="right")
+        for p in s.points:
+            table.add_row(
+                sweep.size_text(p.nbytes),
+                f"{p.time_us:.2f}",
+                f"{p.algbw_gbps:.4g}",
+                f"{p.busbw_gbps:.4g}",
+                styled(p.wrong, "red bold") if p.wrong else str(p.wrong),
+            )
+        out.print(table)
+
+
+def _probe_table(results: Sequence[Any], *, title: str, out: Console) -> None:
     table = Table(title=title, title_justify="left", show_lines=False)
     for col in ("probe", "status", "time", "summary", "metrics", "remedy"):
         table.add_column(col, overflow="fold")

@@ -1,4 +1,4 @@
-"""The composite action (``action.yml``) and the README's workflow that uses it.
+"""The composite action (``action.yml``) and docs/guide.md's workflow that uses it.
 
 actionlint lints workflows, not action metadata, so the action's steps are linted as the
 steps of a reusable workflow whose ``workflow_call`` inputs are the action's inputs (the
@@ -77,8 +77,8 @@ def lint(tmp_path: Path, workflow: dict[str, Any] | str, name: str) -> list[dict
 
 
 def readme_workflow() -> str:
-    text = (REPO / "README.md").read_text()
-    section = text[text.index("### Check a project in CI") :]
+    text = (REPO / "docs" / "guide.md").read_text()
+    section = text[text.index("## Check a project in CI") :]
     return section.split("```yaml\n", 1)[1].split("```", 1)[0]
 
 

@@ -56,3 +56,27 @@ def test_check_command_exits_2_naming_each_drift(
     code = main(["profile", "check", "isambard", "--facts", str(GH200)])
     assert code == 0, capsys.readouterr().out
     assert shutil.which("scontrol") is None
+
+
+def test_profile_init_and_check_answer_in_json_on_a_bare_login_node(
+    no_slurm: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--json`` on ``profile init``/``check`` (no SLURM, no Lmod here: what could not be
+    read is data too); a drift is an object with its line, and still exit 2."""
+    code = main(["profile", "init", "newcl", "--facts", str(GH200), "--json"])
+    said = json.loads(capsys.readouterr().out)
+    assert code == 0 and said["path"] == "envs/newcl.toml" and said["recipe"] == "cxi"
+    assert (said["profile"], said["partition"], said["backend"]) == ("newcl", None, "cu126")
+    assert any("scontrol" in p for p in said["could_not_read"])
+    assert any(u.startswith("[modules] load:") for u in said["not_determined"])
+    node = json.loads(GH200.read_text())
+    node["nvidia"]["driver_version"] = "570.86.10"
+    (no_slurm / "node.json").write_text(json.dumps(node))
+    code = main(["profile", "check", "envs/newcl.toml", "--facts", "node.json", "--json"])
+    said = json.loads(capsys.readouterr().out)
+    assert code == 2 and said["drift"] is True and said["profile"] == "newcl"
+    (drift,) = said["drifts"]
+    assert (drift["section"], drift["key"]) == ("platform", "driver")
+    assert isinstance(drift["line"], int) and "570.86.10" in drift["message"]
+    assert drift["text"].startswith(f"envs/newcl.toml:{drift['line']}: [platform] driver:")
+    assert "partition and GRES: SLURM could not be read here" in said["not_checked"]

@@ -22,6 +22,7 @@ from hpcenv.knowledge import listing, remote, vllm, wheels
 from hpcenv.knowledge.refresh import update
 from hpcenv.knowledge.refresh import vllm as vllm_refresh
 from hpcenv.utils.errors import BadInput
+from support import require
 from support.torch_standin import StandIn, torch_wheel
 
 if sys.version_info >= (3, 11):
@@ -225,6 +226,15 @@ def test_cli_update_and_check_against_the_standin(
         "--out", str(tmp_path), "--no-vllm",
     )  # fmt: skip
     assert code == 0 and "torch_index.toml: 5 rows, changed" in out  # 2 platforms, 3 wheels
+    code, out, _ = _cli(
+        capsys, "knowledge", "update", "--pypi", standin.url, "--out", str(tmp_path), "--no-vllm",
+        "--json",
+    )  # fmt: skip
+    said = json.loads(out)
+    assert code == 0 and said["schema"] == 1 and said["pypi"] == standin.url
+    assert said["index"] is None
+    assert said["files"] == [{"path": str(tmp_path / "torch_pypi.toml"), "rows": 3,
+                              "changed": False}]  # fmt: skip
     # hpcenv's own data has no 2.15.0-sized gap here, but the stand-in lists 2.9.1 and 2.15.0
     # only; check against a stand-in listing a release the data cannot have
     s = StandIn(tmp_path / "future")
@@ -232,10 +242,51 @@ def test_cli_update_and_check_against_the_standin(
     s.start()
     try:
         code, _, err = _cli(capsys, "knowledge", "check", "--pypi", s.url)
+        # --json: cli's error object on stdout, the same line on stderr
+        json_code, out, _ = _cli(capsys, "knowledge", "check", "--pypi", s.url, "--json")
     finally:
         s.stop()
     assert code == 7
     assert err.count("\n") == 1 and "torch 9.1.0" in err and "hpcenv knowledge update" in err
+    said = json.loads(out)
+    assert json_code == 7 and said["ok"] is False and said["exit_code"] == 7
+    assert said["command"] == "knowledge" and "torch 9.1.0" in said["error"]
+
+
+def test_update_shows_progress_on_a_terminal_and_few_lines_in_a_pipe(
+    standin: StandIn, tmp_path: Path
+) -> None:
+    """Through a real pseudo-terminal (util-linux ``script``): rich's bar with counts; through
+    a pipe: plain lines, none for work shorter than the interval, one per due read else."""
+    import os
+    import shlex
+    import shutil
+    import subprocess
+
+    require("script", shutil.which("script") is not None, "apt-get install util-linux")
+    argv = [sys.executable, "-m", "hpcenv", "knowledge", "update", "--pypi", standin.url,
+            "--out", str(tmp_path), "--no-vllm"]  # fmt: skip
+    env = {**os.environ, "COLUMNS": "120", "TERM": "xterm", "HPCENV_PROGRESS_INTERVAL": "3600"}
+    env.pop("NO_COLOR", None)
+    pty = subprocess.run(["script", "-qec", shlex.join(argv), "/dev/null"], env=env,
+                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert pty.returncode == 0, pty.stdout
+    screen = pty.stdout
+    assert "torch wheels on PyPI" in screen and "3/3" in screen and "━" in screen, screen
+    assert "\x1b[" in screen  # drawn, not printed
+    pipe = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+    assert pipe.returncode == 0 and pipe.stderr == ""  # quicker than an interval: quiet
+    env["HPCENV_PROGRESS_INTERVAL"] = "1e-9"  # every read is due: one line each
+    pipe = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+    assert pipe.returncode == 0, pipe.stderr
+    said = pipe.stderr.splitlines()
+    lines = [x for x in said if not x.endswith("(still running)")]  # its heartbeat, as due
+    assert "\x1b" not in pipe.stderr
+    assert [re.sub(r" \(.*", "", x) for x in lines[:3]] == [
+        "torch wheels on PyPI: 1/3", "torch wheels on PyPI: 2/3", "torch wheels on PyPI: 3/3"
+    ]  # fmt: skip
+    assert "reading torch" in lines[0]
+    assert re.fullmatch(r"torch wheels on PyPI: done, 3/3 in \d+\.\d s", lines[3]), lines
 
 
 # The committed data against the real PyPI is not a test of this suite: a release upstream
@@ -283,6 +334,11 @@ def test_check_fails_on_a_flash_attn_release_the_list_lacks(
         code, out, err = _cli(capsys, "knowledge", "check", "--pypi", s.url)
         assert code == 0, err
         assert f"flash-attn {known[0]} to {known[-1]}" in out
+        code, out, err = _cli(capsys, "knowledge", "check", "--pypi", s.url, "--json")
+        said = json.loads(out)
+        assert code == 0 and said["current"] is True and said["pypi"] == s.url
+        assert said["schema"] == 1
+        assert f"flash-attn {known[0]} to {known[-1]}" in said["summary"]
     finally:
         s.stop()
 

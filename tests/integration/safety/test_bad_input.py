@@ -203,6 +203,8 @@ def test_timeouts_must_be_finite_and_positive(value: str, hpcenv_home: Path) -> 
         ("[probes]\ntimeout_s = nan\n", "must be a finite number"),
         ('[platform]\ndriver = "banana"\n', "not an NVIDIA driver version"),
         ("[job]\nscratch_min_gib = inf\n", "must be a finite number"),
+        ("[probes]\nnccl_expect_busbw_gbps = -1\n", "must be 0 or more"),
+        ("[probes]\nnccl_expect_busbw_gbps = inf\n", "must be a finite number"),
     ],
 )
 def test_absurd_profile_values_are_refused_when_it_loads(

@@ -250,11 +250,13 @@ def test_bad_node_finder_excludes_the_slow_node_and_only_it(
     """``hpcenv sbatch PROFILE nccl --nodes 3 --pairs --submit --wait --json`` on the cluster
     whose node3 is capped at 100 Mbit/s: every node's check passes, three rounds of one
     pair each, node3's pairs ~50x slower (8 MiB allreduces), exclude == ["node3"]."""
+    page = tmp_path / "pairs.html"
     code, report, err = _sbatch_wait(
         cluster, tmp_path, _small_profile(tmp_path, 8 << 20), "nccl",
-        torch_python.parent.parent, "--nodes", "3", "--pairs",
+        torch_python.parent.parent, "--nodes", "3", "--pairs", "--html", str(page),
     )  # fmt: skip
     assert code == 5, err  # a node to exclude fails the run
+    _the_page_shows_each_node_and_the_matrix(page, tmp_path)
     assert report["exclude"] == ["node3"], json.dumps(report["pairs"], indent=1)
     assert "exclude these nodes: --exclude=node3" in err
     found = report["pairs"]
@@ -276,6 +278,25 @@ def test_bad_node_finder_excludes_the_slow_node_and_only_it(
     print(f"bad-node finder: {found['seconds']:.1f} s; pairs " + ", ".join(
         f"{'+'.join(k)} {p['busbw_gbps']:.3g} GB/s" for k, p in by_pair.items()
     ))  # fmt: skip
+
+
+def _the_page_shows_each_node_and_the_matrix(page: Path, tmp_path: Path) -> None:
+    """``sbatch --wait --html``'s page in headless Chromium (screenshot beside it): each
+    node's busbw curve, each pair's point, the matrix with node3 marked."""
+    import re
+
+    from support.browser import open_page
+
+    dom, console = open_page(page, tmp_path)
+    assert console == []
+    series = re.findall(r'<g class="series" data-series="([^"]+)">', dom)
+    for node in ("node1", "node2", "node3"):
+        assert series.count(f"nccl {node}") == 2  # busbw and algbw
+    assert {s for s in series if "+" in s} == {"nccl node1+node2", "nccl node1+node3",
+                                               "nccl node2+node3"}  # fmt: skip
+    matrix = dom.split('<table class="pairs">', 1)[1].split("</table>", 1)[0]
+    assert re.findall(r'<th class="excluded">([^<]+)</th>', matrix) == ["node3", "node3"]
+    assert matrix.count('class="pair excluded"') == 4
 
 
 def test_bad_node_finder_names_a_node_whose_pairs_fail(
