@@ -196,12 +196,32 @@ def ensure_dir(path: Path) -> Path:
         Path(path).mkdir(parents=True, exist_ok=True)
         for made in missing:
             with contextlib.suppress(OSError):  # made by a concurrent run of another user
-                os.chmod(made, modes.shared_mode())
+                os.chmod(made, container_mode(os.lstat(made).st_mode))
+        _keep_sticky(Path(path))
     except FileExistsError as exc:
         raise BadInput(f"{path}: exists and is not a directory; move it away") from exc
     except PermissionError as exc:
         raise denied(path, exc) from exc
     return check_dir(path)
+
+
+def container_mode(current: int = 0) -> int:
+    """The mode of a container directory: the user's umask (``modes.shared_mode``), the
+    setgid bit it has (a group directory's), and, when the group or others may add
+    entries, the sticky bit (like ``/tmp``): each member adds their own entries and cannot
+    rename or delete anyone else's (a job's script, outcome or report swapped for theirs)."""
+    mode = modes.shared_mode() | (current & stat.S_ISGID)
+    return mode | stat.S_ISVTX if mode & NOT_SHARED else mode
+
+
+def _keep_sticky(path: Path) -> None:
+    """A container of yours that others may write gets the sticky bit (one an older
+    hpcenv made without it); another user's is left as it is."""
+    with contextlib.suppress(OSError):
+        st = os.stat(path)
+        shared = st.st_mode & NOT_SHARED and not st.st_mode & stat.S_ISVTX
+        if shared and st.st_uid == os.geteuid():
+            os.chmod(path, stat.S_IMODE(st.st_mode) | stat.S_ISVTX)
 
 
 def _alive(pid: int) -> bool:
@@ -684,15 +704,102 @@ def decode(data: bytes, where: str, what: str = "file") -> str:
 
 
 def read_tail(path: Path, max_bytes: int) -> str:
-    """The last ``max_bytes`` of ``path`` as text (bad bytes replaced); "" if unreadable.
-    Reads only that much, however large the file."""
+    """The last ``max_bytes`` of ``path`` as text (bad bytes replaced); "" if unreadable
+    or not a regular file (a FIFO or device is never read: opened non-blocking, checked
+    before any read). Reads only that much, however large the file."""
     try:
-        with open(path, "rb") as fh:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return ""
+    try:
+        with os.fdopen(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                return ""
             size = fh.seek(0, os.SEEK_END)
             fh.seek(max(0, size - max_bytes))
             return fh.read(max_bytes).decode("utf-8", errors="replace")
     except OSError:
         return ""
+
+
+# --- reading back from a directory others may write ----------------------------------
+#
+# The reading rule, beside the writing rule above: a file hpcenv reads back from a
+# directory others may write (a shared home's ``logs/``, ``venvs/``, ``kit/``, ``cache/``,
+# ``results/``; ``XDG_CACHE_HOME``; a job's log directory) is believed only when you wrote
+# it. It is opened without following a symlink, through its directory's descriptor (so a
+# name swapped for a link after a check is never followed), never blocks (a FIFO), and
+# must be a regular file, owned by you (or by root, as SLURM's daemons write) and
+# writable by nobody else; anything else is refused naming it (:func:`read_yours`).
+
+#: Who besides you may own a file hpcenv reads back: root (SLURM's daemons, an admin).
+TRUSTED_OWNERS = (0,)
+
+
+def not_yours(st: os.stat_result) -> str:
+    """Why a file with ``st`` is not one hpcenv believes it wrote ("" when it is): not a
+    regular file, another user's, or writable by the group or others."""
+    if not stat.S_ISREG(st.st_mode):
+        return f"is {_kind(st.st_mode)}" if not stat.S_ISDIR(st.st_mode) else "is a directory"
+    if st.st_uid != os.geteuid() and st.st_uid not in TRUSTED_OWNERS:
+        return f"is owned by {_owner(st.st_uid)}, not by you ({_me()})"
+    if st.st_mode & NOT_SHARED:
+        return f"is writable by others ({stat.filemode(st.st_mode)})"
+    return ""
+
+
+def _refused(path: Path, what: str, why: str) -> BadInput:
+    return BadInput(
+        f"{path}: {what} {why}; hpcenv reads back from a shared directory only files you "
+        "wrote (regular, yours, writable by you alone): remove it (or ask its owner to) "
+        "and run again"
+    )
+
+
+def read_yours(path: Path, what: str = "file", *, limit: int) -> bytes | None:
+    """The bytes of ``path``, a file hpcenv wrote in a directory others may write, when it
+    is still yours (the reading rule above); None when nothing is there. BadInput naming
+    it when it is a symlink, not a regular file, another user's, writable by others or
+    larger than ``limit`` bytes. The directory is reached through no symlink another
+    user owns (:func:`check_dir`) and the file opened relative to its descriptor."""
+    path = Path(path)
+    check_dir(path.parent)
+    try:
+        directory = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        raise BadInput(f"{path}: cannot read {what} ({exc.strerror or exc})") from exc
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        fd = os.open(path.name, flags, dir_fd=directory)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise _refused(path, what, "is a symlink") from exc
+        raise BadInput(f"{path}: cannot read {what} ({exc.strerror or exc})") from exc
+    finally:
+        os.close(directory)
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fd)
+        if why := not_yours(st):
+            raise _refused(path, what, why)
+        if st.st_size > limit:
+            raise _refused(path, what, f"is larger than {limit >> 20 or 1} MiB")
+        data = fh.read(limit + 1)
+    if len(data) > limit:  # grew while read
+        raise _refused(path, what, f"is larger than {limit >> 20 or 1} MiB")
+    return data
+
+
+def load_json_yours(path: Path, what: str = "JSON file", *, limit: int) -> Any:
+    """:func:`read_yours` parsed as JSON (``parse_json``: bounded nesting, one line when
+    it is not JSON); None when nothing is there."""
+    data = read_yours(path, what, limit=limit)
+    if data is None:
+        return None
+    return parse_json(decode(data, str(path), what), str(path))
 
 
 def depth(data: Any) -> int:
