@@ -748,8 +748,12 @@ def not_yours(st: os.stat_result) -> str:
     return ""
 
 
-def _refused(path: Path, what: str, why: str) -> BadInput:
-    return BadInput(
+class NotYours(BadInput):
+    """A file the reading rule refused (:func:`read_yours`): one line naming it."""
+
+
+def _refused(path: Path, what: str, why: str) -> NotYours:
+    return NotYours(
         f"{path}: {what} {why}; hpcenv reads back from a shared directory only files you "
         "wrote (regular, yours, writable by you alone): remove it (or ask its owner to) "
         "and run again"
