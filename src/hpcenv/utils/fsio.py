@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import io
 import json
 import os
@@ -37,7 +38,7 @@ import pwd
 import shutil
 import stat
 import sys
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -673,7 +674,9 @@ def open_trusted(path: Path, what: str = "file", *, group_may_write: bool = Fals
     return fd
 
 
-def read_blocks(path: Path, what: str = "file", size: int = 8 << 20) -> Iterator[bytes]:
+def read_blocks(
+    path: Path, what: str = "file", size: int = 8 << 20
+) -> Generator[bytes, None, None]:
     """The bytes of the regular file ``path`` in blocks of ``size`` (a 1 GB log read in
     bounded memory); refused like ``read_bytes`` when it is not a regular file."""
     try:
@@ -880,14 +883,42 @@ def parse_toml(text: str, where: str) -> dict[str, Any]:
 MAX_YAML_BYTES = 4 * 1024 * 1024
 
 
-def parse_yaml(
-    text: str, where: str, what: str = "YAML file", *, refuse_aliases: bool = False
-) -> Any:
-    """YAML ``text`` (safe_load); BadInput naming ``where`` when it is not YAML, is larger
-    than ``MAX_YAML_BYTES``, nests deeper than ``MAX_DEPTH`` or holds a huge number; with
-    ``refuse_aliases``, also one that uses an alias (``*name``: a few lines can expand
-    without bound; a conda environment file needs none)."""
+def safe_yaml(text: str) -> Any:
+    """``text`` read by PyYAML's safe loader with aliases refused (``yaml.YAMLError``): an
+    alias (``*name``) is never a launcher's need, and ten lines of nested ones expand to
+    billions of values (the "billion laughs"). The one YAML loader of hpcenv."""
+    loader = _no_alias_loader()(text)
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
+
+
+@functools.cache
+def _no_alias_loader() -> Any:
     import yaml  # type: ignore[import-untyped]  # here: only a job with a YAML config pays for it
+
+    class NoAliases(yaml.SafeLoader):  # type: ignore[misc]
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.check_event(yaml.AliasEvent):
+                event = self.peek_event()
+                raise yaml.composer.ComposerError(
+                    None,
+                    None,
+                    f"an alias (*{event.anchor}): hpcenv reads YAML without aliases (nested "
+                    "ones expand to billions of values); write the value out",
+                    event.start_mark,
+                )
+            return super().compose_node(parent, index)
+
+    return NoAliases
+
+
+def parse_yaml(text: str, where: str, what: str = "YAML file") -> Any:
+    """YAML ``text`` (``safe_yaml``: no aliases); BadInput naming ``where`` when it is not
+    YAML, holds an alias, is larger than ``MAX_YAML_BYTES``, nests deeper than
+    ``MAX_DEPTH`` or holds a huge number."""
+    import yaml  # here: only a job with a YAML config pays for it
 
     if len(text) > MAX_YAML_BYTES:
         raise BadInput(
@@ -895,11 +926,12 @@ def parse_yaml(
             "launcher's config: give the right file"
         )
     try:
-        data = yaml.load(text, Loader=_no_aliases(yaml)) if refuse_aliases else yaml.safe_load(text)
-    except _AliasFound as exc:
-        raise BadInput(
-            f"{where} (line {exc.line}): a YAML alias; a {what} needs none (write the value out)"
-        ) from None
+        data = safe_yaml(text)
+    except yaml.composer.ComposerError as exc:
+        if not str(exc.problem).startswith("an alias"):
+            raise BadInput(f"{where}: not a readable {what} ({exc.problem}); fix the file") from exc
+        line = exc.problem_mark.line + 1 if exc.problem_mark else 0
+        raise BadInput(f"{where} (line {line}): {what} holds {exc.problem}") from exc
     except yaml.YAMLError as exc:
         why = " ".join(str(exc).split())  # YAML's messages span lines
         raise BadInput(f"{where}: not a readable {what} ({why}); fix the file") from exc
@@ -910,24 +942,6 @@ def parse_yaml(
     if depth(data) > MAX_DEPTH:
         raise _too_deep(where)
     return data
-
-
-class _AliasFound(Exception):
-    def __init__(self, line: int) -> None:
-        super().__init__(line)
-        self.line = line
-
-
-def _no_aliases(yaml: Any) -> Any:
-    """PyYAML's ``SafeLoader`` that stops at the first alias (``_AliasFound``)."""
-
-    class NoAliases(yaml.SafeLoader):  # type: ignore[misc]
-        def compose_node(self, parent: Any, index: Any) -> Any:
-            if self.check_event(yaml.AliasEvent):
-                raise _AliasFound(self.peek_event().start_mark.line + 1)
-            return super().compose_node(parent, index)
-
-    return NoAliases
 
 
 def load_json(path: Path, what: str = "JSON file", hint: str = "") -> Any:
