@@ -751,6 +751,10 @@ def not_yours(st: os.stat_result) -> str:
     return ""
 
 
+def _bytes(n: int) -> str:
+    return f"{n >> 20} MiB" if n >= 1 << 20 and not n % (1 << 20) else f"{n} bytes"
+
+
 class NotYours(BadInput):
     """A file the reading rule refused (:func:`read_yours`): one line naming it."""
 
@@ -793,10 +797,10 @@ def read_yours(path: Path, what: str = "file", *, limit: int) -> bytes | None:
         if why := not_yours(st):
             raise _refused(path, what, why)
         if st.st_size > limit:
-            raise _refused(path, what, f"is larger than {limit >> 20 or 1} MiB")
+            raise _refused(path, what, f"is larger than {_bytes(limit)}")
         data = fh.read(limit + 1)
     if len(data) > limit:  # grew while read
-        raise _refused(path, what, f"is larger than {limit >> 20 or 1} MiB")
+        raise _refused(path, what, f"is larger than {_bytes(limit)}")
     return data
 
 
