@@ -441,7 +441,11 @@ def test_a_five_thousand_digit_driver_is_one_line(site: dict[str, str]) -> None:
     plan and explain; numbers in facts are bounded before they are compared."""
     home = Path(site["root"]) / site["a"]
     facts = home / "facts.json"
-    facts.write_text(json.dumps({"schema": 1, "nvidia": {"driver_version": "5" * 5000}}))
+    node = _hpcenv(site, "facts", "--json")  # this node's facts, with a driver's
+    assert node.returncode == 0, node.stderr
+    gpu = {"index": 0, "name": "NVIDIA H100", "compute_capability": "9.0"}
+    nvidia = {"driver_version": "5" * 5000, "gpus": [gpu]}
+    facts.write_text(json.dumps({**json.loads(node.stdout), "nvidia": nvidia}))
     facts.chmod(0o644)
     log = home / "job.log"
     log.write_text("RuntimeError: CUDA error: out of memory\n")
