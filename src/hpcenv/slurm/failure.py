@@ -295,7 +295,7 @@ def record(report: Path, explanation: Explanation, **about: object) -> dict[str,
     except fsio.NotYours:
         data = dict(about)
     data["explanation"] = explanation.to_json()
-    fsio.ensure_dir(report.parent)
+    fsio.ensure_dir(report.parent, sticky=True)
     text = json.dumps(redact.deep(data), indent=2, default=str) + "\n"
     fsio.write_bytes(report, text.encode(), mode=0o600)
     return data

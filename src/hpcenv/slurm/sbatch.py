@@ -430,7 +430,7 @@ def write(job: Job, path: Path | None = None) -> Path:
     fail silently without a log."""
     for d in (job.log_dir, job.output_dir):
         try:
-            fsio.ensure_dir(d)
+            fsio.ensure_dir(d, sticky=True)
         except OSError as exc:
             raise BadInput(f"cannot create {d} ({exc.strerror}); fix job.log_dir") from exc
     # a new file renamed into place: a symlink planted at the name is replaced, never

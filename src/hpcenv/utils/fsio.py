@@ -187,18 +187,22 @@ def _bad_entry(path: Path, st: os.stat_result, owner: int) -> str:
     return ""
 
 
-def ensure_dir(path: Path) -> Path:
+def ensure_dir(path: Path, *, sticky: bool = False) -> Path:
     """Create ``path`` (and its parents) as containers (the user's umask: under 002 the
     group adds its own entries to ``venvs/``, ``logs/``, ``cache/``; the files in them are
-    never writable by others); refuse foreign symlinks on it."""
+    never writable by others); refuse foreign symlinks on it. ``sticky``: a container of
+    per-user entries hpcenv reads back (``logs/``, a job's log and output directories, the
+    kit copies, results) also gets the sticky bit (``container_mode``); not ``venvs/``,
+    where a member's build switches the profile's link by design."""
     check_dir(path)
     try:
         missing = [p for p in (Path(path), *Path(path).parents) if not os.path.lexists(p)]
         Path(path).mkdir(parents=True, exist_ok=True)
         for made in missing:
             with contextlib.suppress(OSError):  # made by a concurrent run of another user
-                os.chmod(made, container_mode(os.lstat(made).st_mode))
-        _keep_sticky(Path(path))
+                os.chmod(made, container_mode(sticky=sticky))
+        if sticky:
+            _keep_sticky(Path(path))
     except FileExistsError as exc:
         raise BadInput(f"{path}: exists and is not a directory; move it away") from exc
     except PermissionError as exc:
@@ -206,13 +210,13 @@ def ensure_dir(path: Path) -> Path:
     return check_dir(path)
 
 
-def container_mode(current: int = 0) -> int:
-    """The mode of a container directory: the user's umask (``modes.shared_mode``), the
-    setgid bit it has (a group directory's), and, when the group or others may add
-    entries, the sticky bit (like ``/tmp``): each member adds their own entries and cannot
-    rename or delete anyone else's (a job's script, outcome or report swapped for theirs)."""
-    mode = modes.shared_mode() | (current & stat.S_ISGID)
-    return mode | stat.S_ISVTX if mode & NOT_SHARED else mode
+def container_mode(*, sticky: bool = False) -> int:
+    """The mode of a container directory: the user's umask (``modes.shared_mode``) and,
+    with ``sticky`` when the group or others may add entries, the sticky bit (like
+    ``/tmp``): each member adds their own entries and cannot rename or delete anyone
+    else's (a job's script, outcome or report swapped for theirs)."""
+    mode = modes.shared_mode()
+    return mode | stat.S_ISVTX if sticky and mode & NOT_SHARED else mode
 
 
 def _keep_sticky(path: Path) -> None:

@@ -158,7 +158,7 @@ def test_only_a_shared_homes_containers_are_group_writable(tmp_path: Path) -> No
         os.umask(old)
     mode = lambda p: stat.S_IMODE(p.stat().st_mode)  # noqa: E731
     assert mode(tmp_path / "venvs" / "p.lock") == 0o644
-    assert mode(tmp_path / "venvs") == 0o1775  # shared, and sticky: nobody renames yours
+    assert mode(tmp_path / "venvs") == 0o775
     assert mode(tmp_path / "logs" / "a.txt") == 0o644
     assert mode(tmp_path / "logs" / "job.sbatch") == 0o755
 

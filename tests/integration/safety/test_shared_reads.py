@@ -128,7 +128,8 @@ def _shell(site: dict[str, str], user: str, script: str) -> subprocess.Completed
 
 
 def _logs(site: dict[str, str]) -> Path:
-    """``logs/`` of the shared home, made by ``a``'s hpcenv (as every command makes it)."""
+    """``logs/`` of the shared home, made by ``a``'s hpcenv as any writer of a log makes
+    it (a container, group-writable under umask 002)."""
     done = _python(site, "from hpcenv.utils import fsio, paths; fsio.ensure_dir(paths.logs_dir())")
     assert done.returncode == 0, done.stderr
     return Path(site["shared"]) / "home" / "logs"
@@ -182,7 +183,6 @@ def test_shared_containers_carry_the_sticky_bit_so_nobody_swaps_your_script(
     the stand-in ``sbatch`` below (no cluster can run jobs as these users) records what it
     was given."""
     logs = _logs(site)
-    assert stat.S_IMODE(logs.stat().st_mode) & 0o1777 == 0o1775
     bin_dir = Path(site["root"]) / site["a"] / "bin"
     bin_dir.mkdir(exist_ok=True)
     record = Path(site["root"]) / site["a"] / "sbatch.got"
@@ -197,6 +197,7 @@ def test_shared_containers_carry_the_sticky_bit_so_nobody_swaps_your_script(
     done = _hpcenv(site, "sbatch", str(profile), "--submit", "--job-name", JOB, "--no-gate",
                    "--", "python", "train.py")  # fmt: skip
     assert done.returncode == 0, done.stderr
+    assert stat.S_IMODE(logs.stat().st_mode) == 0o1775  # made 0775 before: sticky now
     kept = logs / f"{JOB}.sbatch"
     assert Path(f"{record}.argv").read_text().split() == ["--parsable"]
     assert Path(f"{record}.stdin").read_text() == kept.read_text()
