@@ -65,7 +65,9 @@ def site() -> Iterator[dict[str, str]]:
             (root / user).mkdir()
             shutil.chown(root / user, user, group)
         shared = root / "shared"
-        for d in (shared, shared / "cache"):  # a group's home and a group's XDG_CACHE_HOME
+        # a group's home and a group's XDG_CACHE_HOME, its hpcenv/ caches shared as well
+        cache = shared / "cache"
+        for d in (shared, cache, cache / "hpcenv", cache / "hpcenv" / "wheel-facts"):
             d.mkdir()
             shutil.chown(d, "root", group)
             d.chmod(0o2775)
