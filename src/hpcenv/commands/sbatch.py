@@ -361,18 +361,20 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _ignoring(read: Callable[..., T], *args: Any) -> T | None:
+def _ignoring(read: Callable[..., T], *args: Any, **kw: Any) -> T | None:
     """What ``read`` reads back from the job's directories, or None when the reading rule
     refused it (``fsio.read_yours``): said in one line, and the job's own state decides."""
     try:
-        return read(*args)
+        return read(*args, **kw)
     except BadInput as exc:
         print_text(f"hpcenv: {exc} (ignored)\n", err=True)
         return None
 
 
 def _tail(path: Path, lines: int = 20) -> list[str]:
-    return fsio.read_tail(path, 64 << 10).splitlines()[-lines:]
+    """The last lines of the job's log, when it is the job's (the reading rule)."""
+    text = _ignoring(fsio.read_tail, path, 64 << 10, yours=True) or ""
+    return text.splitlines()[-lines:]
 
 
 def _wait(job: sbatch.Job, job_id: str, timeout: float, started: float) -> str:

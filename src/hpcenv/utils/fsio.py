@@ -456,8 +456,8 @@ def read_at(directory: int, name: str, limit: int) -> bytes | None:
     except OSError:
         return None
     with os.fdopen(fd, "rb") as fh:
-        st = os.fstat(fd)
-        if not (stat.S_ISREG(st.st_mode) and modes.yours_alone(st) and st.st_size <= limit):
+        st = os.fstat(fd)  # the reading rule (``not_yours``), in a private directory
+        if not_yours(st) or st.st_size > limit:
             return None
         data = fh.read(limit + 1)
     return data if len(data) <= limit else None
@@ -710,18 +710,26 @@ def decode(data: bytes, where: str, what: str = "file") -> str:
         ) from exc
 
 
-def read_tail(path: Path, max_bytes: int) -> str:
+def read_tail(path: Path, max_bytes: int, *, yours: bool = False) -> str:
     """The last ``max_bytes`` of ``path`` as text (bad bytes replaced); "" if unreadable
     or not a regular file (a FIFO or device is never read: opened non-blocking, checked
-    before any read). Reads only that much, however large the file."""
+    before any read). Reads only that much, however large the file. ``yours``: a file
+    read back from a directory others may write, by the reading rule (no link; another
+    user's or one others may write is ``NotYours`` naming it)."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (os.O_NOFOLLOW if yours else 0)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if yours and exc.errno == errno.ELOOP:
+            raise _refused(Path(path), "log", "is a symlink") from exc
         return ""
     try:
         with os.fdopen(fd, "rb") as fh:
-            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+            st = os.fstat(fh.fileno())
+            if not stat.S_ISREG(st.st_mode):
                 return ""
+            if yours and (why := not_yours(st)):
+                raise _refused(Path(path), "log", why)
             size = fh.seek(0, os.SEEK_END)
             fh.seek(max(0, size - max_bytes))
             return fh.read(max_bytes).decode("utf-8", errors="replace")

@@ -227,6 +227,8 @@ def test_a_planted_outcome_is_not_followed_nor_believed(site: dict[str, str]) ->
     knows no such job: not followed)."""
     logs = _logs(site)
     path = _plant_outcome(site, logs, "501", {"ended_by": "requeue", "new_job": "502"})
+    err = logs / f"{JOB}-501.err"
+    assert _shell(site, "b", f"echo 'all went well' > '{err}'").returncode == 0
     code = f"""
         from pathlib import Path
         from hpcenv.commands import sbatch as cmd
@@ -234,13 +236,17 @@ def test_a_planted_outcome_is_not_followed_nor_believed(site: dict[str, str]) ->
         print("requeued_as", survive.requeued_as(Path('{path}')))
         print("data", cmd._ignoring(survive.load_outcome, Path('{path}')))
         print("follow", cmd._follow("502", {{"501"}}))
+        print("tail", cmd._tail(Path('{err}')))
         """
     done = _python(site, code, timeout=30)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split("\n")[:3] == ["requeued_as None", "data None", "follow None"]
-    err = _one_line(done)
-    assert f"{path}: outcome file is owned by {site['b']}, not by you" in err
-    assert "job 502 is unknown to SLURM, not to you" in err
+    assert done.stdout.split("\n")[:4] == [
+        "requeued_as None", "data None", "follow None", "tail []"
+    ]  # fmt: skip
+    assert f"{err}: log is owned by {site['b']}" in done.stderr
+    said = _one_line(done)
+    assert f"{path}: outcome file is owned by {site['b']}, not by you" in said
+    assert "job 502 is unknown to SLURM, not to you" in said
 
 
 def test_outcomes_naming_each_other_are_followed_once(site: dict[str, str]) -> None:
