@@ -431,6 +431,10 @@ def test_a_billion_laughs_config_is_one_line(site: dict[str, str]) -> None:
     assert done.returncode == 2, done.stderr
     assert f"{config} (line 2): accelerate config holds an alias (*a)" in _one_line(done)
     assert done.stderr.count("\n") == 1
+    # as a trainer's config (its own format, its to judge): not expanded, the job renders
+    trainer = _hpcenv(site, "sbatch", "local", "--", "python", "train.py", str(config),
+                      timeout=30)  # fmt: skip
+    assert trainer.returncode == 0 and "Traceback" not in trainer.stderr, trainer.stderr
 
 
 def test_a_fifo_as_the_jobs_script_never_blocks_sbatch(site: dict[str, str]) -> None:
