@@ -579,13 +579,18 @@ def read_report(job: Job, job_id: str) -> dict[str, object] | str | None:
     return parsed if isinstance(parsed, dict) else {"report": parsed}
 
 
-def job_owner(job_id: str, *, env: Mapping[str, str] | None = None) -> str | None:
-    """The user SLURM says owns ``job_id`` (``scontrol``, else ``sacct``), or None."""
-    done = command.run(["scontrol", "show", "job", job_id], env=env, timeout=30, check=False)
-    if m := re.search(r"\bUserId=([^(\s]+)\(", done.stdout):
-        return m.group(1)
-    done = command.run(
-        ["sacct", "-n", "-X", "-P", "-j", job_id, "-o", "User"], env=env, timeout=30, check=False
-    )
-    users = done.stdout.split()[:1]
-    return users[0] if done.returncode == 0 and users else None
+def job_owner(job_id: str, *, env: Mapping[str, str] | None = None, tries: int = 3) -> str | None:
+    """The user SLURM says owns ``job_id`` (``scontrol``, else ``sacct``), or None when
+    neither says after ``tries`` asks a poll apart (a busy controller may not answer)."""
+    for attempt in range(tries):
+        if attempt:
+            time.sleep(POLL_S)
+        done = command.run(["scontrol", "show", "job", job_id], env=env, timeout=30, check=False)
+        if m := re.search(r"\bUserId=([^(\s]+)\(", done.stdout):
+            return m.group(1)
+        argv = ["sacct", "-n", "-X", "-P", "-j", job_id, "-o", "User"]
+        done = command.run(argv, env=env, timeout=30, check=False)
+        users = done.stdout.split()[:1]
+        if done.returncode == 0 and users:
+            return users[0]
+    return None
