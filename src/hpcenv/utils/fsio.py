@@ -643,37 +643,42 @@ def open_regular(path: Path, what: str = "file") -> int:
 
 
 def open_trusted(path: Path, what: str = "file", *, group_may_write: bool = False) -> int:
-    """``path`` opened for reading where others may have put something in its directory
-    (a shared home's ``logs/``, a job's log directory): through the directory's
-    descriptor without following a link (``O_NOFOLLOW``, non-blocking), a regular file,
-    owned by you or by root (SLURM writes as root), writable by nobody else (the group
-    may write it when ``group_may_write``: a log SLURM named for your own job under your
-    umask). Otherwise BadInput naming it and why. The caller closes the descriptor."""
+    """``path`` opened for reading by the reading rule (below: :func:`not_yours`) where
+    others may have put something in its directory (a shared home's ``logs/``, a job's log
+    directory): through the directory's descriptor without following a link
+    (``O_NOFOLLOW``, non-blocking), a regular file, owned by you or by root (SLURM writes
+    as root), writable by nobody else (the group may write it when ``group_may_write``: a
+    log SLURM named for your own job under your umask). Otherwise ``NotYours`` naming it
+    and why; BadInput when it cannot be opened. The caller closes the descriptor."""
+    try:
+        return _open_yours(path, what, group_may_write=group_may_write)
+    except FileNotFoundError as exc:
+        raise BadInput(f"{path}: cannot read {what} ({exc.strerror or exc})") from exc
+
+
+def _open_yours(path: Path, what: str, *, group_may_write: bool = False) -> int:
+    """:func:`open_trusted`, FileNotFoundError when nothing is there."""
     flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    check_dir(path.parent)
     try:
         parent = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise
     except OSError as exc:
         raise BadInput(f"{path}: cannot read {what} ({exc.strerror or exc})") from exc
     try:
         fd = os.open(path.name, flags, dir_fd=parent)
+    except FileNotFoundError:
+        raise
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            raise BadInput(f"{path}: {what} is a symlink; refused (hpcenv reads back only "
-                           "files that are yours, never through a link)") from exc  # fmt: skip
+            raise _refused(path, what, "is a symlink") from exc
         raise BadInput(f"{path}: cannot read {what} ({exc.strerror or exc})") from exc
     finally:
         os.close(parent)
-    st = os.fstat(fd)
-    shared = stat.S_IWOTH if group_may_write else modes.NOT_SHARED
-    why = (
-        f"is {_kind(st.st_mode)}" if not stat.S_ISREG(st.st_mode)
-        else f"is owned by {_owner(st.st_uid)}, not by you" if st.st_uid not in (os.geteuid(), 0)
-        else f"is writable by others ({stat.filemode(st.st_mode)})" if st.st_mode & shared
-        else ""
-    )  # fmt: skip
-    if why:
+    if why := not_yours(os.fstat(fd), group_may_write=group_may_write):
         os.close(fd)
-        raise BadInput(f"{path}: {what} {why}; refused: someone else could have written it")
+        raise _refused(path, what, why)
     os.set_blocking(fd, True)
     return fd
 
@@ -751,14 +756,16 @@ def read_tail(path: Path, max_bytes: int, *, yours: bool = False) -> str:
 TRUSTED_OWNERS = (0,)
 
 
-def not_yours(st: os.stat_result) -> str:
+def not_yours(st: os.stat_result, *, group_may_write: bool = False) -> str:
     """Why a file with ``st`` is not one hpcenv believes it wrote ("" when it is): not a
-    regular file, another user's, or writable by the group or others."""
+    regular file, another user's, or writable by the group (unless ``group_may_write``)
+    or others. The reading rule's one test (``open_trusted``, ``read_yours``, ``read_at``,
+    ``read_tail(yours=True)``)."""
     if not stat.S_ISREG(st.st_mode):
         return f"is {_kind(st.st_mode)}" if not stat.S_ISDIR(st.st_mode) else "is a directory"
     if st.st_uid != os.geteuid() and st.st_uid not in TRUSTED_OWNERS:
         return f"is owned by {_owner(st.st_uid)}, not by you ({_me()})"
-    if st.st_mode & NOT_SHARED:
+    if st.st_mode & (stat.S_IWOTH if group_may_write else NOT_SHARED):
         return f"is writable by others ({stat.filemode(st.st_mode)})"
     return ""
 
@@ -781,34 +788,16 @@ def _refused(path: Path, what: str, why: str) -> NotYours:
 
 def read_yours(path: Path, what: str = "file", *, limit: int) -> bytes | None:
     """The bytes of ``path``, a file hpcenv wrote in a directory others may write, when it
-    is still yours (the reading rule above); None when nothing is there. BadInput naming
-    it when it is a symlink, not a regular file, another user's, writable by others or
-    larger than ``limit`` bytes. The directory is reached through no symlink another
-    user owns (:func:`check_dir`) and the file opened relative to its descriptor."""
+    is still yours (the reading rule above, :func:`open_trusted`); None when nothing is
+    there. ``NotYours`` naming it when it is a symlink, not a regular file, another
+    user's, writable by others or larger than ``limit`` bytes."""
     path = Path(path)
-    check_dir(path.parent)
     try:
-        directory = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    except OSError as exc:
-        raise BadInput(f"{path}: cannot read {what} ({exc.strerror or exc})") from exc
-    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-    try:
-        fd = os.open(path.name, flags, dir_fd=directory)
+        fd = _open_yours(path, what)
     except FileNotFoundError:
         return None
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise _refused(path, what, "is a symlink") from exc
-        raise BadInput(f"{path}: cannot read {what} ({exc.strerror or exc})") from exc
-    finally:
-        os.close(directory)
     with os.fdopen(fd, "rb") as fh:
-        st = os.fstat(fd)
-        if why := not_yours(st):
-            raise _refused(path, what, why)
-        if st.st_size > limit:
+        if os.fstat(fd).st_size > limit:
             raise _refused(path, what, f"is larger than {_bytes(limit)}")
         data = fh.read(limit + 1)
     if len(data) > limit:  # grew while read
