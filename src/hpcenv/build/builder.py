@@ -482,7 +482,7 @@ def _build_locked(
     if done := _noop(profile, d.current, d.stamp, force=force, start=start, damaged=damaged):
         return done
 
-    logs = fsio.ensure_dir(paths.logs_dir())
+    logs = fsio.ensure_dir(paths.logs_dir(), sticky=True)
     when = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
     log_path = logs / f"build-{profile}-{when}-{os.getpid()}.log"
     for n in range(2, 100):  # two builds of one process in one second: a new name each

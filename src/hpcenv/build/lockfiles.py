@@ -45,6 +45,7 @@ from hpcenv.tools.command import quote
 from hpcenv.utils import fsio, paths, redact
 from hpcenv.utils.errors import BadInput, BuildFailed, CommandFailed
 from hpcenv.utils.names import canonicalize_name
+from hpcenv.utils.output import shell_name
 
 HEADER_MARK = "# hpcenv-lock"
 
@@ -276,7 +277,9 @@ def credentials_as_references(text: str, urls: Iterable[str], environ: Mapping[s
 
 def _referenced(url: str, m: re.Match[str], environ: Mapping[str, str]) -> str:
     info = m.group("info")
-    names = sorted(k for k, v in environ.items() if v and not k.startswith("HPCENV_"))
+    names = sorted(
+        k for k, v in environ.items() if v and not k.startswith("HPCENV_") and shell_name(k)
+    )
     for name in names:
         if environ[name] == url:
             return f"${{{name}}}"

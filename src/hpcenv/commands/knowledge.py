@@ -30,6 +30,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     up.add_argument("--out", metavar="DIR", help="write here instead of hpcenv's own data")
     up.add_argument("--no-vllm", action="store_true", help="do not regenerate vllm.toml")
+    up.add_argument(
+        "--dependency-metadata",
+        action="store_true",
+        help="also regenerate dependency_metadata.toml (the requirements of packages whose "
+        "setup.py imports torch, read from each release's sdist: uv resolves them unbuilt)",
+    )
     add_json_option(up)
     check = sub.add_parser("check", help="exit 7 when PyPI has a release the data lacks")
     check.add_argument(
@@ -63,6 +69,16 @@ def run(args: argparse.Namespace) -> int:
             log=shown.note,
             expect=shown.task,
         )
+        if args.dependency_metadata:
+            from hpcenv.knowledge import build_isolation
+            from hpcenv.knowledge.refresh import dependency_metadata as deps
+
+            found = [
+                *found,
+                deps.update_dependency_metadata(
+                    build_isolation.rows(), args.pypi, since=deps.SINCE, out=out, log=shown.note
+                ),
+            ]
     for written in found:
         files.append({"path": str(written.path), "rows": written.rows, "changed": written.changed})
         if not args.json:

@@ -26,8 +26,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import pwd
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 from hpcenv.commands import add_html_option, print_json, print_text
 from hpcenv.models import walltime
@@ -37,6 +40,7 @@ from hpcenv.utils import fsio
 from hpcenv.utils.errors import BadInput, HpcenvError, JobFailed
 
 TAKES_COMMAND = True
+T = TypeVar("T")
 
 #: Options only a job running your command (``-- CMD``) takes.
 COMMAND_OPTIONS = (
@@ -334,7 +338,7 @@ def run(args: argparse.Namespace) -> int:
     env = {**os.environ, **sbatch.secret_env(prof, nodes=args.nodes)}
     for carried in ("HPCENV_EXCLUDE", "HPCENV_REQUEUE"):  # a chain's own, never the shell's
         env.pop(carried, None)
-    job_id = sbatch.submit(script, env=env)
+    job_id = sbatch.submit(script, env=env, text=job.script)  # the script on stdin
     # --json keeps stdout for the report alone
     print_text(f"submitted job {job_id} ({script})\n", err=args.json)
     if not args.wait:
@@ -359,7 +363,7 @@ def run(args: argparse.Namespace) -> int:
             prof=prof,
         )
     _, err = job.log_paths(job_id)
-    report = sbatch.read_report(job, job_id)
+    report = _ignoring(sbatch.read_report, job, job_id)
     if not state.startswith("COMPLETED") and not isinstance(report, str):
         report = _explained(job, job_id, state, prof.platform.nccl_net) or report
     if isinstance(report, dict):
@@ -387,8 +391,20 @@ def _html(
     probe.write_html(html, dict(report), title=f"hpcenv job {job_id}", profile=prof)
 
 
+def _ignoring(read: Callable[..., T], *args: Any, **kw: Any) -> T | None:
+    """What ``read`` reads back from the job's directories, or None when the reading rule
+    refused it (``fsio.read_yours``): said in one line, and the job's own state decides."""
+    try:
+        return read(*args, **kw)
+    except BadInput as exc:
+        print_text(f"hpcenv: {exc} (ignored)\n", err=True)
+        return None
+
+
 def _tail(path: Path, lines: int = 20) -> list[str]:
-    return fsio.read_tail(path, 64 << 10).splitlines()[-lines:]
+    """The last lines of the job's log, when it is the job's (the reading rule)."""
+    text = _ignoring(fsio.read_tail, path, 64 << 10, yours=True) or ""
+    return text.splitlines()[-lines:]
 
 
 def _wait(job: sbatch.Job, job_id: str, timeout: float, started: float) -> str:
@@ -419,6 +435,24 @@ def _explained(job: sbatch.Job, job_id: str, state: str, net: str) -> dict[str, 
     return report
 
 
+def _follow(new_job: str | None, followed: set[str]) -> str | None:
+    """``new_job`` when ``--wait`` may follow a requeue to it: not a job already followed
+    (outcome files naming each other), and one SLURM says is yours (an outcome file only
+    names a job; someone else's COMPLETED job says nothing of yours)."""
+    if new_job is None:
+        return None
+    if new_job in followed:
+        print_text(f"hpcenv: job {new_job} was followed already (a cycle); not again\n", err=True)
+        return None
+    me = pwd.getpwuid(os.geteuid()).pw_name
+    owner = sbatch.job_owner(new_job)
+    if owner != me:
+        whose = f"belongs to {owner}" if owner else "is unknown to SLURM"
+        print_text(f"hpcenv: job {new_job} {whose}, not to you ({me}); not followed\n", err=True)
+        return None
+    return new_job
+
+
 def _own_outcome(
     job: sbatch.Job,
     job_id: str,
@@ -438,12 +472,16 @@ def _own_outcome(
     requeued without the bad nodes is followed: the answer is the new job's."""
     from hpcenv.slurm import survive
 
+    followed = {job_id}
+    outcome = None
     while not state.startswith("COMPLETED"):
-        new_job = survive.requeued_as(job.outcome_path(job_id))
+        outcome = _ignoring(survive.load_outcome, job.outcome_path(job_id))
+        new_job = _follow(survive.requeued_to(outcome), followed)
         if new_job is None:
             break
-        note = survive.read_outcome(job.outcome_path(job_id), job_id)
+        note = survive.outcome_error(outcome, job_id)
         print_text(f"hpcenv: {note}; following job {new_job}\n", err=True)
+        followed.add(new_job)
         job_id = new_job
         state = _wait(job, job_id, timeout, started)
     if state.startswith("COMPLETED"):
@@ -457,7 +495,7 @@ def _own_outcome(
         _html(html, report, job_id, prof)
     if as_json:  # the report (why it failed) with the job it is about
         print_json({**(report or {}), "job": job.as_json(job_id), "state": state})
-    if (why := survive.read_outcome(job.outcome_path(job_id), job_id)) is not None:
+    if (why := survive.outcome_error(outcome, job_id)) is not None:
         raise why
     code = sbatch.exit_code(job_id) if state.startswith("FAILED") else None
     if code:

@@ -28,6 +28,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import PurePath
 
+from hpcenv.utils.output import shell_name
+
 KINDS = ("accelerate", "deepspeed", "torchrun")
 #: Launchers of the user's that spread the command over the allocation themselves.
 SPREADERS = ("srun", "mpirun", "mpiexec")
@@ -156,9 +158,9 @@ class Command:
 
 
 def is_name(word: str) -> bool:
-    """``word`` is a shell variable name (``[A-Za-z_][A-Za-z0-9_]*``): one a script may write
-    as ``"${NAME}"``."""
-    return bool(_NAME.fullmatch(word))
+    """``word`` is a shell variable name (``[A-Za-z_][A-Za-z0-9_]*``, ``output.shell_name``):
+    one a script may write as ``"${NAME}"``."""
+    return shell_name(word)
 
 
 def _env_words(words: Sequence[str], i: int) -> tuple[int, list[str]] | None:

@@ -211,12 +211,16 @@ _FLASH_IMPORT = re.compile(r"^[ \t]*(?:import|from)[ \t]+flash_attn\b", re.M)
 
 
 def _script_text(script: Path) -> str:
-    """The job's script (its first MAX_CONFIG_BYTES); "" when it is not there or unreadable."""
+    """The job's script (its first MAX_CONFIG_BYTES); "" when it is not there, unreadable
+    or not a regular file: a FIFO or device is never read (``fsio.read_blocks`` opens it
+    without blocking and refuses it before any read)."""
     try:
-        with open(script, "rb") as fh:
-            return fh.read(MAX_CONFIG_BYTES).decode("utf-8", errors="replace")
-    except OSError:
+        blocks = fsio.read_blocks(script, "script", size=MAX_CONFIG_BYTES)
+        text = next(blocks, b"").decode("utf-8", errors="replace")
+        blocks.close()
+    except (BadInput, OSError):
         return ""
+    return text
 
 
 def flash_imports(script: Path, text: str) -> tuple[str, ...]:
@@ -280,7 +284,7 @@ def _parses(text: str, as_json: bool) -> bool:
     import yaml  # type: ignore[import-untyped]  # here: only a job with a config pays for it
 
     try:
-        json.loads(text) if as_json else yaml.safe_load(text)
+        json.loads(text) if as_json else fsio.safe_yaml(text)
     except (ValueError, yaml.YAMLError, RecursionError):
         return False
     return True

@@ -89,7 +89,7 @@ def render(
         keep = ' --results-dir "$out/ranks" --junit "$out/junit.xml"'
     lines += [
         f'out={shell_quote(str(out_dir))}/"$SLURM_JOB_ID"',
-        'mkdir -p "$out"',
+        *sbatch.OWN_OUT_DIR,
         "status=0",
         f'{shell_join(argv)}{keep} > "$out/report.json" || status=$?',
         'cat "$out/report.json"',

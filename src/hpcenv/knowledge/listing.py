@@ -84,13 +84,44 @@ def _join(base: str, *parts: str) -> str:
 # --- parsing ----------------------------------------------------------------------------
 
 
+def file_entries(url: str, files: object, where: str) -> list[dict[str, Any]]:
+    """The file objects of a mirror's listing (``where``: which list), each checked to be
+    an object with object digests; BadInput (one line, exit 2) naming the first that is
+    not: a mirror's JSON is data, never an AttributeError."""
+    if files is None:
+        return []
+    if not isinstance(files, list):
+        raise BadInput(
+            f"{url}: {where} is {type(files).__name__}, not a list of file objects; "
+            "the mirror does not serve PyPI's JSON: check the URL"
+        )
+    for i, f in enumerate(files):
+        bad = (
+            f"is {type(f).__name__}, not a file object"
+            if not isinstance(f, dict)
+            else next(
+                (
+                    f"has {key!r} = {type(f[key]).__name__}, not an object"
+                    for key in ("digests", "hashes")
+                    if f.get(key) is not None and not isinstance(f[key], dict)
+                ),
+                "",
+            )
+        )
+        if bad:
+            raise BadInput(
+                f"{url}: {where}[{i}] {bad}; the mirror does not serve PyPI's JSON: check the URL"
+            )
+    return files
+
+
 def _from_pypi_json(url: str, data: Any) -> list[WheelFile]:
     out = []
     releases = data.get("releases") if isinstance(data, dict) else None
     if not isinstance(releases, dict):
         raise BadInput(f"{url}: not PyPI project JSON (no 'releases' object)")
-    for files in releases.values():
-        for f in files or ():
+    for version, files in releases.items():
+        for f in file_entries(url, files, f"releases[{str(version)[:40]!r}]"):
             w = wheel_file(
                 str(f.get("filename", "")),
                 urllib.parse.urljoin(url, str(f.get("url", ""))),
@@ -108,7 +139,7 @@ def _from_simple_json(url: str, data: Any) -> list[WheelFile]:
     if not isinstance(files, list):
         raise BadInput(f"{url}: not a PEP 691 project page (no 'files' list)")
     out = []
-    for f in files:
+    for f in file_entries(url, files, "files"):
         w = wheel_file(
             str(f.get("filename", "")),
             urllib.parse.urljoin(url, str(f.get("url", ""))),

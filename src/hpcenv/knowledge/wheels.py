@@ -16,6 +16,7 @@ be stale) under ``$XDG_CACHE_HOME/hpcenv/wheel-facts/``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import tempfile
@@ -25,7 +26,7 @@ from typing import Any
 
 from hpcenv.knowledge import remote
 from hpcenv.utils import fsio
-from hpcenv.utils.errors import BadInput
+from hpcenv.utils.errors import BadInput, HpcenvError
 
 VERSION_PY = "torch/version.py"
 TORCH_CONFIG = "torch/share/cmake/Torch/TorchConfig.cmake"
@@ -140,18 +141,32 @@ def read_cached(url: str, *, sha256: str | None, cache: Path | None = None) -> W
         return read(url, sha256=None)
     folder = cache or cache_dir()
     path = folder / f"{sha256}.json"
-    try:
-        data = json.loads(path.read_text())
-        if data.pop("format", None) == CACHE_FORMAT:
-            for key in ("sass", "ptx", "partial"):
-                data[key] = tuple(data[key])
-            return WheelFacts(**data)
-    except (OSError, ValueError, TypeError):
-        pass
+    if (cached := _cached(path)) is not None:
+        return cached
     facts = read(url, sha256=sha256)
     data = json.dumps({"format": CACHE_FORMAT, **asdict(facts)}, sort_keys=True)
-    fsio.write_bytes(path, data.encode())
+    with contextlib.suppress(HpcenvError, OSError):  # a cache that cannot be written: none
+        fsio.write_bytes(path, data.encode())
     return facts
+
+
+#: The largest cache entry read back (one is a few KiB).
+MAX_ENTRY_BYTES = 1 << 20
+
+
+def _cached(path: Path) -> WheelFacts | None:
+    """The facts cached at ``path``, when the entry is one you wrote (the reading rule,
+    ``fsio.read_yours``: ``XDG_CACHE_HOME`` may be shared, and an entry planted there
+    would turn a CPU wheel into a CUDA one in the knowledge); None (a miss) otherwise."""
+    try:
+        data = fsio.load_json_yours(path, "wheel-facts cache entry", limit=MAX_ENTRY_BYTES)
+        if not isinstance(data, dict) or data.pop("format", None) != CACHE_FORMAT:
+            return None
+        for key in ("sass", "ptx", "partial"):
+            data[key] = tuple(data[key])
+        return WheelFacts(**data)
+    except (HpcenvError, OSError, KeyError, TypeError):
+        return None
 
 
 __all__ = ["WheelFacts", "parse_abi", "parse_version_py", "read", "read_cached"]

@@ -167,6 +167,11 @@ def to_json(facts: Facts) -> dict[str, Any]:
     return out
 
 
+#: The most digits of one number in a version, and the longest version, believed.
+MAX_VERSION_DIGITS = 9
+MAX_VERSION_CHARS = 64
+
+
 class _Reader:
     """Typed access to one JSON object, naming the file and key on a wrong type."""
 
@@ -187,6 +192,20 @@ class _Reader:
         if isinstance(v, (int, float)) and not isinstance(v, bool):
             return str(v)  # "glibc": 2.35 is a common hand-edit
         raise self._bad(key, "a string")
+
+    def version(self, key: str) -> str | None:
+        """A version (a driver's, CUDA's, glibc's, a compute capability): its numbers are
+        bounded before anything compares them (a 5,000-digit one is one line, not a
+        traceback where ``int`` refuses it)."""
+        v = self.text(key)
+        longest = max((len(run) for run in re.findall(r"\d+", v or "")), default=0)
+        if v is not None and (longest > MAX_VERSION_DIGITS or len(v) > MAX_VERSION_CHARS):
+            raise BadInput(
+                f"{self.where}: key '{self.prefix}{key}' is {v[:24]!r}... ({len(v)} characters), "
+                f"not a version: its numbers have at most {MAX_VERSION_DIGITS} digits; fix the "
+                "value or delete the key"
+            )
+        return v
 
     def machine(self, key: str) -> str | None:
         """A CPU arch as ``platform.machine()`` names it (a number is a typo, not an arch)."""
@@ -250,12 +269,12 @@ def from_json(data: Any, where: str = "facts") -> Facts:
     nvidia = None
     nv = r.obj("nvidia")
     if nv is not None:
-        driver = nv.text("driver_version")
+        driver = nv.version("driver_version")
         if driver is None:
             raise BadInput(f"{where}: 'nvidia' is given without 'nvidia.driver_version'")
         gpus = []
         for i, g in enumerate(nv.objs("gpus")):
-            cap = g.text("compute_capability")
+            cap = g.version("compute_capability")
             if cap is not None and not _is_cap(cap):
                 raise BadInput(
                     f"{where}: {g.prefix}compute_capability {cap!r} is not MAJOR.MINOR like '9.0'"
@@ -271,7 +290,7 @@ def from_json(data: Any, where: str = "facts") -> Facts:
             )
         nvidia = NvidiaFacts(
             driver_version=driver,
-            cuda_driver_version=nv.text("cuda_driver_version"),
+            cuda_driver_version=nv.version("cuda_driver_version"),
             gpus=tuple(gpus),
             source=nv.text("source") or where,
         )
@@ -319,8 +338,8 @@ def from_json(data: Any, where: str = "facts") -> Facts:
         schema=schema,
         hostname=r.text("hostname"),
         arch=r.machine("arch"),
-        glibc=r.text("glibc"),
-        python=r.text("python"),
+        glibc=r.version("glibc"),
+        python=r.version("python"),
         cpus=r.integer("cpus"),
         memory_gib=r.number("memory_gib"),
         nvidia=nvidia,

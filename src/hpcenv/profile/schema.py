@@ -41,13 +41,14 @@ from hpcenv.models import walltime
 from hpcenv.models.facts import Facts, Gpu, NvidiaFacts
 from hpcenv.utils import fsio, redact
 from hpcenv.utils.errors import BadInput
+from hpcenv.utils.output import SHELL_NAME
 
 #: Probes hpcenv ships (``hpcenv.kit.registry``); profiles may only name these.
 KNOWN_PROBES = registry.NAMES
 KNOWN_FIXES = ("sm90a", "venv_nccl")
 ARCHES = ("x86_64", "aarch64", "any")
 BACKEND = re.compile(r"^(auto|cpu|cu\d{3})$")
-ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+ENV_NAME = SHELL_NAME  # the shell's rule for a variable name (one owner: utils/output)
 
 
 def key(doc: str, *, default: Any = None, choices: tuple[str, ...] = (), check: Any = None) -> Any:

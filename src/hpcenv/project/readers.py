@@ -742,7 +742,7 @@ def parse_conda_yaml(text: str, where: str) -> dict[str, Any]:
     lines that expand without bound; conda files need none); every scalar of
     ``dependencies`` (and its ``pip:`` list) a string, as conda reads them. Other keys
     (``variables:``, ``prefix:``) are read and left alone."""
-    data = fsio.parse_yaml(text, where, "conda environment file", refuse_aliases=True)
+    data = fsio.parse_yaml(text, where, "conda environment file")
     if data is None:
         return {}
     if not isinstance(data, dict):

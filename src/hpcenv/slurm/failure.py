@@ -19,7 +19,7 @@ from hpcenv.models.explanation import Explanation
 from hpcenv.models.facts import Facts
 from hpcenv.slurm import jobrecord
 from hpcenv.tools import keyscan
-from hpcenv.utils import fsio
+from hpcenv.utils import fsio, redact
 from hpcenv.utils.errors import BadInput
 
 #: The most of a report.json read for the facts it records.
@@ -120,13 +120,17 @@ def _cut_note(cut: dict[str, list[int]]) -> tuple[str, ...]:
 
 
 def read_report(path: Path | None) -> dict[str, object]:
-    """A job's report.json as a dict ({} when absent or not JSON)."""
-    if path is None or not path.is_file():
+    """A job's report.json as a dict ({} when absent or not JSON). It lies in a directory
+    others may write: read by the reading rule (``fsio.read_yours``), so a report someone
+    else planted, a link or a FIFO there is BadInput naming it."""
+    if path is None:
         return {}
     try:
-        data = json.loads(fsio.read_tail(path, MAX_REPORT_BYTES))
-    except (ValueError, RecursionError):
-        return {}
+        data = fsio.load_json_yours(path, "job report", limit=MAX_REPORT_BYTES)
+    except fsio.NotYours:
+        raise
+    except BadInput:
+        return {}  # not JSON: no facts in it
     return data if isinstance(data, dict) else {}
 
 
@@ -184,7 +188,10 @@ def explain_job(
 ) -> Explanation:
     """``explain_files`` of the logs hpcenv's job wrote in a log directory (each opened by
     the reading rule), with the torch its report records."""
-    torch = recorded_torch(read_report(report))
+    try:
+        torch = recorded_torch(read_report(report))
+    except fsio.NotYours:  # a report someone else planted says nothing of this job
+        torch = None
     return explain_files(
         logs, rule=FOUND, facts=facts, torch=torch, expect_net=expect_net, progress=progress
     )
@@ -278,9 +285,17 @@ def explain_id(
 
 def record(report: Path, explanation: Explanation, **about: object) -> dict[str, object]:
     """The job's report with ``explanation`` in it, written back (created for a job of
-    your own command, which writes none: ``about`` says which job)."""
-    data = read_report(report) or dict(about)
+    your own command, which writes none: ``about`` says which job). Only a report the job
+    wrote is kept (``read_report``: the reading rule); anything else found at the path (a
+    link to a file of yours, a neighbour's report) is not read, and the report is written
+    fresh, by a rename (never through a link), readable by you alone (0600: the
+    explanation quotes the job's log)."""
+    try:
+        data = read_report(report) or dict(about)
+    except fsio.NotYours:
+        data = dict(about)
     data["explanation"] = explanation.to_json()
-    fsio.ensure_dir(report.parent)
-    fsio.write_json(report, data)
+    fsio.ensure_dir(report.parent, sticky=True)
+    text = json.dumps(redact.deep(data), indent=2, default=str) + "\n"
+    fsio.write_bytes(report, text.encode(), mode=0o600)
     return data

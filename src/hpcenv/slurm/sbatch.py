@@ -31,7 +31,6 @@ environment (``secret_env``), so they reach the job without touching the disk.
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 import time
@@ -403,6 +402,19 @@ def directives(
     ]
 
 
+#: The job's output directory must be its own (not a link, nobody else's, writable by it
+#: alone) before its report is written there: in a shared log directory a neighbour could
+#: have made ``<jobid>/`` first, with a link at ``report.json`` to a file of yours.
+OWN_OUT_DIR = (
+    '(umask 022 && mkdir -p -- "$out")',
+    'if [ -L "$out" ] || [ ! -O "$out" ] || [ -n "$(find "$out" -maxdepth 0 -perm /022)" ]; then',
+    "  echo \"hpcenv: $out is not this job's own directory (a link, another user's, or writable"
+    ' by others); not writing its report there" >&2; exit 2',
+    "fi",
+    'rm -f -- "$out/report.json"',
+)
+
+
 def secret_env(
     profile: Profile, *, nodes: int = 1, extra_env: Mapping[str, str] | None = None
 ) -> dict[str, str]:
@@ -418,7 +430,7 @@ def write(job: Job, path: Path | None = None) -> Path:
     fail silently without a log."""
     for d in (job.log_dir, job.output_dir):
         try:
-            fsio.ensure_dir(d)
+            fsio.ensure_dir(d, sticky=True)
         except OSError as exc:
             raise BadInput(f"cannot create {d} ({exc.strerror}); fix job.log_dir") from exc
     # a new file renamed into place: a symlink planted at the name is replaced, never
@@ -426,10 +438,14 @@ def write(job: Job, path: Path | None = None) -> Path:
     return fsio.write_text(path or job.log_dir / f"{job.name}.sbatch", job.script, executable=True)
 
 
-def submit(script: Path, *, env: Mapping[str, str] | None = None) -> str:
-    """``sbatch --parsable``; the job id."""
+def submit(script: Path, *, env: Mapping[str, str] | None = None, text: str | None = None) -> str:
+    """``sbatch --parsable``; the job id. With ``text`` (the script ``write`` kept at
+    ``script``) sbatch reads the script from its stdin, not from the file: the kept copy
+    lies in a directory others may write, and a neighbour who renamed their own script
+    over it between the write and sbatch's read would run their code as you."""
+    argv = ["sbatch", "--parsable"] if text is not None else ["sbatch", "--parsable", str(script)]
     try:
-        done = command.run(["sbatch", "--parsable", str(script)], env=env, timeout=60)
+        done = command.run(argv, env=env, timeout=60, stdin_text=text)
     except CommandFailed as exc:
         raise CommandFailed(
             f"sbatch refused {script}: {exc} (check partition, account and GPU request)",
@@ -548,13 +564,33 @@ def outcome(
 
 
 def read_report(job: Job, job_id: str) -> dict[str, object] | str | None:
-    """The report the job wrote: parsed JSON, or the raw text when it is not JSON."""
+    """The report the job wrote: parsed JSON, or the raw text when it is not JSON; None
+    when there is none. Read by the reading rule (``fsio.read_yours``): a report planted
+    by someone else, a link or a FIFO is refused naming it (BadInput)."""
     path = job.report_path(job_id)
-    if not path.is_file():
+    data = fsio.read_yours(path, "job report", limit=MAX_REPORT_BYTES)
+    if data is None:
         return None
-    text = fsio.read_tail(path, MAX_REPORT_BYTES)
+    text = data.decode("utf-8", errors="replace")
     try:
-        data = json.loads(text)
-    except (ValueError, RecursionError):
+        parsed = fsio.parse_json(text, str(path))
+    except BadInput:
         return text
-    return data if isinstance(data, dict) else {"report": data}
+    return parsed if isinstance(parsed, dict) else {"report": parsed}
+
+
+def job_owner(job_id: str, *, env: Mapping[str, str] | None = None, tries: int = 3) -> str | None:
+    """The user SLURM says owns ``job_id`` (``scontrol``, else ``sacct``), or None when
+    neither says after ``tries`` asks a poll apart (a busy controller may not answer)."""
+    for attempt in range(tries):
+        if attempt:
+            time.sleep(POLL_S)
+        done = command.run(["scontrol", "show", "job", job_id], env=env, timeout=30, check=False)
+        if m := re.search(r"\bUserId=([^(\s]+)\(", done.stdout):
+            return m.group(1)
+        argv = ["sacct", "-n", "-X", "-P", "-j", job_id, "-o", "User"]
+        done = command.run(argv, env=env, timeout=30, check=False)
+        users = done.stdout.split()[:1]
+        if done.returncode == 0 and users:
+            return users[0]
+    return None

@@ -15,14 +15,14 @@ Every value is ``shlex.quote``d; the script stays free of user text.
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
 from hpcenv.slurm import requeue, sbatch, stacks, watchdog
-from hpcenv.utils.errors import BadNodes, HpcenvError, JobHung
+from hpcenv.utils import fsio
+from hpcenv.utils.errors import BadInput, BadNodes, HpcenvError, JobHung
 from hpcenv.utils.output import shell_join, shell_quote, visible
 
 
@@ -149,31 +149,53 @@ def watchdog_end(spec: CommandJob) -> list[str]:
     ]
 
 
-def requeued_as(path: Path) -> str | None:
-    """The job id a link was requeued as by the bad-node gate (its outcome file), else None."""
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(data, dict) or data.get("ended_by") != "requeue":
-        return None
-    new = str(data.get("new_job") or "")
-    return new if new.isdigit() else None
+#: The most of an outcome file read back (the job writes a few hundred bytes).
+MAX_OUTCOME_BYTES = 1 << 20
 
 
-def read_outcome(path: Path, job_id: str) -> HpcenvError | None:
-    """The error a link ended by the watchdog or the bad-node gate reports (``JobHung``,
-    exit 10; ``BadNodes``, exit 11), from the outcome file the job wrote; None when the
-    command's own exit ended it."""
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
+def load_outcome(path: Path) -> dict[str, object] | None:
+    """The outcome file a link wrote (``--hang-timeout``, ``--requeue-bad``), None when
+    there is none. It lies in the job's log directory, which others may write: it is read
+    by the reading rule (``fsio.read_yours``: never through a link, never a FIFO, yours
+    alone, bounded in size and nesting), else BadInput naming it."""
+    data = fsio.load_json_yours(path, "outcome file", limit=MAX_OUTCOME_BYTES)
+    if data is None:
         return None
     if not isinstance(data, dict):
+        raise BadInput(f"{path}: outcome file is not a JSON object; remove it")
+    return data
+
+
+def requeued_to(data: dict[str, object] | None) -> str | None:
+    """The job id an outcome says the link was requeued as, else None."""
+    if not data or data.get("ended_by") != "requeue":
+        return None
+    new = str(data.get("new_job") or "")
+    return new if new.isdigit() and len(new) <= MAX_JOB_ID else None
+
+
+#: The longest job id believed (SLURM's are 32-bit).
+MAX_JOB_ID = 10
+
+
+def requeued_as(path: Path) -> str | None:
+    """The job id a link was requeued as by the bad-node gate (its outcome file), else None
+    (also when the file is refused: ``load_outcome``)."""
+    try:
+        return requeued_to(load_outcome(path))
+    except BadInput:
+        return None
+
+
+def outcome_error(data: dict[str, object] | None, job_id: str) -> HpcenvError | None:
+    """The error a link ended by the watchdog or the bad-node gate reports (``JobHung``,
+    exit 10; ``BadNodes``, exit 11), from its outcome (``load_outcome``); None when the
+    command's own exit ended it."""
+    if not data:
         return None
     ended = data.get("ended_by")
     if ended == "watchdog":
-        where = "; ".join(map(str, data.get("in_collective") or ())) or "none"
+        where = "; ".join(map(str, _items(data.get("in_collective")))) or "none"
         return JobHung(
             visible(
                 f"job {job_id}: {data.get('why')} for {data.get('silent_s')} s; the watchdog "
@@ -181,7 +203,7 @@ def read_outcome(path: Path, job_id: str) -> HpcenvError | None:
             )
         )
     if ended in ("requeue", "bad-nodes"):
-        nodes = ", ".join(map(str, data.get("bad_nodes") or ()))
+        nodes = ", ".join(map(str, _items(data.get("bad_nodes"))))
         then = (
             f"requeued as job {data.get('new_job')} with --exclude={data.get('exclude')}"
             if data.get("new_job")
@@ -191,13 +213,28 @@ def read_outcome(path: Path, job_id: str) -> HpcenvError | None:
     return None
 
 
+def _items(value: object) -> list[object]:
+    return list(value) if isinstance(value, list) else []
+
+
+def read_outcome(path: Path, job_id: str) -> HpcenvError | None:
+    """``outcome_error`` of the outcome file at ``path`` (None when it is refused)."""
+    try:
+        return outcome_error(load_outcome(path), job_id)
+    except BadInput:
+        return None
+
+
 __all__ = [
     "EXCLUDE_ARG",
     "PAIRS_GATE",
     "exclude_lines",
+    "load_outcome",
+    "outcome_error",
     "pairs_gate_lines",
     "read_outcome",
     "requeued_as",
+    "requeued_to",
     "watchdog_end",
     "watchdog_setup",
     "watchdog_start",

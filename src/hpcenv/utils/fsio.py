@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import io
 import json
 import os
@@ -37,7 +38,7 @@ import pwd
 import shutil
 import stat
 import sys
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -186,22 +187,46 @@ def _bad_entry(path: Path, st: os.stat_result, owner: int) -> str:
     return ""
 
 
-def ensure_dir(path: Path) -> Path:
+def ensure_dir(path: Path, *, sticky: bool = False) -> Path:
     """Create ``path`` (and its parents) as containers (the user's umask: under 002 the
     group adds its own entries to ``venvs/``, ``logs/``, ``cache/``; the files in them are
-    never writable by others); refuse foreign symlinks on it."""
+    never writable by others); refuse foreign symlinks on it. ``sticky``: a container of
+    per-user entries hpcenv reads back (``logs/``, a job's log and output directories, the
+    kit copies, results) also gets the sticky bit (``container_mode``); not ``venvs/``,
+    where a member's build switches the profile's link by design."""
     check_dir(path)
     try:
         missing = [p for p in (Path(path), *Path(path).parents) if not os.path.lexists(p)]
         Path(path).mkdir(parents=True, exist_ok=True)
         for made in missing:
             with contextlib.suppress(OSError):  # made by a concurrent run of another user
-                os.chmod(made, modes.shared_mode())
+                os.chmod(made, container_mode(sticky=sticky))
+        if sticky:
+            _keep_sticky(Path(path))
     except FileExistsError as exc:
         raise BadInput(f"{path}: exists and is not a directory; move it away") from exc
     except PermissionError as exc:
         raise denied(path, exc) from exc
     return check_dir(path)
+
+
+def container_mode(*, sticky: bool = False) -> int:
+    """The mode of a container directory: the user's umask (``modes.shared_mode``) and,
+    with ``sticky`` when the group or others may add entries, the sticky bit (like
+    ``/tmp``): each member adds their own entries and cannot rename or delete anyone
+    else's (a job's script, outcome or report swapped for theirs)."""
+    mode = modes.shared_mode()
+    return mode | stat.S_ISVTX if sticky and mode & NOT_SHARED else mode
+
+
+def _keep_sticky(path: Path) -> None:
+    """A container of yours that others may write gets the sticky bit (one an older
+    hpcenv made without it); another user's is left as it is."""
+    with contextlib.suppress(OSError):
+        st = os.stat(path)
+        shared = st.st_mode & NOT_SHARED and not st.st_mode & stat.S_ISVTX
+        if shared and st.st_uid == os.geteuid():
+            os.chmod(path, stat.S_IMODE(st.st_mode) | stat.S_ISVTX)
 
 
 def _alive(pid: int) -> bool:
@@ -431,8 +456,8 @@ def read_at(directory: int, name: str, limit: int) -> bytes | None:
     except OSError:
         return None
     with os.fdopen(fd, "rb") as fh:
-        st = os.fstat(fd)
-        if not (stat.S_ISREG(st.st_mode) and modes.yours_alone(st) and st.st_size <= limit):
+        st = os.fstat(fd)  # the reading rule (``not_yours``), in a private directory
+        if not_yours(st) or st.st_size > limit:
             return None
         data = fh.read(limit + 1)
     return data if len(data) <= limit else None
@@ -618,42 +643,49 @@ def open_regular(path: Path, what: str = "file") -> int:
 
 
 def open_trusted(path: Path, what: str = "file", *, group_may_write: bool = False) -> int:
-    """``path`` opened for reading where others may have put something in its directory
-    (a shared home's ``logs/``, a job's log directory): through the directory's
-    descriptor without following a link (``O_NOFOLLOW``, non-blocking), a regular file,
-    owned by you or by root (SLURM writes as root), writable by nobody else (the group
-    may write it when ``group_may_write``: a log SLURM named for your own job under your
-    umask). Otherwise BadInput naming it and why. The caller closes the descriptor."""
+    """``path`` opened for reading by the reading rule (below: :func:`not_yours`) where
+    others may have put something in its directory (a shared home's ``logs/``, a job's log
+    directory): through the directory's descriptor without following a link
+    (``O_NOFOLLOW``, non-blocking), a regular file, owned by you or by root (SLURM writes
+    as root), writable by nobody else (the group may write it when ``group_may_write``: a
+    log SLURM named for your own job under your umask). Otherwise ``NotYours`` naming it
+    and why; BadInput when it cannot be opened. The caller closes the descriptor."""
+    try:
+        return _open_yours(path, what, group_may_write=group_may_write)
+    except FileNotFoundError as exc:
+        raise BadInput(f"{path}: cannot read {what} ({exc.strerror or exc})") from exc
+
+
+def _open_yours(path: Path, what: str, *, group_may_write: bool = False) -> int:
+    """:func:`open_trusted`, FileNotFoundError when nothing is there."""
     flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    check_dir(path.parent)
     try:
         parent = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise
     except OSError as exc:
         raise BadInput(f"{path}: cannot read {what} ({exc.strerror or exc})") from exc
     try:
         fd = os.open(path.name, flags, dir_fd=parent)
+    except FileNotFoundError:
+        raise
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            raise BadInput(f"{path}: {what} is a symlink; refused (hpcenv reads back only "
-                           "files that are yours, never through a link)") from exc  # fmt: skip
+            raise _refused(path, what, "is a symlink") from exc
         raise BadInput(f"{path}: cannot read {what} ({exc.strerror or exc})") from exc
     finally:
         os.close(parent)
-    st = os.fstat(fd)
-    shared = stat.S_IWOTH if group_may_write else modes.NOT_SHARED
-    why = (
-        f"is {_kind(st.st_mode)}" if not stat.S_ISREG(st.st_mode)
-        else f"is owned by {_owner(st.st_uid)}, not by you" if st.st_uid not in (os.geteuid(), 0)
-        else f"is writable by others ({stat.filemode(st.st_mode)})" if st.st_mode & shared
-        else ""
-    )  # fmt: skip
-    if why:
+    if why := not_yours(os.fstat(fd), group_may_write=group_may_write):
         os.close(fd)
-        raise BadInput(f"{path}: {what} {why}; refused: someone else could have written it")
+        raise _refused(path, what, why)
     os.set_blocking(fd, True)
     return fd
 
 
-def read_blocks(path: Path, what: str = "file", size: int = 8 << 20) -> Iterator[bytes]:
+def read_blocks(
+    path: Path, what: str = "file", size: int = 8 << 20
+) -> Generator[bytes, None, None]:
     """The bytes of the regular file ``path`` in blocks of ``size`` (a 1 GB log read in
     bounded memory); refused like ``read_bytes`` when it is not a regular file."""
     try:
@@ -683,16 +715,103 @@ def decode(data: bytes, where: str, what: str = "file") -> str:
         ) from exc
 
 
-def read_tail(path: Path, max_bytes: int) -> str:
-    """The last ``max_bytes`` of ``path`` as text (bad bytes replaced); "" if unreadable.
-    Reads only that much, however large the file."""
+def read_tail(path: Path, max_bytes: int, *, yours: bool = False) -> str:
+    """The last ``max_bytes`` of ``path`` as text (bad bytes replaced); "" if unreadable
+    or not a regular file (a FIFO or device is never read: opened non-blocking, checked
+    before any read). Reads only that much, however large the file. ``yours``: a file
+    read back from a directory others may write, by the reading rule (no link; another
+    user's or one others may write is ``NotYours`` naming it)."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (os.O_NOFOLLOW if yours else 0)
     try:
-        with open(path, "rb") as fh:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if yours and exc.errno == errno.ELOOP:
+            raise _refused(Path(path), "log", "is a symlink") from exc
+        return ""
+    try:
+        with os.fdopen(fd, "rb") as fh:
+            st = os.fstat(fh.fileno())
+            if not stat.S_ISREG(st.st_mode):
+                return ""
+            if yours and (why := not_yours(st)):
+                raise _refused(Path(path), "log", why)
             size = fh.seek(0, os.SEEK_END)
             fh.seek(max(0, size - max_bytes))
             return fh.read(max_bytes).decode("utf-8", errors="replace")
     except OSError:
         return ""
+
+
+# --- reading back from a directory others may write ----------------------------------
+#
+# The reading rule, beside the writing rule above: a file hpcenv reads back from a
+# directory others may write (a shared home's ``logs/``, ``venvs/``, ``kit/``, ``cache/``,
+# ``results/``; ``XDG_CACHE_HOME``; a job's log directory) is believed only when you wrote
+# it. It is opened without following a symlink, through its directory's descriptor (so a
+# name swapped for a link after a check is never followed), never blocks (a FIFO), and
+# must be a regular file, owned by you (or by root, as SLURM's daemons write) and
+# writable by nobody else; anything else is refused naming it (:func:`read_yours`).
+
+#: Who besides you may own a file hpcenv reads back: root (SLURM's daemons, an admin).
+TRUSTED_OWNERS = (0,)
+
+
+def not_yours(st: os.stat_result, *, group_may_write: bool = False) -> str:
+    """Why a file with ``st`` is not one hpcenv believes it wrote ("" when it is): not a
+    regular file, another user's, or writable by the group (unless ``group_may_write``)
+    or others. The reading rule's one test (``open_trusted``, ``read_yours``, ``read_at``,
+    ``read_tail(yours=True)``)."""
+    if not stat.S_ISREG(st.st_mode):
+        return f"is {_kind(st.st_mode)}" if not stat.S_ISDIR(st.st_mode) else "is a directory"
+    if st.st_uid != os.geteuid() and st.st_uid not in TRUSTED_OWNERS:
+        return f"is owned by {_owner(st.st_uid)}, not by you ({_me()})"
+    if st.st_mode & (stat.S_IWOTH if group_may_write else NOT_SHARED):
+        return f"is writable by others ({stat.filemode(st.st_mode)})"
+    return ""
+
+
+def _bytes(n: int) -> str:
+    return f"{n >> 20} MiB" if n >= 1 << 20 and not n % (1 << 20) else f"{n} bytes"
+
+
+class NotYours(BadInput):
+    """A file the reading rule refused (:func:`read_yours`): one line naming it."""
+
+
+def _refused(path: Path, what: str, why: str) -> NotYours:
+    return NotYours(
+        f"{path}: {what} {why}; hpcenv reads back from a shared directory only files you "
+        "wrote (regular, yours, writable by you alone): remove it (or ask its owner to) "
+        "and run again"
+    )
+
+
+def read_yours(path: Path, what: str = "file", *, limit: int) -> bytes | None:
+    """The bytes of ``path``, a file hpcenv wrote in a directory others may write, when it
+    is still yours (the reading rule above, :func:`open_trusted`); None when nothing is
+    there. ``NotYours`` naming it when it is a symlink, not a regular file, another
+    user's, writable by others or larger than ``limit`` bytes."""
+    path = Path(path)
+    try:
+        fd = _open_yours(path, what)
+    except FileNotFoundError:
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        if os.fstat(fd).st_size > limit:
+            raise _refused(path, what, f"is larger than {_bytes(limit)}")
+        data = fh.read(limit + 1)
+    if len(data) > limit:  # grew while read
+        raise _refused(path, what, f"is larger than {_bytes(limit)}")
+    return data
+
+
+def load_json_yours(path: Path, what: str = "JSON file", *, limit: int) -> Any:
+    """:func:`read_yours` parsed as JSON (``parse_json``: bounded nesting, one line when
+    it is not JSON); None when nothing is there."""
+    data = read_yours(path, what, limit=limit)
+    if data is None:
+        return None
+    return parse_json(decode(data, str(path), what), str(path))
 
 
 def depth(data: Any) -> int:
@@ -769,14 +888,42 @@ def parse_toml(text: str, where: str) -> dict[str, Any]:
 MAX_YAML_BYTES = 4 * 1024 * 1024
 
 
-def parse_yaml(
-    text: str, where: str, what: str = "YAML file", *, refuse_aliases: bool = False
-) -> Any:
-    """YAML ``text`` (safe_load); BadInput naming ``where`` when it is not YAML, is larger
-    than ``MAX_YAML_BYTES``, nests deeper than ``MAX_DEPTH`` or holds a huge number; with
-    ``refuse_aliases``, also one that uses an alias (``*name``: a few lines can expand
-    without bound; a conda environment file needs none)."""
+def safe_yaml(text: str) -> Any:
+    """``text`` read by PyYAML's safe loader with aliases refused (``yaml.YAMLError``): an
+    alias (``*name``) is never a launcher's need, and ten lines of nested ones expand to
+    billions of values (the "billion laughs"). The one YAML loader of hpcenv."""
+    loader = _no_alias_loader()(text)
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
+
+
+@functools.cache
+def _no_alias_loader() -> Any:
     import yaml  # type: ignore[import-untyped]  # here: only a job with a YAML config pays for it
+
+    class NoAliases(yaml.SafeLoader):  # type: ignore[misc]
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.check_event(yaml.AliasEvent):
+                event = self.peek_event()
+                raise yaml.composer.ComposerError(
+                    None,
+                    None,
+                    f"an alias (*{event.anchor}): hpcenv reads YAML without aliases (nested "
+                    "ones expand to billions of values); write the value out",
+                    event.start_mark,
+                )
+            return super().compose_node(parent, index)
+
+    return NoAliases
+
+
+def parse_yaml(text: str, where: str, what: str = "YAML file") -> Any:
+    """YAML ``text`` (``safe_yaml``: no aliases); BadInput naming ``where`` when it is not
+    YAML, holds an alias, is larger than ``MAX_YAML_BYTES``, nests deeper than
+    ``MAX_DEPTH`` or holds a huge number."""
+    import yaml  # here: only a job with a YAML config pays for it
 
     if len(text) > MAX_YAML_BYTES:
         raise BadInput(
@@ -784,11 +931,12 @@ def parse_yaml(
             "launcher's config: give the right file"
         )
     try:
-        data = yaml.load(text, Loader=_no_aliases(yaml)) if refuse_aliases else yaml.safe_load(text)
-    except _AliasFound as exc:
-        raise BadInput(
-            f"{where} (line {exc.line}): a YAML alias; a {what} needs none (write the value out)"
-        ) from None
+        data = safe_yaml(text)
+    except yaml.composer.ComposerError as exc:
+        if not str(exc.problem).startswith("an alias"):
+            raise BadInput(f"{where}: not a readable {what} ({exc.problem}); fix the file") from exc
+        line = exc.problem_mark.line + 1 if exc.problem_mark else 0
+        raise BadInput(f"{where} (line {line}): {what} holds {exc.problem}") from exc
     except yaml.YAMLError as exc:
         why = " ".join(str(exc).split())  # YAML's messages span lines
         raise BadInput(f"{where}: not a readable {what} ({why}); fix the file") from exc
@@ -799,24 +947,6 @@ def parse_yaml(
     if depth(data) > MAX_DEPTH:
         raise _too_deep(where)
     return data
-
-
-class _AliasFound(Exception):
-    def __init__(self, line: int) -> None:
-        super().__init__(line)
-        self.line = line
-
-
-def _no_aliases(yaml: Any) -> Any:
-    """PyYAML's ``SafeLoader`` that stops at the first alias (``_AliasFound``)."""
-
-    class NoAliases(yaml.SafeLoader):  # type: ignore[misc]
-        def compose_node(self, parent: Any, index: Any) -> Any:
-            if self.check_event(yaml.AliasEvent):
-                raise _AliasFound(self.peek_event().start_mark.line + 1)
-            return super().compose_node(parent, index)
-
-    return NoAliases
 
 
 def load_json(path: Path, what: str = "JSON file", hint: str = "") -> Any:

@@ -52,6 +52,16 @@ def shell_quote(value: str) -> str:
     return "$'" + "".join(_ansi_c(ch) for ch in value) + "'"
 
 
+#: The shell's rule for a variable name: only such a name is written into a script (an
+#: ``export NAME=``, a ``"${NAME}"`` reference); any other text there would be code.
+SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def shell_name(name: str) -> bool:
+    """Whether ``name`` is a variable name the shell reads as one (:data:`SHELL_NAME`)."""
+    return SHELL_NAME.fullmatch(name) is not None
+
+
 def shell_join(words: Iterable[str]) -> str:
     """``shlex.join`` with ``shell_quote``."""
     return " ".join(shell_quote(w) for w in words)

@@ -190,7 +190,8 @@ def kit_path() -> Path:
                 f"cannot be removed ({exc.strerror}); remove it, or set HPCENV_HOME to a "
                 "directory of yours"
             ) from exc
-    fsio.ensure_dir(base)  # a container: the group adds its own copies; no foreign links
+    # a container: the group adds its own copies (sticky: never renames yours); no foreign links
+    fsio.ensure_dir(base, sticky=True)
     tmp = base / f"{fsio.TMP_MARK}{os.getpid()}-{secrets.token_hex(4)}"
     try:
         tmp.mkdir(mode=0o755)

@@ -224,5 +224,7 @@ def test_condas_variables_section_is_read_and_an_alias_refused(tmp_path: Path) -
     assert "torch==1.11.0.*" in request.requirements
     bomb = "x: &a [1, 2]\ny: [*a, *a]\ndependencies:\n  - numpy\n"
     (tmp_path / "bomb.yml").write_text(bomb)
-    with pytest.raises(BadInput, match=r"bomb\.yml \(line 2\): a YAML alias"):
+    with pytest.raises(
+        BadInput, match=r"bomb\.yml \(line 2\): conda environment file holds an alias"
+    ):
         readers.read(tmp_path / "bomb.yml")

@@ -35,7 +35,7 @@ from hpcenv.knowledge import listing, remote
 from hpcenv.knowledge.companions import Released
 from hpcenv.knowledge.refresh.toml_out import Written, data_dir, render, write_if_changed
 from hpcenv.utils import fsio
-from hpcenv.utils.errors import BadInput
+from hpcenv.utils.errors import BadInput, HpcenvError
 from hpcenv.utils.names import canonicalize_name
 
 COMPANIONS_FILE = "torch_companions.toml"
@@ -110,18 +110,22 @@ def cache_dir() -> Path:
     return wheel_facts().parent / "companion-metadata"
 
 
+#: The largest cache entry read back (a wheel's Requires-Dist lines).
+MAX_CACHED_BYTES = 4 << 20
+
+
 def read_requires_cached(url: str, *, sha256: str | None) -> str | None:
     """``read_requires``, cached by the wheel's sha256 (content-addressed: never stale)."""
     sha256 = remote.sha256_of(sha256 or None, url)
     if not sha256:
         return read_requires(url, sha256=None)
     path = cache_dir() / f"{sha256}.json"
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+    try:  # the reading rule: XDG_CACHE_HOME may be shared (fsio.read_yours); else a miss
+        data = fsio.load_json_yours(path, "cache entry", limit=MAX_CACHED_BYTES)
         if isinstance(data, dict) and data.get("format") == CACHE_FORMAT:
             found = data.get("requires")
             return found if isinstance(found, str) else None
-    except (OSError, ValueError):
+    except (OSError, HpcenvError):
         pass
     requires = read_requires(url, sha256=sha256)
     text = json.dumps({"format": CACHE_FORMAT, "requires": requires})

@@ -24,14 +24,36 @@ def data_dir() -> Path:
     return Path(__file__).resolve().parents[1]
 
 
+#: TOML's short escapes; every other control character is written ``\\uXXXX``.
+_ESCAPES = {
+    '"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r",
+}  # fmt: skip
+
+
+def _string(v: str) -> str:
+    """``v`` as a TOML basic string: every control character escaped (a yanked reason or
+    version with a newline from a mirror stays one value); a lone surrogate, which no TOML
+    string can hold, is refused naming the value."""
+    out = []
+    for c in v:
+        if c in _ESCAPES:
+            out.append(_ESCAPES[c])
+        elif ord(c) < 0x20 or ord(c) == 0x7F:
+            out.append(f"\\u{ord(c):04x}")
+        elif 0xD800 <= ord(c) <= 0xDFFF:
+            raise BadInput(f"{v[:80]!r}: holds a lone surrogate, which TOML cannot write")
+        else:
+            out.append(c)
+    return '"' + "".join(out) + '"'
+
+
 def _value(v: object) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, int):
         return str(v)
     if isinstance(v, str):
-        escaped = v.replace("\\", "\\\\").replace('"', '\\"')
-        return f'"{escaped}"'
+        return _string(v)
     if isinstance(v, (list, tuple)):
         return "[" + ", ".join(_value(x) for x in v) + "]"
     if isinstance(v, dict):
@@ -57,6 +79,7 @@ def write_if_changed(path: Path, text: str) -> bool:
     """
     if path.is_symlink():
         raise BadInput(f"{path} is a symlink; hpcenv writes its knowledge files only in place")
+    fsio.parse_toml(text, f"{path} (as it would be written)")  # parsed back before it replaces
     try:
         if path.read_text(encoding="utf-8") == text:
             return False

@@ -293,8 +293,15 @@ def _pypi_releases(project: str, pypi: str) -> dict[str, list[dict[str, Any]]]:
         if "HTTP 404" in str(exc):  # a mirror without the project has nothing newer
             return {}
         raise
+    from hpcenv.knowledge.listing import file_entries
+
     releases = data.get("releases") if isinstance(data, dict) else None
-    return releases if isinstance(releases, dict) else {}
+    if not isinstance(releases, dict):
+        return {}
+    return {
+        str(v): file_entries(url, files, f"releases[{str(v)[:40]!r}]")
+        for v, files in releases.items()
+    }
 
 
 def _final(version: str) -> Version | None:

@@ -27,7 +27,7 @@ from packaging.version import InvalidVersion, Version
 from hpcenv.knowledge import remote
 from hpcenv.knowledge.refresh.toml_out import Written, data_dir, render, write_if_changed
 from hpcenv.utils import fsio
-from hpcenv.utils.errors import BadInput
+from hpcenv.utils.errors import BadInput, HpcenvError
 
 VLLM_FILE = "vllm.toml"
 CUDA_FLOOR = "12.8"  # PyPI's vLLM wheels are built with CUDA >= this
@@ -195,9 +195,11 @@ def _cached_cmake(url: str, sha256: str | None) -> str | None:
     if not sha256:
         return read_sdist_cmake(url)
     path = cache_dir().parent / "vllm-cmake" / f"{sha256}.txt"
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    try:  # the reading rule: XDG_CACHE_HOME may be shared (fsio.read_yours); else a miss
+        cached = fsio.read_yours(path, "cache entry", limit=16 << 20)
+        if cached is not None:
+            return cached.decode("utf-8")
+    except (OSError, HpcenvError, UnicodeDecodeError):
         pass
     text = read_sdist_cmake(url)
     if text is not None:
