@@ -237,8 +237,9 @@ def gpu_stack(
     )
 
 
-def _torch_side(edges: Mapping[str, Sequence[str]] | None) -> set[str] | None:
-    """What torch pulls (None: no edges, so every NVIDIA wheel is taken to be torch's)."""
+def torch_side(edges: Mapping[str, Sequence[str]] | None) -> set[str] | None:
+    """What torch pulls, through the dependency edges (the lock's, or uv's ``# via``
+    lines); None: no edges, so every NVIDIA wheel is taken to be torch's."""
     if edges is None:
         return None
     seen: set[str] = set()
@@ -271,14 +272,16 @@ def judge(
     runtimes = brought(versions, edges)
     if node.torch_cuda is not None:  # torch's runtime is judged by torch's own verdict
         runtimes = {n: r for n, r in runtimes.items() if n == "torch" or not is_carrier(n)}
-    torch_side = _torch_side(edges)
+    pulled_by_torch = torch_side(edges)
     parents = _parents(edges) if edges else {}
     out: list[Verdict] = []
     torch_deps: list[str] = []
     for name, found in sorted(versions.items()):
         for version in found:
             if is_carrier(name) and name not in runtimes:
-                if node.torch_cuda is not None and (torch_side is None or name in torch_side):
+                if node.torch_cuda is not None and (
+                    pulled_by_torch is None or name in pulled_by_torch
+                ):
                     major = cuda_major(name, version)
                     if major is not None and major != int(node.torch_cuda.split(".")[0]):
                         torch_deps.append(name)
@@ -476,4 +479,5 @@ __all__ = [
     "judge",
     "node_of",
     "runtime_cuda",
+    "torch_side",
 ]

@@ -811,7 +811,7 @@ def _torch_build(
     found = _by_label(pkgs.source, version)
     if found is not None:
         return found
-    pulled = _pulled_by_torch(pkgs.edges)
+    pulled = cuda_packages.torch_side(pkgs.edges)
     for name in RUNTIME_PACKAGES:
         if pulled is not None and name not in pulled:
             continue  # another package's runtime (jax-cuda13-plugin's), not torch's
@@ -832,20 +832,6 @@ def _torch_build(
         cuda=None,
         evidence="pulls no nvidia-cuda-runtime wheel (a CPU build)",
     )
-
-
-def _pulled_by_torch(edges: dict[str, tuple[str, ...]] | None) -> set[str] | None:
-    """What torch pulls, by uv's ``# via`` lines (None: not known)."""
-    if edges is None:
-        return None
-    seen: set[str] = set()
-    todo = ["torch"]
-    while todo:
-        name = todo.pop()
-        if name not in seen:
-            seen.add(name)
-            todo += edges.get(name, ())
-    return seen
 
 
 def _by_label(source: str, version: str) -> Found | None:
