@@ -44,7 +44,8 @@ from hpcenv.utils.errors import BadLayout
 
 #: How far after ``initialize(`` the call's arguments are read (a call is a line or two).
 MAX_CALL = 2000
-_CALL = re.compile(r"\b(?:jax\.distributed|distributed)\.initialize\s*\(")
+_CALL = re.compile(r"(?<![\w.])(?:jax\.distributed|distributed)\.initialize\s*\(")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _FROM_IMPORT = re.compile(
     r"^[ \t]*from[ \t]+jax\.distributed[ \t]+import[ \t]+[^\n]*\binitialize\b", re.M
 )
@@ -106,13 +107,13 @@ def read(
     version = launchers.installed_version(where, "jax")
     text = launch_config.script_text(cwd / cmd.script) if cmd.script else ""
     imports = tuple(sorted(launch_config.top_imports(text) & set(k.imports)))
-    call = find_call(text, cmd.script, k) if text else None
+    call = find_call(text, _CONTROL.sub("?", cmd.script), k) if text else None
     if not (version or imports or call):
         return None
     given = tuple(sorted(n for n in (v for _, v in k.argument_env) if env.get(n)))
     return Evidence(
-        script=cmd.script, imports=imports, call=call, version=version,
-        venv=str(where) if version else "", given_env=given,
+        script=_CONTROL.sub("?", cmd.script), imports=imports, call=call, version=version,
+        venv=_CONTROL.sub("?", str(where)) if version else "", given_env=given,
     )  # fmt: skip
 
 
@@ -195,12 +196,16 @@ def _reads(e: Evidence, k: jax_slurm.JaxSlurm) -> str:
             continue
         how = " and ".join(f"{v.name} ({v.how})" for v in k.variables if v.fills == arg)
         parts.append(f"{arg} from {how}")
-    said = f"jax.distributed.initialize() reads SLURM itself ({k.present} set)"
-    if parts:
-        said += ": " + ", ".join(parts)
+    if not parts:
+        return (
+            "the job gives jax.distributed.initialize() every value itself "
+            f"({', '.join(k.arguments)}): SLURM detection is bypassed; hpcenv adds nothing"
+        )
+    said = f"jax.distributed.initialize() reads SLURM itself ({k.present} set): "
+    said += ", ".join(parts)
     if given:
-        said += f"; the job gives {', '.join(a for a in k.arguments if a in given)} itself, so "
-        said += "SLURM is not read for " + ("them" if len(given) > 1 else "it")
+        said += f"; the job gives {', '.join(a for a in k.arguments if a in given)} itself: "
+        said += "SLURM detection is bypassed for " + ("them" if len(given) > 1 else "it")
     return said + "; hpcenv adds nothing to the command"
 
 

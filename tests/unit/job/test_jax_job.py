@@ -122,8 +122,16 @@ def test_the_scripts_own_arguments_bypass_slurm_for_them(tmp_path: Path) -> None
                                 venv="/v")  # fmt: skip
     said = jax_job.decide(evidence, _layout(4, 4)).says[1]
     assert "local_device_ids from SLURM_LOCALID" in said and "SLURM_NTASKS" not in said
-    assert "the job gives coordinator_address, num_processes, process_id itself, so SLURM is " \
-        "not read for them" in said  # fmt: skip
+    assert (
+        "the job gives coordinator_address, num_processes, process_id itself: SLURM detection "
+        "is bypassed for them" in said
+    )
+    every = jax_job.find_call("jax.distributed.initialize(a, 2, r, [0])\n", "t.py", K)
+    assert every is not None and every.given == K.arguments
+    alone = jax_job.Evidence(script="t.py", call=every, version="0.7.2", venv="/v")
+    assert "SLURM detection is bypassed;" in jax_job.decide(alone, _layout(2, 4)).says[1]
+    # another library's distributed.initialize is not JAX's
+    assert jax_job.find_call("other.distributed.initialize()\n", "t.py", K) is None
     # local_device_ids given: the script binds its devices, no layout is refused
     bare = "from jax.distributed import initialize\ninitialize(local_device_ids=range(4))\n"
     own = jax_job.find_call(bare, "t.py", K)
