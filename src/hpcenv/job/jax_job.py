@@ -22,11 +22,12 @@ What marks a JAX job, from artifacts, never by running anything: the script the 
 runs (read as data, bounded) imports jax (or flax, equinox, optax) or calls
 ``jax.distributed.initialize``; the job's venv has jax (its dist-info's METADATA: the
 version). Only the script read says the program is JAX's, so only then is a layout refused;
-jax in the venv alone (``python -m pkg``, a shell script) is said as a condition, and a bad
-layout is a warning. A call passing its own ``coordinator_address``/``num_processes``/
-``process_id``/``local_device_ids`` (or ``cluster_detection_method="deactivate"``) is
-said to bypass SLURM for those. Nothing is added to the command: what the job gives JAX
-is one variable, and only where the user gave none.
+jax in the venv alone (``python -m pkg``, a shell script, a script reaching jax through
+its own modules) is said as a condition, and a bad layout is a warning. A call passing
+its own ``coordinator_address``/``num_processes``/``process_id``/``local_device_ids`` (or
+``cluster_detection_method="deactivate"``) is said to bypass SLURM for those. Nothing is
+added to the command: what the job gives JAX is one variable, and only where the user gave
+none.
 
 ``read`` reads; ``decide`` is pure; ``Verdict`` holds the words.
 """
