@@ -176,3 +176,24 @@ def test_sbatch_refuses_a_bad_jax_layout_with_exit_13(tmp_path: Path) -> None:
     assert ok.returncode == 0, ok.stderr
     assert "# jax: jax.distributed.initialize() reads SLURM itself" in ok.stdout
     assert "echo 'hpcenv: jax: one process per GPU: 4 tasks per node" in ok.stdout
+
+
+def test_one_process_per_node_is_rendered_with_every_gpu(tmp_path: Path) -> None:
+    """The default launch (the command once per node) on isambard's 4-GPU nodes: the
+    header says what JAX reads, the log echoes it, and JAX_LOCAL_DEVICE_IDS is exported
+    after the gate and before the command's step; bash accepts the script."""
+    from hpcenv.job import render
+    from hpcenv.profile import schema
+
+    (tmp_path / "train.py").write_text("import jax\njax.distributed.initialize()\n")
+    spec = render.CommandJob(argv=("python", "train.py"), nodes=2)
+    job = render.render(schema.load("isambard"), spec, workdir=tmp_path)
+    script = job.script
+    assert "# jax: train.py:2 calls jax.distributed.initialize()" in script
+    export = script.index("export JAX_LOCAL_DEVICE_IDS=0,1,2,3\n")
+    assert (
+        script.index('gate "preflight') < export < script.rindex("--kill-on-bad-exit=1 -- bash -c")
+    )
+    assert any("JAX_LOCAL_DEVICE_IDS=0,1,2,3 set on each node" in n for n in job.notes)
+    bash = subprocess.run(["bash", "-n"], input=script, capture_output=True, text=True)
+    assert bash.returncode == 0, bash.stderr
