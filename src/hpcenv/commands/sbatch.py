@@ -17,7 +17,7 @@ pairs --requeue-bad N resubmits a link without the nodes the bad-node finder nam
 (hpcenv.slurm.survive). A JAX job (python running a script that imports jax or calls
 jax.distributed.initialize) is told in its header and log what initialize() reads of
 SLURM, one task per node gets JAX_LOCAL_DEVICE_IDS for all its GPUs, and tasks per node
-other than 1 or the GPUs per node exit 13 before the queue. --wait then waits for the
+other than 1 or the GPUs per node exit 2 before the queue. --wait then waits for the
 first link (following it to the job it was requeued as) and exits with CMD's code (10: the
 watchdog ended it, 11: the bad-node finder named nodes and --requeue-bad was used up).
 When the job fails, --wait also says why (what 'hpcenv explain JOBID' says of its logs:

@@ -14,7 +14,7 @@ i-th GPU. So on G GPUs per node a job runs either
   give the process GPU 0 alone, so the job sets ``JAX_LOCAL_DEVICE_IDS=0,...,G-1`` on the
   nodes (read by jax 0.4.32 and later, before SLURM), and the process drives all G.
 
-Anything else is refused (``BadLayout``, exit 13) with the numbers and the fix: more tasks
+Anything else is refused (``BadInput``, exit 2) with the numbers and the fix: more tasks
 than GPUs name GPUs that are not there, fewer leave GPUs idle, and SLURM binding each task
 to its own GPU (``--gpus-per-task``) leaves task i asking for GPU i among one.
 
@@ -41,7 +41,7 @@ from pathlib import Path
 
 from hpcenv.job import command, launch_config, launchers
 from hpcenv.knowledge import jax_slurm
-from hpcenv.utils.errors import BadLayout
+from hpcenv.utils.errors import BadInput
 
 #: How far after ``initialize(`` the call's arguments are read (a call is a line or two).
 MAX_CALL = 2000
@@ -211,7 +211,7 @@ def _reads(e: Evidence, k: jax_slurm.JaxSlurm) -> str:
 
 
 def decide(e: Evidence, layout: Layout, k: jax_slurm.JaxSlurm | None = None) -> Verdict:
-    """What the job says of JAX, and the variable it sets; ``BadLayout`` (exit 13) for a
+    """What the job says of JAX, and the variable it sets; ``BadInput`` (exit 2) for a
     layout initialize() cannot drive every GPU with, where the script says JAX."""
     k = k or jax_slurm.get()
     signal = _signal(e)
@@ -244,7 +244,7 @@ def decide(e: Evidence, layout: Layout, k: jax_slurm.JaxSlurm | None = None) -> 
         return Verdict(says=tuple(says))
     problem, env, mode = _layout(e, layout, k)
     if problem and read_script:
-        raise BadLayout(f"{signal}: {problem}")
+        raise BadInput(f"{signal}: {problem}")
     if problem:
         return Verdict(says=tuple(says), warnings=(problem,))
     return Verdict(says=(*says, mode), env=env)

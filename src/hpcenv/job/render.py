@@ -468,7 +468,7 @@ def jax_verdict(
     values: Mapping[str, str],
 ) -> jax_job.Verdict | None:
     """A JAX job's words and variables (``hpcenv.job.jax_job``), its task layout checked
-    (``BadLayout``, exit 13); None for another command, one in a container, under Ray or
+    (``BadInput``, exit 2); None for another command, one in a container, under Ray or
     spread by the user's own srun/mpirun."""
     if form.container or form.from_batch or spec.launch == "ray":
         return None

@@ -83,14 +83,6 @@ class BadNodes(HpcenvError):
     exit_code = 11
 
 
-class BadLayout(HpcenvError):
-    """``hpcenv sbatch``: the job's tasks per node cannot work with how its framework takes
-    its processes from SLURM (a JAX job: one task per node or one per GPU); the message
-    names the numbers and the fix, before the job waits in the queue."""
-
-    exit_code = 13
-
-
 class CommandFailed(HpcenvError):
     """A subprocess exited non-zero (raised by ``command.run``)."""
 

@@ -1,7 +1,7 @@
 """A JAX job's task layout (``hpcenv.job.jax_job``): what ``jax.distributed.initialize()``
 reads of SLURM (knowledge/jax_slurm.toml, read from the jax 0.7.2 wheel), the layouts it
 can drive every GPU with (one task per GPU, or one per node with JAX_LOCAL_DEVICE_IDS), the
-ones refused before the queue (exit 13, the numbers and the fix), and the script's own
+ones refused before the queue (exit 2, the numbers and the fix), and the script's own
 arguments read as data. The decision is pure; the real two-node run on the test SLURM
 cluster is tests/integration/slurm/test_jax_slurm.py.
 """
@@ -16,7 +16,7 @@ import pytest
 
 from hpcenv.job import command, jax_job
 from hpcenv.knowledge import jax_slurm
-from hpcenv.utils.errors import BadLayout
+from hpcenv.utils.errors import BadInput
 
 K = jax_slurm.get()
 CALLS = jax_job.Call(where="train.py:3")
@@ -68,17 +68,17 @@ def test_one_task_per_node_gets_every_gpu_through_jax_local_device_ids() -> None
 def test_another_count_is_refused_with_the_numbers_and_the_fix(
     tasks: int, gpus: int, words: str
 ) -> None:
-    with pytest.raises(BadLayout) as err:
+    with pytest.raises(BadInput) as err:
         jax_job.decide(SCRIPT, _layout(tasks, gpus))
     message = str(err.value)
-    assert err.value.exit_code == 13 and "\n" not in message
+    assert err.value.exit_code == 2 and "\n" not in message
     assert message.startswith("train.py:3 calls jax.distributed.initialize()")
     assert words in message
     assert "give --ntasks-per-node=4 (one process per GPU) or --ntasks-per-node=1" in message
 
 
 def test_slurm_binding_each_task_to_its_gpu_is_refused() -> None:
-    with pytest.raises(BadLayout, match=r"--gpus-per-task gives each of the 4 tasks per node"):
+    with pytest.raises(BadInput, match=r"--gpus-per-task gives each of the 4 tasks per node"):
         jax_job.decide(SCRIPT, _layout(4, 4, "--gpus-per-task"))
     # one task per node sees the node's GPUs however they are bound
     assert jax_job.decide(SCRIPT, _layout(1, 4, "--gpus-per-task")).env
@@ -87,7 +87,7 @@ def test_slurm_binding_each_task_to_its_gpu_is_refused() -> None:
 
 def test_a_jax_that_reads_no_jax_local_device_ids_cannot_run_one_per_node() -> None:
     old = jax_job.Evidence(script="train.py", imports=("jax",), version="0.4.31", venv="/v")
-    with pytest.raises(BadLayout, match=r"jax 0.4.31 reads no JAX_LOCAL_DEVICE_IDS .*--per-task"):
+    with pytest.raises(BadInput, match=r"jax 0.4.31 reads no JAX_LOCAL_DEVICE_IDS .*--per-task"):
         jax_job.decide(old, _layout(1, 8))
     newer = jax_job.Evidence(script="train.py", imports=("jax",), version="0.4.32", venv="/v")
     eight = jax_job.decide(newer, _layout(1, 8)).env
@@ -158,14 +158,14 @@ def test_read_takes_the_script_as_data_and_skips_launchers(tmp_path: Path) -> No
     assert given is not None and given.given_env == ("JAX_LOCAL_DEVICE_IDS",)
 
 
-def test_sbatch_refuses_a_bad_jax_layout_with_exit_13(tmp_path: Path) -> None:
+def test_sbatch_refuses_a_bad_jax_layout_with_exit_2(tmp_path: Path) -> None:
     (tmp_path / "train.py").write_text("import jax\njax.distributed.initialize()\n")
     run = [sys.executable, "-m", "hpcenv", "sbatch", "isambard", "--per-task"]
     done = subprocess.run(
         [*run, "--ntasks-per-node", "3", "--", "python", "train.py"],
         capture_output=True, text=True, cwd=tmp_path, timeout=120, check=False,
     )  # fmt: skip
-    assert done.returncode == 13, done.stderr
+    assert done.returncode == 2, done.stderr
     error = [line for line in done.stderr.splitlines() if line.startswith("hpcenv: error")]
     assert len(error) == 1 and "Traceback" not in done.stderr
     assert "3 tasks per node on 4 GPUs per node cannot work" in error[0]
