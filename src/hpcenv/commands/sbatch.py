@@ -5,22 +5,25 @@ job logs (creating the log directory first) and submits it; --wait then waits fo
 job and prints the report it wrote (with --json, stdout holds that JSON report and
 nothing else).
 
-With '-- CMD...' the job runs CMD (its words kept as given) after a gate (hpcenv
-preflight on every node, then the --gate probes): once per node through srun, per task
-(--per-task), or on the head node of a Ray cluster over the allocation (--ray); a CMD
-that is itself srun/mpirun/mpiexec runs once from the batch step (never nested in
-hpcenv's srun); a CMD in a container (pyxis, apptainer, podman, enroot) is gated on its
-runtime and image instead of the venv and gets the job's variables inside; TMPDIR
-on node-local scratch with --copy-back directories; --chain N resubmits it (up to N
-links) until CMD exits 0; --gate pairs --requeue-bad N resubmits a link without the
-nodes the bad-node finder names; --hang-timeout dumps a silent CMD's Python stacks and
-ends the link (hpcenv.slurm.survive). --wait then waits for the first link (following it
-to the job it was requeued as) and exits with CMD's code (10: the watchdog ended it, 11:
-the bad-node finder named nodes and --requeue-bad was used up). When the job fails,
---wait also says why (what 'hpcenv explain JOBID' says of its logs: the cause, the first
-failing line with its rank and node, the fix) and writes it into the job's report.json
-as "explanation" (a job of your own command gets a report.json holding it, which --json
-prints)."""
+With '-- CMD...' the job runs CMD (its words kept as given) after a gate (hpcenv preflight
+on every node, then the --gate probes): once per node through srun, per task (--per-task),
+or on the head node of a Ray cluster over the allocation (--ray); a CMD that is itself
+srun/mpirun/mpiexec runs once from the batch step (never nested in hpcenv's srun); a CMD
+in a container (pyxis, apptainer, podman, enroot) is gated on its runtime and image
+instead of the venv and gets the job's variables inside; TMPDIR on node-local scratch with
+--copy-back directories; --chain N resubmits it (up to N links) until CMD exits 0; --gate
+pairs --requeue-bad N resubmits a link without the nodes the bad-node finder names;
+--hang-timeout dumps a silent CMD's Python stacks and ends the link
+(hpcenv.slurm.survive). A JAX job (python running a script that imports jax or calls
+jax.distributed.initialize) is told in its header and log what initialize() reads of
+SLURM, one task per node gets JAX_LOCAL_DEVICE_IDS for all its GPUs, and tasks per node
+other than 1 or the GPUs per node exit 2 before the queue. --wait then waits for the
+first link (following it to the job it was requeued as) and exits with CMD's code (10: the
+watchdog ended it, 11: the bad-node finder named nodes and --requeue-bad was used up).
+When the job fails, --wait also says why (what 'hpcenv explain JOBID' says of its logs:
+the cause, the first failing line with its rank and node, the fix) and writes it into the
+job's report.json as "explanation" (a job of your own command gets a report.json holding
+it, which --json prints)."""
 
 from __future__ import annotations
 

@@ -210,7 +210,7 @@ def _overrides(words: Sequence[str]) -> dict[str, tuple[str, bool]]:
 _FLASH_IMPORT = re.compile(r"^[ \t]*(?:import|from)[ \t]+flash_attn\b", re.M)
 
 
-def _script_text(script: Path) -> str:
+def script_text(script: Path) -> str:
     """The job's script (its first MAX_CONFIG_BYTES); "" when it is not there, unreadable
     or not a regular file: a FIFO or device is never read (``fsio.read_blocks`` opens it
     without blocking and refuses it before any read)."""
@@ -322,7 +322,7 @@ def read(cmd: command.Command, cwd: Path, env: Mapping[str, str]) -> Configs:
             value = command.option_value(argv[start:], key, key.replace("_", "-"))
             if value is not None:
                 cli[key] = value
-    text = _script_text(cwd / cmd.script) if cmd.script else ""
+    text = script_text(cwd / cmd.script) if cmd.script else ""
     return Configs(
         accelerate=acc, deepspeed=ds, cli=cli, kind=kind, options=cmd.options(),
         trainer=trainer_asks(cmd.arguments, cwd, skip=ds[0] if ds else None),

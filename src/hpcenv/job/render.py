@@ -40,7 +40,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from hpcenv.job import command, containers, environment, launch_config, launchers
+from hpcenv.job import command, containers, environment, jax_job, launch_config, launchers
 from hpcenv.kit import registry
 from hpcenv.kit.masking import MIN_VALUE_LEN, is_secret
 from hpcenv.knowledge import network, wrappers
@@ -297,6 +297,7 @@ def render(
     hpcenv = [sys.executable, "-m", "hpcenv"]
     shown = shown_launch(profile, spec, venv, configured, cwd)
     dropped = shown[0].dropped if shown else ()
+    jax = jax_verdict(profile, spec, venv=venv, cwd=cwd, form=form, values=env.values)
     lines = [
         "#!/bin/bash",
         f"# Rendered by 'hpcenv sbatch' for profile {profile.name}: the command at the end,",
@@ -304,6 +305,7 @@ def render(
         f"# venv: {_venv_words(venv, spec)}",
         *([f"# launch: {_one_line(form.describe())}"] if form.describe() else []),
         *(f"# launcher: {spec.cmd.kind} without {d}" for d in dropped),
+        *(f"# jax: {_one_line(w)}" for w in (jax.says if jax else ())),
         *sbatch.directives(
             profile,
             name=name,
@@ -390,6 +392,7 @@ def render(
     lines += _gate_lines(spec, hpcenv, ref, form, sbatch.gpus_per_node(profile, spec.request.gpus))
     lines += survive.pairs_gate_lines(spec, hpcenv, ref, own)
     lines += launcher_lines(profile, spec, log_dir, shown)
+    lines += jax_lines(jax)
     lines += [
         "",
         f"# --- the command, {_describe(spec, form).split(';')[0]}, in its own process group:",
@@ -449,8 +452,47 @@ def render(
             *(f"warning: {w}" for w in found.warnings),
             *found.notes,
             *(f"the launcher runs without {d}" for d in dropped),
+            *(jax.says if jax else ()),
+            *(f"warning: {w}" for w in (jax.warnings if jax else ())),
         ),
     )
+
+
+def jax_verdict(
+    profile: Profile,
+    spec: CommandJob,
+    *,
+    venv: Path | None,
+    cwd: Path,
+    form: containers.Form,
+    values: Mapping[str, str],
+) -> jax_job.Verdict | None:
+    """A JAX job's words and variables (``hpcenv.job.jax_job``), its task layout checked
+    (``BadInput``, exit 2); None for another command, one in a container, under Ray or
+    spread by the user's own srun/mpirun."""
+    if form.container or form.from_batch or spec.launch == "ray":
+        return None
+    evidence = jax_job.read(spec.cmd, venv, cwd, {**os.environ, **values})
+    if evidence is None:
+        return None
+    layout = jax_job.Layout(
+        nodes=spec.nodes,
+        tasks_per_node=_tasks_per_node(profile, spec) if spec.launch == "task" else 1,
+        gpus_per_node=sbatch.gpus_per_node(profile, spec.request.gpus),
+        binds=jax_job.binding_options(spec.request.args),
+    )
+    return jax_job.decide(evidence, layout)
+
+
+def jax_lines(jax: jax_job.Verdict | None) -> list[str]:
+    """What the job says of JAX in its log, and the variables it sets on the nodes."""
+    if jax is None:
+        return []
+    lines = ["", "# --- jax: jax.distributed.initialize() reads SLURM itself (hpcenv.job.jax_job)"]
+    lines += [f"echo {shell_quote('hpcenv: jax: ' + w)}" for w in jax.says]
+    lines += [f"echo {shell_quote('hpcenv: warning: jax: ' + w)} >&2" for w in jax.warnings]
+    lines += [f"export {name}={shell_quote(value)}" for name, value in jax.env]
+    return lines
 
 
 def _checks(profile: Profile, spec: CommandJob) -> tuple[str, ...]:
