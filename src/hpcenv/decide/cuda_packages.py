@@ -252,6 +252,62 @@ def torch_side(edges: Mapping[str, Sequence[str]] | None) -> set[str] | None:
     return seen
 
 
+@dataclass(frozen=True, kw_only=True)
+class Stack:
+    """The CUDA major one installed distribution's objects must link, and how it is known."""
+
+    major: int
+    how: str  # "torch 2.9.1+cu126 (CUDA 12)", "pulls nvidia-cuda-runtime 13.0.96 (CUDA 13.0)"
+
+
+def _own_major(name: str, version: str) -> tuple[int, str] | None:
+    """(CUDA major, how) a distribution says itself: a runtime wheel's version, else its
+    name's or version label's ``cuNN``."""
+    if cuda := runtime_cuda(name, version):
+        return int(cuda.split(".")[0]), f"{name} {version} (CUDA {cuda})"
+    major = cuda_major(name, version)
+    return (major, f"{name} {version} (CUDA {major})") if major is not None else None
+
+
+def stacks(
+    versions: Mapping[str, str], edges: Mapping[str, Sequence[str]]
+) -> dict[str, Stack | None]:
+    """The CUDA stack each distribution of an installed set belongs to (``versions``: name
+    -> version; ``edges``: name -> the names it depends on, as installed), read from the
+    artifacts, never from a profile: its own runtime version, name or label, else the one
+    stack of the dependencies that have one (``torchext`` -> ``torch`` 2.9.1 ->
+    ``nvidia-cuda-runtime-cu12`` 12.8.90: 12; ``jax-cuda13-plugin`` -> ``nvidia-cuda-runtime``
+    13.0.96: 13). None where its dependencies' stacks disagree (a package that pulls both);
+    absent: no CUDA at all."""
+    out: dict[str, Stack | None] = {}
+    done: set[str] = set()
+
+    def visit(name: str, path: frozenset[str]) -> Stack | None:
+        if name in done:
+            return out.get(name)
+        if own := _own_major(name, versions[name]):
+            found: Stack | None = Stack(major=own[0], how=own[1])
+        else:
+            below = [
+                s for d in edges.get(name, ())
+                if d in versions and d not in path and (s := visit(d, path | {d})) is not None
+            ]  # fmt: skip
+            majors = {s.major for s in below}
+            if not below:
+                done.add(name)
+                return None
+            first = below[0]
+            how = first.how if first.how.startswith("pulls ") else f"pulls {first.how}"
+            found = Stack(major=first.major, how=how) if len(majors) == 1 else None
+        out[name] = found
+        done.add(name)
+        return found
+
+    for name in sorted(versions):
+        visit(name, frozenset({name}))
+    return out
+
+
 def judge(
     versions: Mapping[str, Sequence[str]],
     node: Node,
@@ -469,6 +525,7 @@ __all__ = [
     "BY_NAME",
     "RUNTIMES",
     "Node",
+    "Stack",
     "Verdict",
     "bringers",
     "brought",
@@ -479,5 +536,6 @@ __all__ = [
     "judge",
     "node_of",
     "runtime_cuda",
+    "stacks",
     "torch_side",
 ]

@@ -220,3 +220,28 @@ def test_the_jax_plugins_fatbins_say_which_gpus_they_run_on() -> None:
     assert code["13"].full_ptx == ["12.0"]
     assert covers("7.0", code["13"].full_sass, code["13"].full_ptx, ptx_jit=True) is None
     assert covers("7.0", code["12"].full_sass, code["12"].full_ptx, ptx_jit=True) == "sm_70"
+
+
+def test_each_installed_distribution_belongs_to_the_stack_it_pulls() -> None:
+    """``stacks``: the build's proof reads each distribution's CUDA major from what is
+    installed: its own runtime version, name or label, else the nearest that say one in
+    its dependency closure; None where they disagree; nothing for a CPU package."""
+    versions = {
+        "torch": "2.9.1", "nvidia-cuda-runtime-cu12": "12.8.90", "torchext": "0.1.0",
+        "jax-cuda13-plugin": "0.7.2", "nvidia-cuda-runtime": "13.0.96", "numpy": "2.3.0",
+        "both": "1.0", "cupy-cuda12x": "14.2.0",
+    }  # fmt: skip
+    edges = {
+        "torch": ["nvidia-cuda-runtime-cu12"], "torchext": ["torch", "numpy"],
+        "jax-cuda13-plugin": ["nvidia-cuda-runtime"], "both": ["torchext", "jax-cuda13-plugin"],
+    }  # fmt: skip
+    found = cuda_packages.stacks(versions, edges)
+    assert found["torchext"] == cuda_packages.Stack(
+        major=12, how="pulls nvidia-cuda-runtime-cu12 12.8.90 (CUDA 12.8)"
+    )
+    assert found["torch"] == found["torchext"]
+    assert found["nvidia-cuda-runtime"] == cuda_packages.Stack(
+        major=13, how="nvidia-cuda-runtime 13.0.96 (CUDA 13.0)"
+    )
+    assert found["cupy-cuda12x"] is not None and found["cupy-cuda12x"].major == 12
+    assert found["both"] is None and "numpy" not in found
