@@ -245,3 +245,38 @@ def test_each_installed_distribution_belongs_to_the_stack_it_pulls() -> None:
     )
     assert found["cupy-cuda12x"] is not None and found["cupy-cuda12x"].major == 12
     assert found["both"] is None and "numpy" not in found
+
+
+def test_each_package_s_wheels_against_the_node_s_arch_glibc_and_python() -> None:
+    """``platform_verdict``, the rule on real wheel names (decord 0.6.0's, in lerobot's
+    lock; mooncake-transfer-engine 0.3.11.post1's, in prime-rl's)."""
+    decord = cuda_packages.Files(wheels=(
+        "decord-0.6.0-py3-none-manylinux2010_x86_64.whl", "decord-0.6.0-py3-none-win_amd64.whl",
+    ))  # fmt: skip
+    mooncake = cuda_packages.Files(wheels=(
+        "mooncake_transfer_engine-0.3.11.post1-cp312-cp312-manylinux_2_35_x86_64.whl",
+        "mooncake_transfer_engine-0.3.11.post1-cp312-cp312-manylinux_2_39_aarch64.whl",
+    ))  # fmt: skip
+    gh200 = Node(caps=(), driver_cuda=None, arch="aarch64", glibc="2.35", python="3.12")
+    x86 = Node(caps=(), driver_cuda=None, arch="x86_64", glibc="2.31", python="3.12")
+    (d,) = judge({"decord": ("0.6.0",)}, gh200, files={"decord": decord})
+    assert not d.ok and d.why == (
+        "no wheel installs on this node (cp312-manylinux_2_35_aarch64): none of its 2 wheels "
+        "is for aarch64; its newest wheel tag is py3-none-manylinux2010_x86_64, and it has no sdist"
+    )
+    assert judge({"decord": ("0.6.0",)}, x86, files={"decord": decord}) == ()
+    m = cuda_packages.platform_verdict("mooncake-transfer-engine", "0.3.11.post1", mooncake, x86)
+    assert m is not None and not m.ok
+    assert "its x86_64 wheels need glibc >= 2.35, the node has 2.31" in m.why
+    assert "newest wheel tag is cp312-cp312-manylinux_2_35_x86_64" in m.why
+    py311 = Node(caps=(), driver_cuda=None, arch="x86_64", glibc="2.39", python="3.11")
+    m311 = cuda_packages.platform_verdict(
+        "mooncake-transfer-engine", "0.3.11.post1", mooncake, py311
+    )
+    assert m311 is not None and "its x86_64 wheels are for another Python" in m311.why
+    built = cuda_packages.platform_verdict(
+        "decord", "0.6.0", cuda_packages.Files(wheels=decord.wheels, sdist=True), gh200
+    )
+    assert built is not None and built.ok and built.why.endswith("built from its sdist on the node")
+    unknown = Node(caps=(), driver_cuda=None, arch="aarch64", glibc="2.35", python=None)
+    assert cuda_packages.platform_verdict("decord", "0.6.0", decord, unknown) is None
