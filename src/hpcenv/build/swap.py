@@ -31,6 +31,7 @@ from typing import IO
 
 from packaging.requirements import InvalidRequirement, Requirement
 
+from hpcenv import knowledge
 from hpcenv.binaries import cudalibs
 from hpcenv.build import fixes, torch_first
 from hpcenv.build.results import InstalledDist, ProjectInstall
@@ -80,17 +81,26 @@ def installed(venv: Path) -> dict[str, InstalledDist]:
     return out
 
 
-def proof(venv: Path, after: dict[str, InstalledDist]) -> cudalibs.LinkCheck | None:
+def proof(
+    venv: Path, after: dict[str, InstalledDist], *, torch_major: int | None = None
+) -> cudalibs.LinkCheck | None:
     """The one-CUDA-stack proof of ``venv`` (module docstring, step 3): each object checked
     against the CUDA major of the stack its distribution belongs to, read from what is
     installed (``cuda_packages.stacks`` over the dependency edges, an extra's counted where
     what it names is installed: ``jax[cuda13]``'s plugin pulls its runtime through
-    ``with-cuda``), never from the profile; None when no object needs a CUDA library."""
+    ``with-cuda``), never from the profile; None when no object needs a CUDA library.
+    ``torch_major``: the plan's torch build's CUDA major, which the installed torch's stack
+    must be (the swap installed the node's torch)."""
     edges = {n: (*i.requires, *(o for o in i.optional if o in after)) for n, i in after.items()}
     found = cuda_packages.stacks({n: i.version for n, i in after.items()}, edges)
     majors = {n: (s.major, s.how) if s else None for n, s in found.items()}
     check = cudalibs.check(fixes.site_packages(venv), stacks=majors)
-    return check if check.objects else None
+    torch = found.get("torch")
+    if torch_major is not None and torch is not None and torch.major != torch_major:
+        wrong = (f"torch {after['torch'].version} is a CUDA {torch.major} build ({torch.how}), "
+                 f"the plan's torch is CUDA {torch_major}")  # fmt: skip
+        check = dataclasses.replace(check, problems=(wrong, *check.problems))
+    return check if check.objects or check.problems else None
 
 
 def _from_a_path(dist: importlib.metadata.Distribution) -> bool:
@@ -128,7 +138,8 @@ def sync_and_swap(
     done = _install_project(request, wanted, venv, plan, facts, log=log)
     after = installed(venv)
     torch_after = after["torch"].version if "torch" in after else None
-    check = proof(venv, after)
+    cuda = knowledge.variant_cuda(plan.torch.backend) if plan.torch.backend else None
+    check = proof(venv, after, torch_major=int(cuda.split(".")[0]) if cuda else None)
     if check is not None and not check.ok:
         more = f" (and {len(check.problems) - 1} more)" if len(check.problems) > 1 else ""
         raise BuildFailed(

@@ -148,3 +148,18 @@ def test_one_major_given_checks_every_object_against_it(tmp_path: Path, given: i
     _jax_cuda13(site_of(venv), tmp_path / "build")
     check = cudalibs.check(site_of(venv), given)
     assert check.ok == (given == 13) and check.major == given
+
+
+def test_the_installed_torch_must_be_the_plans_major(tmp_path: Path) -> None:
+    """The stacks are read from what is installed; the plan's torch major is still held
+    against the installed torch (the swap installed the node's torch)."""
+    venv = tmp_path / "venv"
+    _torch_cuda12(site_of(venv), tmp_path / "build")
+    after = swap.installed(venv)
+    ok = swap.proof(venv, after, torch_major=12)
+    assert ok is not None and ok.ok
+    wrong = swap.proof(venv, after, torch_major=13)
+    assert wrong is not None and wrong.problems[0] == (
+        "torch 2.9.1 is a CUDA 12 build (pulls nvidia-cuda-runtime-cu12 12.6.77 (CUDA 12.6)), "
+        "the plan's torch is CUDA 13"
+    )
