@@ -14,6 +14,7 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from hpcenv import knowledge
 from hpcenv.decide import cuda_packages
 from hpcenv.decide.cuda_packages import Node, cuda_major, judge
 from hpcenv.kit.coverage import covers
@@ -280,3 +281,27 @@ def test_each_package_s_wheels_against_the_node_s_arch_glibc_and_python() -> Non
     assert built is not None and built.ok and built.why.endswith("built from its sdist on the node")
     unknown = Node(caps=(), driver_cuda=None, arch="aarch64", glibc="2.35", python=None)
     assert cuda_packages.platform_verdict("decord", "0.6.0", decord, unknown) is None
+
+
+@pytest.mark.parametrize("extra", ["and-cuda", ""])
+def test_tensorflow_is_judged_from_its_own_metadata(extra: str) -> None:
+    """tensorflow 2.20.0's real Requires-Dist: with ``and-cuda`` it pulls the CUDA 12
+    runtime, so tensorflow itself is a CUDA 12 build (driver >= 525.60.13, refused on 470);
+    without, it pulls no NVIDIA wheel and is no GPU package. No TensorFlow row anywhere."""
+    name, version, reqs = _meta("tensorflow-2.20.0")
+    env = {"extra": extra, "sys_platform": "linux", "python_version": "3.11"}
+    deps = tuple(
+        canonicalize_name(r.name) for r in reqs if r.marker is None or r.marker.evaluate(env)
+    )
+    versions = {name: (version,), **{d: ("12.9.79",) for d in deps if d.startswith("nvidia-")}}
+    old = Node(caps=("7.0",), driver_cuda="11.4", driver="470.82.01")
+    verdicts = judge(versions, old, edges={name: deps})
+    assert knowledge.load().gpu_package(name) is None
+    if not extra:
+        assert verdicts == () and not cuda_packages.gpu_stack(versions)
+        return
+    (tf,) = verdicts
+    assert (tf.name, tf.ok) == ("tensorflow", False)
+    assert tf.why.startswith(
+        "built for CUDA 12.9 (pulls nvidia-cuda-runtime-cu12 12.9.79), needs driver >= 525.60.13"
+    )
