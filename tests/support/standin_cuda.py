@@ -16,6 +16,8 @@ unreachable from here) with the layout that matters, measured on torch 2.13.0's
 - ``torchext`` 0.1.0+cu130 (on the cu130 index) and 0.1.0 (PyPI, a CUDA 12 build): a CUDA
   extension built against torch 2.9.1 (stands in for vLLM / flash-attn wheels), whose
   ``_C.so`` needs the runtime of its major;
+- ``jax-cuda13-plugin`` 0.7.2 (PyPI): JAX's CUDA 13 plugin, whose ``_prng.so`` needs
+  ``libcudart.so.13`` (RUNPATH ``$ORIGIN/../nvidia/cu13/lib``) from the runtime it pulls;
 - ``standin-numpy`` 2.1.0 (a profile package) on the PyPI stand-in, and PyPI's real
   ``setuptools`` wheel (downloaded once, ``cuda_artifacts``), which builds the projects.
 
@@ -167,6 +169,24 @@ def build_wheels(root: Path) -> dict[str, Path]:
             files={"torchext/__init__.py": EXT_INIT, "torchext/_C.so": ext},
         )
     wheels["standin-numpy-2.1.0"] = make_wheel(files, "standin-numpy", "2.1.0")
+    cudart13 = work / "cu13" / "libcudart.so.13"
+    prng = compile_so(
+        work / "jax-cu13",
+        "_prng.so",
+        "int cudaRuntimeGetVersion(int *);\n"
+        "int prng_runtime(void) { int c = 0; cudaRuntimeGetVersion(&c); return c; }\n",
+        soname="_prng.so",
+        needs=(cudart13,),
+        runpath=("$ORIGIN/../nvidia/cu13/lib",),
+    )
+    wheels["jax-cuda13-plugin-0.7.2"] = make_wheel(
+        files,
+        "jax-cuda13-plugin",
+        "0.7.2",
+        tag=TAG,
+        requires=[f"{CUDART[13][0]}=={CUDART[13][1]}"],
+        files={"jax_cuda13_plugin/__init__.py": "", "jax_cuda13_plugin/_prng.so": prng},
+    )
     return wheels
 
 
@@ -190,7 +210,8 @@ def build_index(root: Path) -> StandInIndex:
         idx.add("cu126", wheel)
     for wheel in [w["torch-2.9.1+cu130"], w["torchext-0.1.0+cu130"], *runtimes13]:
         idx.add("cu130", wheel)
-    for wheel in [*runtimes12, *runtimes13, w["torchext-0.1.0"], w["standin-numpy-2.1.0"]]:
+    for wheel in [*runtimes12, *runtimes13, w["torchext-0.1.0"], w["standin-numpy-2.1.0"],
+                  w["jax-cuda13-plugin-0.7.2"]]:  # fmt: skip
         idx.add("simple", wheel)
     return idx.start()
 

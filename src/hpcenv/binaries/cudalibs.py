@@ -11,7 +11,10 @@ read with ``hpcenv.kit.elf``), each such library is resolved as the loader and t
 would: the object's ``DT_RUNPATH`` (else ``DT_RPATH``) with ``$ORIGIN`` expanded, then
 the venv's ``nvidia/*/lib`` directories (torch preloads from them). The file found must
 be listed in the ``RECORD`` of exactly one installed distribution, and that distribution
-must be of the intended major: ``nvidia-nccl-cu12`` -> 12 by its suffix; CUDA 13's
+must be of the major of the stack the object's own distribution belongs to (``stacks``,
+read by the build from what is installed: torch and what depends on it link torch's major,
+a ``jax-cuda13-plugin`` beside a CUDA 12 torch links CUDA 13; an object whose stack is not
+known must link one major): ``nvidia-nccl-cu12`` -> 12 by its suffix; CUDA 13's
 unsuffixed wheels by where they install, ``nvidia/cu13/lib`` (their versions are the
 libraries', not CUDA's: ``nvidia-cusparse 12.6.3.3`` ships with CUDA 13, measured on torch
 2.13.0's wheels). System
@@ -25,6 +28,7 @@ from __future__ import annotations
 import csv
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -51,11 +55,16 @@ class Resolved:
 
 @dataclass(frozen=True, kw_only=True)
 class LinkCheck:
-    """The CUDA libraries each checked object needs, where they were found, what is wrong."""
+    """The CUDA libraries each checked object needs, where they were found, what is wrong;
+    ``major``: the one CUDA major every object was checked against (None: more than one,
+    or one of no known stack),
+    ``stacks``: each checked object's distribution and its stack ("jax-cuda13-plugin
+    0.7.2: CUDA 13, pulls nvidia-cuda-runtime 13.0.96 (CUDA 13.0)")."""
 
-    major: int
+    major: int | None
     objects: dict[str, tuple[Resolved, ...]] = field(default_factory=dict)
     problems: tuple[str, ...] = ()
+    stacks: dict[str, str] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -75,6 +84,7 @@ class LinkCheck:
                 }
                 for obj, libs in self.objects.items()
             },
+            "stacks": dict(self.stacks),
         }
 
 
@@ -144,50 +154,96 @@ def shared_objects(site: Path) -> list[Path]:
     return out
 
 
-def check(site: Path, major: int) -> LinkCheck:
-    """Check every object of :func:`shared_objects` against CUDA ``major``."""
+def check(
+    site: Path,
+    major: int | None = None,
+    *,
+    stacks: Mapping[str, tuple[int, str] | None] | None = None,
+) -> LinkCheck:
+    """Check every object of :func:`shared_objects`: against CUDA ``major`` when given, else
+    against the stack of the distribution that installed it (``stacks``: distribution ->
+    (CUDA major, how it is known), None where unknown)."""
     files, versions = owners(site)
     fallback = sorted(p for p in site.glob("nvidia/*/lib") if p.is_dir())
     objects: dict[str, tuple[Resolved, ...]] = {}
     problems: list[str] = []
+    said: dict[str, str] = {}
+    against: set[int | None] = set()
     for obj in shared_objects(site):
         name = str(obj.relative_to(site))
-        dirs = _search_dirs(obj, site, fallback)
-        found = []
-        for needed in _cuda_needed(obj):
-            hit = next((d / needed for d in dirs if (d / needed).exists()), None)
-            if hit is None:
-                found.append(Resolved(needed=needed, path=None))
-                problems.append(
-                    f"{name} needs {needed}, which is missing (searched its RUNPATH and "
-                    "nvidia/*/lib in the venv)"
-                )
-                continue
-            try:
-                rel = os.path.normpath(os.path.relpath(hit, site))
-            except ValueError:
-                rel = str(hit)
-            dists = files.get(rel, [])
-            label = tuple(f"{d} {versions.get(d, '?')}" for d in dists)
-            majors = {dist_major(d, rel) for d in dists} - {None}
-            got = next(iter(majors)) if len(majors) == 1 else None
-            found.append(Resolved(needed=needed, path=rel, owners=label, major=got))
-            if rel.startswith(".."):
-                problems.append(f"{name} loads {needed} from {hit}, outside the venv")
-            elif not dists:
-                problems.append(f"{name} needs {needed}: {rel} is installed by no wheel")
-            elif len(dists) > 1:
-                problems.append(
-                    f"{name} needs {needed}: {rel} is claimed by {' and '.join(label)} "
-                    "(two wheels wrote the same file)"
-                )
-            elif got is not None and got != major:
-                problems.append(
-                    f"{name} needs {needed}: {rel} belongs to CUDA {got} ({label[0]}), "
-                    f"not CUDA {major}"
-                )
-        objects[name] = tuple(found)
-    return LinkCheck(major=major, objects=objects, problems=tuple(problems))
+        dist = next(iter(files.get(os.path.normpath(name), [])), None)
+        stack = (major, "") if major is not None else (stacks or {}).get(dist or "")
+        who = f"{name} ({dist} {versions.get(dist, '?')})" if dist else name
+        if dist and stack and stack[1]:
+            said[f"{dist} {versions.get(dist, '?')}"] = f"CUDA {stack[0]}, {stack[1]}"
+        against.add(stack[0] if stack else None)
+        found = tuple(_resolve(obj, site, fallback, files, versions))
+        objects[name] = found
+        problems += _problems(who if major is None else name, found, stack)
+    one = next(iter(against)) if len(against) == 1 else major  # every object: one major
+    return LinkCheck(major=one, objects=objects, problems=tuple(problems), stacks=said)
+
+
+def _resolve(
+    obj: Path,
+    site: Path,
+    fallback: list[Path],
+    files: Mapping[str, list[str]],
+    versions: Mapping[str, str],
+) -> list[Resolved]:
+    """Each CUDA library ``obj`` needs, found as the loader would, with its owners."""
+    dirs = _search_dirs(obj, site, fallback)
+    found = []
+    for needed in _cuda_needed(obj):
+        hit = next((d / needed for d in dirs if (d / needed).exists()), None)
+        if hit is None:
+            found.append(Resolved(needed=needed, path=None))
+            continue
+        try:
+            rel = os.path.normpath(os.path.relpath(hit, site))
+        except ValueError:
+            rel = ".."
+        if rel.startswith(".."):  # outside the venv: named by its own path
+            found.append(Resolved(needed=needed, path=str(hit)))
+            continue
+        dists = files.get(rel, [])
+        label = tuple(f"{d} {versions.get(d, '?')}" for d in dists)
+        majors = {dist_major(d, rel) for d in dists} - {None}
+        got = next(iter(majors)) if len(majors) == 1 else None
+        found.append(Resolved(needed=needed, path=rel, owners=label, major=got))
+    return found
+
+
+def _problems(name: str, found: tuple[Resolved, ...], stack: tuple[int, str] | None) -> list[str]:
+    """What is wrong with one object's libraries, against its stack's major (None: the
+    libraries must agree on one major among themselves)."""
+    problems = []
+    for r in found:
+        if r.path is None:
+            problems.append(
+                f"{name} needs {r.needed}, which is missing (searched its RUNPATH and "
+                "nvidia/*/lib in the venv)"
+            )
+        elif os.path.isabs(r.path):
+            problems.append(f"{name} loads {r.needed} from {r.path}, outside the venv")
+        elif not r.owners:
+            problems.append(f"{name} needs {r.needed}: {r.path} is installed by no wheel")
+        elif len(r.owners) > 1:
+            problems.append(
+                f"{name} needs {r.needed}: {r.path} is claimed by {' and '.join(r.owners)} "
+                "(two wheels wrote the same file)"
+            )
+        elif stack is not None and r.major is not None and r.major != stack[0]:
+            problems.append(
+                f"{name} needs {r.needed}: {r.path} belongs to CUDA {r.major} "
+                f"({r.owners[0]}), not CUDA {stack[0]}"
+                + (f" (its stack: {stack[1]})" if stack[1] else "")
+            )
+    majors = sorted({r.major for r in found if r.major is not None})
+    if stack is None and len(majors) > 1:
+        libs = ", ".join(f"{r.needed} (CUDA {r.major})" for r in found if r.major is not None)
+        problems.append(f"{name} links libraries of two CUDA majors: {libs}")
+    return problems
 
 
 __all__ = ["CUDA_LIB", "LinkCheck", "Resolved", "check", "dist_major", "owners", "shared_objects"]

@@ -167,6 +167,7 @@ class InstalledDist:
     version: str
     requires: tuple[str, ...] = ()
     local: bool = False
+    optional: tuple[str, ...] = ()  # required under one of its extras only (``with-cuda``)
 
 
 @dataclass(frozen=True, kw_only=True)

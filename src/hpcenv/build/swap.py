@@ -11,8 +11,10 @@ rewritten for the node's torch variant, resolved for the node); this module buil
 2. the project and its workspace members, non-editable, from a copy (``project_copy``: the
    files git tracks, else the tree less tool output, sockets, FIFOs, devices and huge
    files; the project's files stay byte-identical: no ``*.egg-info``, no ``__pycache__``);
-3. the proof (``cudalibs.check``): every CUDA library ``libtorch_cuda.so`` and each CUDA
-   extension needs is there and from a wheel of the intended major; the build's import
+3. the proof (:func:`proof`, ``cudalibs.check``): every CUDA library ``libtorch_cuda.so``
+   and each CUDA extension needs is there and from a wheel of the major of the stack its
+   distribution belongs to, read from what is installed (torch's and what depends on it:
+   torch's major; a ``jax-cuda13-plugin``'s: 13), not from the profile; the build's import
    check then imports every package that depends on torch, the profile's packages and the
    project's own distribution (``checked`` in the result), with the new torch.
 
@@ -33,6 +35,7 @@ from hpcenv import knowledge
 from hpcenv.binaries import cudalibs
 from hpcenv.build import fixes, torch_first
 from hpcenv.build.results import InstalledDist, ProjectInstall
+from hpcenv.decide import cuda_packages
 from hpcenv.models.facts import Facts
 from hpcenv.models.plan import Plan
 from hpcenv.project import copy_tree, model
@@ -57,7 +60,9 @@ def installed(venv: Path) -> dict[str, InstalledDist]:
     env = {"extra": "", "python_version": py, "python_full_version": f"{py}.0"}
     out: dict[str, InstalledDist] = {}
     for dist in importlib.metadata.distributions(path=[str(site)]):
-        reqs = set()
+        reqs: set[str] = set()
+        optional: set[str] = set()
+        extras = dist.metadata.get_all("Provides-Extra") or []
         for line in dist.requires or ():
             try:
                 req = Requirement(line)
@@ -65,10 +70,37 @@ def installed(venv: Path) -> dict[str, InstalledDist]:
                 continue
             if req.marker is None or req.marker.evaluate(env):
                 reqs.add(canonicalize_name(req.name))
+            elif any(req.marker.evaluate({**env, "extra": e}) for e in extras):
+                optional.add(canonicalize_name(req.name))
         out[canonicalize_name(dist.metadata["Name"])] = InstalledDist(
-            version=dist.version, requires=tuple(sorted(reqs)), local=_from_a_path(dist)
+            version=dist.version,
+            requires=tuple(sorted(reqs)),
+            local=_from_a_path(dist),
+            optional=tuple(sorted(optional - reqs)),
         )
     return out
+
+
+def proof(
+    venv: Path, after: dict[str, InstalledDist], *, torch_major: int | None = None
+) -> cudalibs.LinkCheck | None:
+    """The one-CUDA-stack proof of ``venv`` (module docstring, step 3): each object checked
+    against the CUDA major of the stack its distribution belongs to, read from what is
+    installed (``cuda_packages.stacks`` over the dependency edges, an extra's counted where
+    what it names is installed: ``jax[cuda13]``'s plugin pulls its runtime through
+    ``with-cuda``), never from the profile; None when no object needs a CUDA library.
+    ``torch_major``: the plan's torch build's CUDA major, which the installed torch's stack
+    must be (the swap installed the node's torch)."""
+    edges = {n: (*i.requires, *(o for o in i.optional if o in after)) for n, i in after.items()}
+    found = cuda_packages.stacks({n: i.version for n, i in after.items()}, edges)
+    majors = {n: (s.major, s.how) if s else None for n, s in found.items()}
+    check = cudalibs.check(fixes.site_packages(venv), stacks=majors)
+    torch = found.get("torch")
+    if torch_major is not None and torch is not None and torch.major != torch_major:
+        wrong = (f"torch {after['torch'].version} is a CUDA {torch.major} build ({torch.how}), "
+                 f"the plan's torch is CUDA {torch_major}")  # fmt: skip
+        check = dataclasses.replace(check, problems=(wrong, *check.problems))
+    return check if check.objects or check.problems else None
 
 
 def _from_a_path(dist: importlib.metadata.Distribution) -> bool:
@@ -107,11 +139,11 @@ def sync_and_swap(
     after = installed(venv)
     torch_after = after["torch"].version if "torch" in after else None
     cuda = knowledge.variant_cuda(plan.torch.backend) if plan.torch.backend else None
-    check = cudalibs.check(fixes.site_packages(venv), int(cuda.split(".")[0])) if cuda else None
+    check = proof(venv, after, torch_major=int(cuda.split(".")[0]) if cuda else None)
     if check is not None and not check.ok:
         more = f" (and {len(check.problems) - 1} more)" if len(check.problems) > 1 else ""
         raise BuildFailed(
-            f"the environment is not one CUDA {check.major} stack: {check.problems[0]}{more}"
+            f"the environment's CUDA libraries do not fit its stacks: {check.problems[0]}{more}"
         )
     dependents = {n for n, info in after.items() if "torch" in info.requires}
     if torch_after is None:  # no torch (JAX ...): the set's top packages, which nothing requires

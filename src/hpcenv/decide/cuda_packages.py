@@ -20,6 +20,12 @@ what it is called, for any framework (torch, JAX, CuPy, TensorFlow ...) (pure).
 - flash-attn: 2.x needs compute capability 8.0 (``knowledge/packages.toml``), its FA3
   kernels (``flash-attn-3``, ``flash_attn_3``, a 3.x release) 9.0.
 
+- for each package of a uv.lock's set, whether any of its wheels installs on the node (CPU
+  arch, manylinux glibc, the set's Python: ``models.wheel_fit``) or an sdist can be built
+  (:func:`platform_verdict`), GPUs or not;
+- the stack each installed distribution belongs to (:func:`stacks`): what the build's
+  one-CUDA-stack proof checks each object's libraries against.
+
 NVIDIA's own wheels (``nvidia-*``, ``cuda-*``) are judged through the package that brings
 them; those torch pulls are folded into one line: torch's own verdict already says whether
 its CUDA runs here.
@@ -34,6 +40,7 @@ from dataclasses import dataclass
 from packaging.version import InvalidVersion, Version
 
 from hpcenv import knowledge
+from hpcenv.models import wheel_fit
 from hpcenv.models.facts import Facts
 
 _LABEL_MAJOR = re.compile(r"(?:^|[.+_-])cu\.?(\d{2,3})(?!\d)")
@@ -84,6 +91,16 @@ class Node:
     arch: str | None = None  # the node's CPU arch (PyPI's builds differ per arch)
     driver: str | None = None  # the driver's version ("575.57.08"); None: only driver_cuda
     gpu_names: tuple[str, ...] = ()  # as NVML names them (cuda-compat: data center GPUs)
+    glibc: str | None = None  # the node's glibc ("2.35"); None: unknown (every manylinux fits)
+    python: str | None = None  # the set's Python ("3.12"); None: wheels' fit not judged
+
+
+@dataclass(frozen=True, kw_only=True)
+class Files:
+    """What a package's release offers to install from (a uv.lock's ``wheels`` and ``sdist``)."""
+
+    wheels: tuple[str, ...] = ()  # wheel file names
+    sdist: bool = False
 
 
 def node_of(
@@ -92,10 +109,12 @@ def node_of(
     torch_cuda: str | None = None,
     torch_version: str | None = None,
     arch: str | None = None,
+    python: str | None = None,
 ) -> Node:
     """The node in ``facts`` as every command judges a set against it (``audit``, and
-    ``plan``/``lock``/``build --project``'s model): its GPUs, driver and arch, beside the
-    torch installed with the set (``torch_cuda``/``torch_version``; None: no torch)."""
+    ``plan``/``lock``/``build --project``'s model): its GPUs, driver, arch and glibc, beside
+    the torch installed with the set (``torch_cuda``/``torch_version``; None: no torch) and
+    the set's Python (``python``: its wheels are judged for it)."""
     nv = facts.nvidia
     return Node(
         caps=tuple(g.compute_capability for g in facts.gpus if g.compute_capability),
@@ -105,6 +124,8 @@ def node_of(
         arch=arch or facts.arch,
         driver=nv.driver_version if nv else None,
         gpu_names=tuple(g.name for g in facts.gpus),
+        glibc=facts.glibc,
+        python=python,
     )
 
 
@@ -252,6 +273,62 @@ def torch_side(edges: Mapping[str, Sequence[str]] | None) -> set[str] | None:
     return seen
 
 
+@dataclass(frozen=True, kw_only=True)
+class Stack:
+    """The CUDA major one installed distribution's objects must link, and how it is known."""
+
+    major: int
+    how: str  # "torch 2.9.1+cu126 (CUDA 12)", "pulls nvidia-cuda-runtime 13.0.96 (CUDA 13.0)"
+
+
+def _own_major(name: str, version: str) -> tuple[int, str] | None:
+    """(CUDA major, how) a distribution says itself: a runtime wheel's version, else its
+    name's or version label's ``cuNN``."""
+    if cuda := runtime_cuda(name, version):
+        return int(cuda.split(".")[0]), f"{name} {version} (CUDA {cuda})"
+    major = cuda_major(name, version)
+    return (major, f"{name} {version} (CUDA {major})") if major is not None else None
+
+
+def stacks(
+    versions: Mapping[str, str], edges: Mapping[str, Sequence[str]]
+) -> dict[str, Stack | None]:
+    """The CUDA stack each distribution of an installed set belongs to (``versions``: name
+    -> version; ``edges``: name -> the names it depends on, as installed), read from the
+    artifacts, never from a profile: its own runtime version, name or label, else the one
+    stack of the dependencies that have one (``torchext`` -> ``torch`` 2.9.1 ->
+    ``nvidia-cuda-runtime-cu12`` 12.8.90: 12; ``jax-cuda13-plugin`` -> ``nvidia-cuda-runtime``
+    13.0.96: 13). None where its dependencies' stacks disagree (a package that pulls both);
+    absent: no CUDA at all."""
+    out: dict[str, Stack | None] = {}
+    done: set[str] = set()
+
+    def visit(name: str, path: frozenset[str]) -> Stack | None:
+        if name in done:
+            return out.get(name)
+        if own := _own_major(name, versions[name]):
+            found: Stack | None = Stack(major=own[0], how=own[1])
+        else:
+            below = [
+                s for d in edges.get(name, ())
+                if d in versions and d not in path and (s := visit(d, path | {d})) is not None
+            ]  # fmt: skip
+            majors = {s.major for s in below}
+            if not below:
+                done.add(name)
+                return None
+            first = below[0]
+            how = first.how if first.how.startswith("pulls ") else f"pulls {first.how}"
+            found = Stack(major=first.major, how=how) if len(majors) == 1 else None
+        out[name] = found
+        done.add(name)
+        return found
+
+    for name in sorted(versions):
+        visit(name, frozenset({name}))
+    return out
+
+
 def judge(
     versions: Mapping[str, Sequence[str]],
     node: Node,
@@ -259,15 +336,23 @@ def judge(
     *,
     edges: Mapping[str, Sequence[str]] | None = None,
     declared: Sequence[tuple[str, str]] = (),
+    files: Mapping[str, Files] | None = None,
 ) -> tuple[Verdict, ...]:
     """A verdict per GPU package in ``versions`` (canonical name -> versions; torch itself
     is judged by its own audit); ``edges`` (name -> the names it depends on, as installed
     on the node) attribute each CUDA runtime wheel to the package that brings it;
     ``declared`` are CUDA releases a file states for the whole environment (conda's
     ``("cuda-version", "13.1")``), each judged as that CUDA. Nothing is judged on a node
-    without GPUs."""
+    without GPUs but the wheels: ``files`` (name -> what its release offers, a uv.lock's)
+    are each judged for the node's CPU arch, glibc and the set's Python, GPUs or not
+    (:func:`platform_verdict`)."""
+    placed = tuple(
+        v
+        for name, found in sorted((files or {}).items())
+        if (v := platform_verdict(name, (versions.get(name) or ("",))[0], found, node))
+    )
     if not node.caps:
-        return ()
+        return placed
     know = know or knowledge.load()
     runtimes = brought(versions, edges)
     if node.torch_cuda is not None:  # torch's runtime is judged by torch's own verdict
@@ -305,7 +390,53 @@ def judge(
                 f"for another CUDA major than torch's {node.torch_cuda}",
             )
         )
-    return tuple(out)
+    return (*placed, *out)
+
+
+def platform_verdict(name: str, version: str, files: Files, node: Node) -> Verdict | None:
+    """Whether any wheel of a package installs on the node (``models.wheel_fit``: CPU arch,
+    manylinux glibc against the node's, the set's Python), or an sdist can be built there:
+    a verdict only where none does (not ok: the package, its newest wheel tag, for the
+    node's arch where it has any, and the node's are named) or only the sdist does (ok:
+    built on the node); None when a wheel fits, nothing is offered (a path, an sdist only)
+    or the node's arch or Python is unknown."""
+    if not files.wheels or not node.arch or not node.python:
+        return None
+    if any(wheel_fit.wheel_fits(w, python=node.python, arch=node.arch, glibc=node.glibc)
+           for w in files.wheels):  # fmt: skip
+        return None
+    tags = [t for w in files.wheels for t in _tags(w)]
+    py = "".join(node.python.split(".")[:2])
+    here = f"cp{py}-{wheel_fit.platforms(node.arch, node.glibc)[0]}"
+    if node.glibc is None:
+        here = f"cp{py}-manylinux_*_{node.arch}"
+    mine = [
+        t for t in tags
+        if t.endswith(f"_{node.arch}") and t.split("-")[-1].startswith(("manylinux", "linux_"))
+    ]  # fmt: skip
+    need = wheel_fit.min_glibc(mine) if mine else None
+    newest = max(mine or tags, key=lambda t: (wheel_fit.min_glibc([t]) or (0, 0), t))
+    if not mine:
+        why = f"none of its {len(files.wheels)} wheels is for {node.arch}"
+    elif need and node.glibc and need > (wheel_fit.glibc_key(node.glibc) or need):
+        why = f"its {node.arch} wheels need glibc >= {need[0]}.{need[1]}, the node has {node.glibc}"
+    else:
+        why = f"its {node.arch} wheels are for another Python"
+    said = f"no wheel installs on this node ({here}): {why}; its newest wheel tag is {newest}"
+    if files.sdist:
+        return Verdict(name=name, version=version, ok=True,
+                       why=f"{said}; built from its sdist on the node")  # fmt: skip
+    return Verdict(name=name, version=version, ok=False, why=f"{said}, and it has no sdist")
+
+
+def _tags(wheel: str) -> list[str]:
+    """The tags of a wheel file name, expanded (``py3-none-manylinux2010_x86_64``)."""
+    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
+    try:
+        return sorted(str(t) for t in parse_wheel_filename(wheel)[3])
+    except InvalidWheelFilename:
+        return []
 
 
 def _one(
@@ -468,7 +599,9 @@ def _public(version: str) -> str | None:
 __all__ = [
     "BY_NAME",
     "RUNTIMES",
+    "Files",
     "Node",
+    "Stack",
     "Verdict",
     "bringers",
     "brought",
@@ -478,6 +611,8 @@ __all__ = [
     "is_carrier",
     "judge",
     "node_of",
+    "platform_verdict",
     "runtime_cuda",
+    "stacks",
     "torch_side",
 ]

@@ -7,7 +7,8 @@ aliases ``manylinux2014`` = 2.17, ``manylinux2010`` = 2.12, ``manylinux1`` = 2.5
 ``linux_A``. musllinux wheels never fit a glibc node; a ``manylinux_2_28`` wheel does not
 fit glibc 2.17. With the glibc unknown, every manylinux tag is admitted (said by callers
 that know it). Used by the plan's torch checks (``decide/torch_fit.py``), its wheelhouse
-lookup (``decide/plan.py``) and the project reader (``project/uv_lock.py``).
+lookup (``decide/plan.py``), the project reader (``project/uv_lock.py``) and every
+locked package's wheels (``decide/cuda_packages.platform_verdict``).
 """
 
 from __future__ import annotations

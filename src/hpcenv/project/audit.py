@@ -245,11 +245,15 @@ def _edges(via: dict[str, list[str]]) -> dict[str, tuple[str, ...]]:
 
 
 def read_venv(path: Path, inside: Path | None = None) -> Packages:
-    """A venv's distributions from their dist-info METADATA (no import); ``inside``: only
-    files that stay in that directory (an image's root: no symlink out of it is read)."""
+    """A venv's distributions from their dist-info METADATA (no import), and who depends on
+    whom among them: an edge to each installed distribution a ``Requires-Dist`` names, under
+    any marker or extra (installed, so pulled: ``tensorflow[and-cuda]``'s CUDA runtime is
+    tensorflow's); ``inside``: only files that stay in that directory (an image's root: no
+    symlink out of it is read)."""
     from email.parser import HeaderParser
 
     found: dict[str, list[str]] = {}
+    requires: dict[str, set[str]] = {}
     metas = sorted(path.glob("lib/python*/site-packages/*.dist-info/METADATA"))
     metas += sorted(path.glob("lib64/python*/site-packages/*.dist-info/METADATA"))  # RHEL's
     metas += sorted(path.glob("lib/python*/dist-packages/*.dist-info/METADATA"))  # an image's
@@ -264,12 +268,23 @@ def read_venv(path: Path, inside: Path | None = None) -> Packages:
         name, version = headers.get("Name"), headers.get("Version")
         if name and version:
             _add(found, name, version)
+            deps = requires.setdefault(canonicalize_name(name), set())
+            deps.update(_required_name(r) for r in headers.get_all("Requires-Dist") or ())
     if not metas:
         raise BadInput(
             f"{path}: no lib/python*/site-packages/*.dist-info found; give a venv directory, "
             "a uv.lock or a requirements file from 'uv pip compile'"
         )
-    return Packages(source=str(path), kind="venv", versions=_freeze(found))
+    edges = {n: tuple(sorted(d for d in deps if d in found and d != n))
+             for n, deps in requires.items()}  # fmt: skip
+    return Packages(source=str(path), kind="venv", versions=_freeze(found), edges=edges)
+
+
+def _required_name(requirement: str) -> str:
+    """The distribution a ``Requires-Dist`` value names (``nvidia-cuda-runtime-cu12<13,
+    >=12.5; extra == "and-cuda"`` -> ``nvidia-cuda-runtime-cu12``)."""
+    m = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", requirement)
+    return canonicalize_name(m.group(1)) if m else ""
 
 
 def _freeze(found: dict[str, list[str]]) -> dict[str, tuple[str, ...]]:
@@ -705,6 +720,9 @@ class Found:
     #: who depends on whom among them (name -> names; None: not known, a venv or a file
     #: without uv's ``# via`` lines): each CUDA runtime wheel is attributed by it
     edges: dict[str, tuple[str, ...]] | None = None
+    #: uv.lock: what each package's locked release offers (its wheels, an sdist), judged
+    #: for the node's arch and glibc (``cuda_packages.platform_verdict``); None: not known
+    files: dict[str, cuda_packages.Files] | None = None
 
     def astuple(self) -> tuple[str, str, str | None, str]:
         return self.version, self.build, self.cuda, self.evidence
@@ -875,10 +893,15 @@ def _examine_lock(
         n: (p.version,) for n, p in resolved.packages.items() if p.version
     }
     edges = {a[0]: tuple(d[0] for d in deps) for a, deps in resolved.edges.items()}
+    files = {
+        n: cuda_packages.Files(wheels=p.wheels, sdist=p.sdist)
+        for n, p in resolved.packages.items()
+        if n != "torch" and not p.local
+    }  # torch: judged below, against its own data
     if (torch is None or torch.version is None) and cuda_packages.gpu_stack(installed):
         return _no_torch(
             installed, edges, selection=where, python=py.version, python_why=py.why,
-            warnings=tuple(warnings),
+            warnings=tuple(warnings), files=files,
         )  # fmt: skip
     if torch is None or torch.version is None:
         raise BadInput(
@@ -914,6 +937,7 @@ def _examine_lock(
         "python_why": py.why,
         "installed": installed,
         "edges": edges,
+        "files": files,
     }
     found = _by_label(pkgs.source, torch.version)
     if found is not None:
@@ -1128,11 +1152,13 @@ def _cuda_verdicts(
     return cuda_packages.judge(
         {n: v for n, v in found.installed.items() if n != "torch"},
         cuda_packages.node_of(
-            facts, torch_cuda=found.cuda, torch_version=found.version or None, arch=facts.arch
+            facts, torch_cuda=found.cuda, torch_version=found.version or None, arch=facts.arch,
+            python=_minor(found.python or facts.python),
         ),
         edges=found.edges,
         declared=declared,
-    )
+        files=found.files,
+    )  # fmt: skip
 
 
 def _code_verdicts(

@@ -251,3 +251,36 @@ def test_plan_of_a_cuda_13_project_lists_no_cuda_13_package(
     files = [p for p in cuda_index.requested if p.startswith("/files/") and p.endswith(".whl")]
     assert not [p for p in files if "cu13" in p], files
     assert not (hpcenv_home / "venvs").exists()
+
+
+def test_a_jax_cuda13_set_under_a_cuda_12_profile_is_proven_against_its_own_stack(
+    uv_env: dict[str, str], cuda_index: StandInIndex, tmp_path: Path, hpcenv_home: Path
+) -> None:
+    """A project without torch whose lock installs JAX's CUDA 13 plugin, built with a cu126
+    profile (issue 41): built as it is, its plugin's objects proven against CUDA 13, the
+    stack they belong to, read from what is installed. Before: every object was checked
+    against the profile's CUDA 12 and the build failed ("... belongs to CUDA 13 ..., not
+    CUDA 12")."""
+    project = tmp_path / "jaxonly"
+    project.mkdir()
+    (project / "pyproject.toml").write_text(
+        '[project]\nname = "jaxonly"\nversion = "0.1.0"\nrequires-python = ">=3.11"\n'
+        'dependencies = ["jax-cuda13-plugin==0.7.2"]\n\n[tool.uv]\npackage = false\n'
+        "environments = [\"sys_platform == 'linux' and platform_machine == 'x86_64'\"]\n"
+    )
+    uv_run(uv_env, "lock", "--project", str(project), "--python", "3.11")
+    result = build.build(
+        stand_in_plan(cuda_index.url),
+        Facts(arch="x86_64"),
+        project=ProjectRequest(directory=project),
+    )
+    report = result.report.serialize()["project"]
+    assert report["torch_after"] is None
+    libs = report["libraries"]
+    assert libs["ok"] is True and libs["cuda_major"] == 13, libs
+    assert libs["stacks"] == {
+        "jax-cuda13-plugin 0.7.2": "CUDA 13, jax-cuda13-plugin 0.7.2 (CUDA 13)"
+    }
+    assert libs["objects"]["jax_cuda13_plugin/_prng.so"]["libcudart.so.13"] == (
+        "nvidia/cu13/lib/libcudart.so.13 (nvidia-cuda-runtime 13.0.96)"
+    )

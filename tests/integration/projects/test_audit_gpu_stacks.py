@@ -144,3 +144,108 @@ def test_audit_gpu_code_names_the_wheel_without_code_for_the_gpu(
         "_x86_64.whl carries no code for sm_70 (jax_cuda13_plugin/"
     )
     assert "SASS 7.5 8.0 9.0 10.0 12.0, PTX 12.0" in str(line)
+
+
+PRIME_RL = DATA / "projects" / "prime-rl" / "uv.lock"  # ORIGIN there
+LEROBOT = DATA / "projects" / "lerobot" / "uv.lock"
+
+
+@pytest.mark.parametrize(
+    ("facts", "needs", "tag"),
+    [
+        (GH200, "its aarch64 wheels need glibc >= 2.39, the node has 2.35",
+         "(cp312-manylinux_2_35_aarch64)"),
+        (V100, "its x86_64 wheels need glibc >= 2.35, the node has 2.31",
+         "(cp312-manylinux_2_31_x86_64)"),
+    ],
+    ids=["gh200-aarch64", "v100-x86_64"],
+)  # fmt: skip
+def test_every_locked_package_s_wheels_are_judged_for_the_node_s_glibc(
+    facts: str, needs: str, tag: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """prime-rl's lock (a real public one) installs mooncake-transfer-engine 0.3.11.post1,
+    whose wheels are manylinux_2_35 (x86_64) and _2_39 (aarch64) only, no sdist: uv sync
+    fails on the recorded GH200 (glibc 2.35) and V100 (2.31). Before: only torch's wheels
+    were judged, and the audit said the set runs."""
+    rc, out = _audit(capsys, str(PRIME_RL), "--facts", facts)
+    assert rc == 3 and out["ok"] is False
+    (line,) = [p for p in out["packages"] if str(p).startswith("mooncake-transfer-engine")]  # type: ignore[attr-defined]
+    assert str(line).startswith(
+        f"mooncake-transfer-engine 0.3.11.post1: no wheel installs on this node {tag}"
+    )
+    assert needs in str(line) and str(line).endswith("and it has no sdist")
+    assert "mooncake-transfer-engine 0.3.11.post1: no wheel" in str(out["message"])
+
+
+def test_a_package_without_an_aarch64_wheel_is_named_on_gh200_only(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """lerobot's ``intelrealsense`` extra: pyrealsense2 2.56.5.9235 has x86_64 (and other
+    OS) wheels only, no sdist. On GH200 it is named, with its newest tag; on x86_64 it
+    installs and is not."""
+    rc, out = _audit(capsys, str(LEROBOT), "--facts", GH200, "--extra", "intelrealsense")
+    assert rc == 3 and out["ok"] is False
+    (line,) = [p for p in out["packages"] if str(p).startswith("pyrealsense2 ")]  # type: ignore[attr-defined]
+    assert str(line) == (
+        "pyrealsense2 2.56.5.9235: no wheel installs on this node (cp312-manylinux_2_35_aarch64): "
+        "none of its 4 wheels is for aarch64; its newest wheel tag is "
+        "cp313-cp313-manylinux1_x86_64, and it has no sdist"
+    )
+    _rc, x86 = _audit(capsys, str(LEROBOT), "--facts", V100, "--extra", "intelrealsense")
+    assert not [p for p in x86["packages"] if str(p).startswith("pyrealsense2")]  # type: ignore[attr-defined]
+
+
+TF_REQS = DATA / "projects" / "tensorflow_gpu" / "requirements.txt"  # ORIGIN there
+WHEELS = DATA / "wheels"  # real METADATA extracts, ORIGIN there
+
+
+def test_tensorflow_and_cuda_from_uvs_resolution_is_judged_by_what_it_pulls(
+    driver_470: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``tensorflow[and-cuda]==2.20.0`` resolved by uv from PyPI: its CUDA 12 runtime is
+    tensorflow's (uv's ``# via``), so tensorflow is refused on driver 470 and runs on 575;
+    hpcenv holds no TensorFlow row (``knowledge/packages.toml``)."""
+    rc, out = _audit(capsys, str(TF_REQS), "--facts", driver_470)
+    assert rc == 3 and out["torch"] is None
+    (line,) = [p for p in out["packages"] if str(p).startswith("tensorflow ")]  # type: ignore[attr-defined]
+    assert str(line).startswith(
+        "tensorflow 2.20.0: built for CUDA 12.9 (pulls nvidia-cuda-runtime-cu12 12.9.79), "
+        "needs driver >= 525.60.13, the driver runs CUDA <= 11.4 (470.82.01)"
+    )
+    rc, out = _audit(capsys, str(TF_REQS), "--facts", V100)
+    assert rc == 0 and "its GPU packages run here (tensorflow 2.20.0;" in str(out["message"])
+
+
+def _tf_venv(root: Path, *, and_cuda: bool) -> Path:
+    """A venv holding TensorFlow 2.20.0's real METADATA, with (``and_cuda``) the CUDA 12
+    wheels its ``and-cuda`` extra pulls (cuDNN's real METADATA; the runtime's version as uv
+    resolved it), or without: the CPU install."""
+    from support.standin_site import install, site_of
+
+    site = site_of(root)
+    (tf,) = WHEELS.glob("tensorflow-2.20.0-*.METADATA")
+    install(site, "tensorflow", "2.20.0", metadata=tf.read_text())
+    install(site, "numpy", "2.3.0")
+    if and_cuda:
+        install(site, "nvidia-cuda-runtime-cu12", "12.9.79")
+        (cudnn,) = WHEELS.glob("nvidia_cudnn_cu12-*.METADATA")
+        install(site, "nvidia-cudnn-cu12", "9.28.0.42", metadata=cudnn.read_text())
+    return root
+
+
+def test_a_tensorflow_venv_names_tensorflow_through_its_requires_dist(
+    tmp_path: Path, driver_470: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A venv has no ``# via`` lines: its dist-info METADATA's ``Requires-Dist`` (the
+    ``and-cuda`` extra's, the runtime installed) attribute the runtime to tensorflow.
+    Before: "nvidia-cuda-runtime-cu12 12.9.79: ..." was refused, tensorflow never named.
+    The CPU install (no extra) holds no GPU package: nothing to audit."""
+    venv = _tf_venv(tmp_path / "gpu", and_cuda=True)
+    rc, out = _audit(capsys, str(venv), "--facts", driver_470)
+    assert rc == 3
+    assert [str(p).split(":", 1)[0] for p in out["packages"]] == ["tensorflow 2.20.0"]  # type: ignore[attr-defined]
+    assert "pulls nvidia-cuda-runtime-cu12 12.9.79" in str(out["packages"][0])  # type: ignore[index]
+    assert "needs driver >= 525.60.13" in str(out["message"])
+    cpu = _tf_venv(tmp_path / "cpu", and_cuda=False)
+    rc, out = _audit(capsys, str(cpu), "--facts", driver_470)
+    assert rc == 2 and "tensorflow" not in str(out.get("packages", ""))

@@ -193,8 +193,11 @@ def test_nanochat_extras(capsys: pytest.CaptureFixture[str]) -> None:
 def test_prime_rl_and_lerobot(capsys: pytest.CaptureFixture[str]) -> None:
     for name in ("prime-rl", "lerobot"):
         code, data = audit_cli(capsys, name, "--facts", GH200)
-        assert code == 0 and data["torch"] == "2.11.0+cu128", name
+        assert data["torch"] == "2.11.0+cu128", name
         assert any("minor-version" in w for w in data["warnings"])  # type: ignore[attr-defined]
+        # prime-rl's mooncake-transfer-engine has aarch64 wheels for glibc >= 2.39 only
+        # (test_audit_gpu_stacks.py); lerobot's set installs
+        assert code == (3 if name == "prime-rl" else 0), data["message"]
         code, data = audit_cli(capsys, name, "--facts", V100)  # cu128 of 2.11 has no sm_70
         assert code == 3 and "no code for sm_70" in str(data["message"]), name
 

@@ -94,7 +94,7 @@ def test_a_project_install_writes_the_report_keys_in_their_order() -> None:
         "installed_from_copy": ["."],
         "torch_after": "2.9.1+cu126",
         "swapped": True,
-        "libraries": {"cuda_major": 12, "ok": True, "problems": [], "objects": {}},
+        "libraries": {"cuda_major": 12, "ok": True, "problems": [], "objects": {}, "stacks": {}},
         "checked": ["torchext"],
         "flash_attn_from_project": False,
     }

@@ -14,6 +14,7 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from hpcenv import knowledge
 from hpcenv.decide import cuda_packages
 from hpcenv.decide.cuda_packages import Node, cuda_major, judge
 from hpcenv.kit.coverage import covers
@@ -220,3 +221,87 @@ def test_the_jax_plugins_fatbins_say_which_gpus_they_run_on() -> None:
     assert code["13"].full_ptx == ["12.0"]
     assert covers("7.0", code["13"].full_sass, code["13"].full_ptx, ptx_jit=True) is None
     assert covers("7.0", code["12"].full_sass, code["12"].full_ptx, ptx_jit=True) == "sm_70"
+
+
+def test_each_installed_distribution_belongs_to_the_stack_it_pulls() -> None:
+    """``stacks``: the build's proof reads each distribution's CUDA major from what is
+    installed: its own runtime version, name or label, else the nearest that say one in
+    its dependency closure; None where they disagree; nothing for a CPU package."""
+    versions = {
+        "torch": "2.9.1", "nvidia-cuda-runtime-cu12": "12.8.90", "torchext": "0.1.0",
+        "jax-cuda13-plugin": "0.7.2", "nvidia-cuda-runtime": "13.0.96", "numpy": "2.3.0",
+        "both": "1.0", "cupy-cuda12x": "14.2.0",
+    }  # fmt: skip
+    edges = {
+        "torch": ["nvidia-cuda-runtime-cu12"], "torchext": ["torch", "numpy"],
+        "jax-cuda13-plugin": ["nvidia-cuda-runtime"], "both": ["torchext", "jax-cuda13-plugin"],
+    }  # fmt: skip
+    found = cuda_packages.stacks(versions, edges)
+    assert found["torchext"] == cuda_packages.Stack(
+        major=12, how="pulls nvidia-cuda-runtime-cu12 12.8.90 (CUDA 12.8)"
+    )
+    assert found["torch"] == found["torchext"]
+    assert found["nvidia-cuda-runtime"] == cuda_packages.Stack(
+        major=13, how="nvidia-cuda-runtime 13.0.96 (CUDA 13.0)"
+    )
+    assert found["cupy-cuda12x"] is not None and found["cupy-cuda12x"].major == 12
+    assert found["both"] is None and "numpy" not in found
+
+
+def test_each_package_s_wheels_against_the_node_s_arch_glibc_and_python() -> None:
+    """``platform_verdict``, the rule on real wheel names (decord 0.6.0's, in lerobot's
+    lock; mooncake-transfer-engine 0.3.11.post1's, in prime-rl's)."""
+    decord = cuda_packages.Files(wheels=(
+        "decord-0.6.0-py3-none-manylinux2010_x86_64.whl", "decord-0.6.0-py3-none-win_amd64.whl",
+    ))  # fmt: skip
+    mooncake = cuda_packages.Files(wheels=(
+        "mooncake_transfer_engine-0.3.11.post1-cp312-cp312-manylinux_2_35_x86_64.whl",
+        "mooncake_transfer_engine-0.3.11.post1-cp312-cp312-manylinux_2_39_aarch64.whl",
+    ))  # fmt: skip
+    gh200 = Node(caps=(), driver_cuda=None, arch="aarch64", glibc="2.35", python="3.12")
+    x86 = Node(caps=(), driver_cuda=None, arch="x86_64", glibc="2.31", python="3.12")
+    (d,) = judge({"decord": ("0.6.0",)}, gh200, files={"decord": decord})
+    assert not d.ok and d.why == (
+        "no wheel installs on this node (cp312-manylinux_2_35_aarch64): none of its 2 wheels "
+        "is for aarch64; its newest wheel tag is py3-none-manylinux2010_x86_64, and it has no sdist"
+    )
+    assert judge({"decord": ("0.6.0",)}, x86, files={"decord": decord}) == ()
+    m = cuda_packages.platform_verdict("mooncake-transfer-engine", "0.3.11.post1", mooncake, x86)
+    assert m is not None and not m.ok
+    assert "its x86_64 wheels need glibc >= 2.35, the node has 2.31" in m.why
+    assert "newest wheel tag is cp312-cp312-manylinux_2_35_x86_64" in m.why
+    py311 = Node(caps=(), driver_cuda=None, arch="x86_64", glibc="2.39", python="3.11")
+    m311 = cuda_packages.platform_verdict(
+        "mooncake-transfer-engine", "0.3.11.post1", mooncake, py311
+    )
+    assert m311 is not None and "its x86_64 wheels are for another Python" in m311.why
+    built = cuda_packages.platform_verdict(
+        "decord", "0.6.0", cuda_packages.Files(wheels=decord.wheels, sdist=True), gh200
+    )
+    assert built is not None and built.ok and built.why.endswith("built from its sdist on the node")
+    unknown = Node(caps=(), driver_cuda=None, arch="aarch64", glibc="2.35", python=None)
+    assert cuda_packages.platform_verdict("decord", "0.6.0", decord, unknown) is None
+
+
+@pytest.mark.parametrize("extra", ["and-cuda", ""])
+def test_tensorflow_is_judged_from_its_own_metadata(extra: str) -> None:
+    """tensorflow 2.20.0's real Requires-Dist: with ``and-cuda`` it pulls the CUDA 12
+    runtime, so tensorflow itself is a CUDA 12 build (driver >= 525.60.13, refused on 470);
+    without, it pulls no NVIDIA wheel and is no GPU package. No TensorFlow row anywhere."""
+    name, version, reqs = _meta("tensorflow-2.20.0")
+    env = {"extra": extra, "sys_platform": "linux", "python_version": "3.11"}
+    deps = tuple(
+        canonicalize_name(r.name) for r in reqs if r.marker is None or r.marker.evaluate(env)
+    )
+    versions = {name: (version,), **{d: ("12.9.79",) for d in deps if d.startswith("nvidia-")}}
+    old = Node(caps=("7.0",), driver_cuda="11.4", driver="470.82.01")
+    verdicts = judge(versions, old, edges={name: deps})
+    assert knowledge.load().gpu_package(name) is None
+    if not extra:
+        assert verdicts == () and not cuda_packages.gpu_stack(versions)
+        return
+    (tf,) = verdicts
+    assert (tf.name, tf.ok) == ("tensorflow", False)
+    assert tf.why.startswith(
+        "built for CUDA 12.9 (pulls nvidia-cuda-runtime-cu12 12.9.79), needs driver >= 525.60.13"
+    )
