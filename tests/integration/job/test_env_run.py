@@ -17,7 +17,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -262,12 +261,19 @@ def test_run_is_the_command_its_pid_exit_code_and_signals(tmp_path: Path, venv: 
         assert proc.stdout.read() == "usr1\n"
     finally:
         proc.kill()
+    # SIGTERM to the command once it runs (before the exec, hpcenv's own handler exits 143:
+    # a slow start under load made a fixed sleep send it there)
     term = subprocess.Popen(
-        [*HPCENV, "run", str(prof), "--env", str(venv), "--", "sleep", "60"], env=env
-    )
-    time.sleep(1.0)
-    term.send_signal(signal.SIGTERM)
-    assert term.wait(30) == -signal.SIGTERM
+        [*HPCENV, "run", str(prof), "--env", str(venv), "--", "sh", "-c",
+         "echo ready; exec sleep 60"],
+        env=env, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert term.stdout is not None and term.stdout.readline() == "ready\n"
+        term.send_signal(signal.SIGTERM)
+        assert term.wait(30) == -signal.SIGTERM
+    finally:
+        term.kill()
     for code in (0, 3, 77):
         done = subprocess.run(
             [*HPCENV, "run", str(prof), "--env", str(venv), "--", "sh", "-c", f"exit {code}"],
