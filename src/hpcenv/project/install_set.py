@@ -62,6 +62,7 @@ from packaging.version import InvalidVersion, Version
 
 from hpcenv import knowledge
 from hpcenv.decide import cuda_packages, torch_fit
+from hpcenv.decide.plan import require_torch
 from hpcenv.models.facts import Facts
 from hpcenv.models.plan import Plan
 from hpcenv.project import compile as project_resolve
@@ -228,6 +229,7 @@ def project_set(
     locked = _read_locked(request, plan, facts)
     if not locked.torch_version:
         return _without_torch(request, locked, plan, facts, log=log)
+    require_torch(plan)  # the set installs torch: the profile's must run (exit 3 otherwise)
     directory, resolved, base = request.directory, locked.resolved, locked.base
     check_torch_fit(base, locked.python, plan, facts)
     out = _Decisions()
@@ -589,6 +591,7 @@ def handwritten_set(request: ProjectRequest, plan: Plan, facts: Facts) -> Projec
     spec = torch_wish.torch_line(hand)
     if spec is None and (pulled := _resolved_without_torch(hand, py, plan, facts)) is not None:
         return _handwritten_without_torch(request, hand, py, plan=plan, facts=facts, pulled=pulled)
+    require_torch(plan)  # the set installs torch: the profile's must run (exit 3 otherwise)
     version, why = torch_wish.release_for(hand, plan, facts)
     arch = plan.arch or facts.arch or platform.machine()
     ranged = ranges.pick(hand, facts, arch=arch, python=py.version, torch=version)
