@@ -221,13 +221,15 @@ def decide(
     variant, index; a wheelhouse file when one matches), packages, flash-attn, fixes,
     modules and environment. ``warnings`` holds the resolver's and the vLLM check's.
     Without ``torch_required`` a torch that cannot run stays in the plan as the resolver's
-    answer (no build, its error), unchecked (``make_plan``)."""
+    answer (no build, its error), and its wheel is not fitted to the profile's Python: a
+    project's set checks the torch it installs, with the project's Python
+    (``install_set.check_torch_fit``) (``make_plan``)."""
     python = p.profile.python
     base = index_base(p.torch.index_url, environ)
     wish = TorchWish(spec=p.torch.version, pin=p.torch.backend, index_base=base)
     answer = choose_torch(facts, wish)
     torch = answer.require() if torch_required else answer.choice
-    if torch.version and torch.backend:
+    if torch.version and torch_required:  # a project's torch is checked with its Python
         torch_fit.check(
             torch.version,
             arch,
