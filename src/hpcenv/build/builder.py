@@ -348,7 +348,8 @@ def build(
     With ``project`` the environment is ``venvs/<profile>-<project>`` (or the request's
     name), beside the profile's own: ``swap`` installs the project into it."""
     start = time.monotonic()
-    require_torch(plan)
+    if project is None:  # a project's set requires torch where it installs one (_decide)
+        require_torch(plan)
     here = platform.machine()
     if plan.arch and plan.arch != here:
         raise BadInput(

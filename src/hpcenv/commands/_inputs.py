@@ -34,10 +34,12 @@ def plan_for(
     *,
     declared: bool = False,
     environ: Mapping[str, str] | None = None,
+    project: bool = False,
 ) -> tuple[Plan, Facts]:
     """Load a profile and the facts (``facts_for``) and make the plan: the one way the
     plan, lock and build commands get theirs. Returns the facts too (a lock's header and
-    a build's stamp record them)."""
+    a build's stamp record them). ``project``: the plan is for ``--project``, whose set
+    requires the profile's torch only where it installs torch (``make_plan``)."""
     p = schema.load(profile_name_or_path)
     found = facts_for(p, facts_path, declared=declared)
-    return make_plan(p, found, environ=environ), found
+    return make_plan(p, found, environ=environ, torch_required=not project), found

@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
             "--name, --python, --extra, --group, --no-default-groups and "
             "--with-profile-packages go with --project PATH"
         )
-    plan, facts = plan_for(args.profile, args.facts)
+    plan, facts = plan_for(args.profile, args.facts, project=project is not None)
     result = builder.build(
         plan,
         facts,

@@ -132,7 +132,7 @@ def run_project(args: argparse.Namespace) -> int:
         raise BadInput("--output goes with --project PATH")
     if len(args.profiles) != 1 or args.check:
         raise BadInput("lock --project takes one PROFILE (and no --check)")
-    plan, facts = plan_for(args.profiles[0], args.facts, declared=args.declared)
+    plan, facts = plan_for(args.profiles[0], args.facts, declared=args.declared, project=True)
     request = project_request(
         args.project, selection_of(args), None, args.with_profile_packages, args.python
     )

@@ -106,7 +106,9 @@ def project_json(args: argparse.Namespace, plan: Plan, facts: Any) -> dict[str, 
 
 
 def run(args: argparse.Namespace) -> int:
-    plan, facts = plan_for(args.profile, args.facts, declared=args.declared)
+    plan, facts = plan_for(
+        args.profile, args.facts, declared=args.declared, project=bool(args.project)
+    )
     project = project_json(args, plan, facts)
     if args.json:
         data = plan.serialize()

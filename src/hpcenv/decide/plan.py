@@ -181,33 +181,55 @@ def _fixes(p: Profile, facts: Facts, arch: str) -> tuple[tuple[str, ...], dict[s
     return tuple(fixes), settings
 
 
-def make_plan(p: Profile, facts: Facts, *, environ: Mapping[str, str] | None = None) -> Plan:
+def make_plan(
+    p: Profile,
+    facts: Facts,
+    *,
+    environ: Mapping[str, str] | None = None,
+    torch_required: bool = True,
+) -> Plan:
     """The full plan for profile ``p`` on the node described by ``facts``: the decisions
     (``decide``), then the steps a person reads (``describe``).
 
     ``environ`` (default ``os.environ``) supplies HPCENV_TORCH_INDEX_URL,
     PIP_FIND_LINKS and HPCENV_FIND_LINKS. Raises BadInput when facts and profile
-    disagree on the CPU arch, NoCompatibleBuild when no torch build can run.
+    disagree on the CPU arch, NoCompatibleBuild when no torch build can run, unless
+    ``torch_required`` is False: a plan for a project (``--project``), which installs the
+    profile's torch only if it installs torch at all; the project's set then requires it
+    (``require_torch``, ``install_set.project_set``), and a project without torch (JAX)
+    is not refused for a torch it will not install.
     """
     env = os.environ if environ is None else environ
     arch, warnings = _check_platform(p, facts)
     if facts.arch is None:
         facts = replace(facts, arch=arch)
-    plan = decide(p, facts, arch=arch, environ=env)
+    plan = decide(p, facts, arch=arch, environ=env, torch_required=torch_required)
     warnings += plan.warnings
     # masked where they are printed or written (redact, at the exits)
     return replace(plan, steps=describe(p, facts, plan, environ=env), warnings=tuple(warnings))
 
 
-def decide(p: Profile, facts: Facts, *, arch: str, environ: Mapping[str, str]) -> Plan:
+def decide(
+    p: Profile,
+    facts: Facts,
+    *,
+    arch: str,
+    environ: Mapping[str, str],
+    torch_required: bool = True,
+) -> Plan:
     """What a build of ``p`` does on this node, without the prose: torch (version,
     variant, index; a wheelhouse file when one matches), packages, flash-attn, fixes,
-    modules and environment. ``warnings`` holds the resolver's and the vLLM check's."""
+    modules and environment. ``warnings`` holds the resolver's and the vLLM check's.
+    Without ``torch_required`` a torch that cannot run stays in the plan as the resolver's
+    answer (no build, its error), and its wheel is not fitted to the profile's Python: a
+    project's set checks the torch it installs, with the project's Python
+    (``install_set.check_torch_fit``) (``make_plan``)."""
     python = p.profile.python
     base = index_base(p.torch.index_url, environ)
     wish = TorchWish(spec=p.torch.version, pin=p.torch.backend, index_base=base)
-    torch = choose_torch(facts, wish).require()
-    if torch.version:
+    answer = choose_torch(facts, wish)
+    torch = answer.require() if torch_required else answer.choice
+    if torch.version and torch_required:  # a project's torch is checked with its Python
         torch_fit.check(
             torch.version,
             arch,
@@ -261,6 +283,13 @@ def describe(
             kind="torch",
             what=f"torch=={torch.version} ({torch.backend}) from {torch.index_url}",
             why="\n".join([*torch.reasons, f"index base from {base_from}"]),
+        )
+        if torch.backend
+        else Step(  # a plan for a project (make_plan's torch_required): none runs here
+            kind="torch",
+            what=f"none: no build of profile {p.name}'s torch runs on this node",
+            why=f"{torch.error or 'no torch build runs on this node'}; a project that "
+            "installs torch is refused for it, one without torch is installed without it",
         ),
     ]
     if plan.find_links:

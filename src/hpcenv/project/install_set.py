@@ -18,11 +18,14 @@ the set is resolved once, already swapped:
    again when the project locks another torch than the plan's,
    ``torch_wish.plan_for_version``); the CUDA wheels torch's old build
    pulled (``nvidia-*``, ``cuda-*`` reached from torch) are left to the resolver, which
-   picks the new build's; a package built for another CUDA major (``vllm 0.19.1+cu130``)
-   becomes its public build (``vllm===0.19.1``); a URL wheel built for another major
-   cannot be rebuilt and is left out, with a warning (the plan's flash-attn step may
-   replace it); a name that carries the major (``nixl-cu13``) becomes its twin for the
-   node's; everything else stays pinned as the lock has it; with
+   picks the new build's; on torch's side of the set (torch, the packages built against
+   it and what they pull, ``_torch_stack``) a package built for another CUDA major
+   (``vllm 0.19.1+cu130``) becomes its public build (``vllm===0.19.1``); a URL wheel built
+   for another major cannot be rebuilt and is left out, with a warning (the plan's
+   flash-attn step may replace it); a name that carries the major (``nixl-cu13``) becomes
+   its twin for the node's; everything else stays pinned as the lock has it (the
+   project's own stack, ``jax-cuda13-plugin`` and its CUDA 13 wheels, is not torch's to
+   swap: it is judged, and its fix named, ``jax[cuda12]``); with
    ``--with-profile-packages`` the profile's ``[packages] install`` is added for what the
    project does not pin (the project's pin wins, and the report says which);
 3. ``uv pip compile`` of that set for the node (skipped when nothing was swapped or
@@ -48,7 +51,7 @@ import dataclasses
 import platform
 import re
 import shutil
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -59,6 +62,7 @@ from packaging.version import InvalidVersion, Version
 
 from hpcenv import knowledge
 from hpcenv.decide import cuda_packages, torch_fit
+from hpcenv.decide.plan import require_torch
 from hpcenv.models.facts import Facts
 from hpcenv.models.plan import Plan
 from hpcenv.project import compile as project_resolve
@@ -225,6 +229,7 @@ def project_set(
     locked = _read_locked(request, plan, facts)
     if not locked.torch_version:
         return _without_torch(request, locked, plan, facts, log=log)
+    require_torch(plan)  # the set installs torch: the profile's must run (exit 3 otherwise)
     directory, resolved, base = request.directory, locked.resolved, locked.base
     check_torch_fit(base, locked.python, plan, facts)
     out = _Decisions()
@@ -248,14 +253,14 @@ def project_set(
             f"({resolved.describe()}); please report this lock"
         )
     swapped = Version(locked.torch_version).local != variant
+    stack = _torch_stack(resolved)
     for name, line in sorted(pins.items()):
-        _decide_pin(out, name, line, locked, plan, swapped=swapped)
+        _decide_pin(out, name, line, locked, plan, swapped=swapped, torch_stack=stack)
     if request.with_profile_packages:
         _profile_packages(out, plan, pins)
-    kept = {n: (pkg.version,) for n in pins if n in cuda_packages.BY_NAME
-            and (pkg := resolved.packages.get(n)) and pkg.version
-            and not any(c.name == n and c.after is None for c in out.changes)}  # fmt: skip
-    verdicts = cuda_verdicts(kept, plan, facts)
+    verdicts = cuda_verdicts(
+        _installed(pins, out.changes, resolved), plan, facts, edges=_lock_edges(resolved)
+    )
     out.warnings += warnings_of(verdicts)
     dropped = {c.name for c in out.changes if c.after is None or c.name in TORCH_FAMILY}
     overrides = tuple(
@@ -303,8 +308,7 @@ def _without_torch(
     if request.with_profile_packages:
         _profile_packages(out, plan, pins)
     versions = {n: (p.version,) for n in pins if (p := resolved.packages.get(n)) and p.version}
-    edges = {a[0]: tuple(d[0] for d in deps) for a, deps in resolved.edges.items()}
-    verdicts = stack_verdicts(versions, facts, edges=edges)
+    verdicts = stack_verdicts(versions, facts, edges=_lock_edges(resolved))
     out.warnings += warnings_of(verdicts)
     return ProjectSet(
         requirements=tuple(out.reqs),
@@ -396,9 +400,19 @@ class _Decisions:
 
 
 def _decide_pin(
-    out: _Decisions, name: str, line: str, locked: _Locked, plan: Plan, *, swapped: bool
+    out: _Decisions,
+    name: str,
+    line: str,
+    locked: _Locked,
+    plan: Plan,
+    *,
+    swapped: bool,
+    torch_stack: set[str],
 ) -> None:
-    """One exported pin: kept, replaced by the node's build, or left out (said why)."""
+    """One exported pin: kept, replaced by the node's build, or left out (said why). Only
+    torch's side of the set (``torch_stack``) follows torch's swap; a package of another
+    CUDA major that is the project's own (``jax-cuda13-plugin`` and its CUDA 13 wheels) is
+    kept as locked and judged (``cuda_verdicts``), its fix named there."""
     variant = plan.torch.backend
     cuda = knowledge.variant_cuda(variant) if variant else None
     target_major = int(cuda.split(".")[0]) if cuda else None
@@ -410,7 +424,9 @@ def _decide_pin(
     elif swapped and name in _torch_closure(locked) and name.startswith(("nvidia-", "cuda-")):
         why = f"CUDA wheel of torch {locked.torch_version}: re-resolved for {variant}"
         out.note(name, line, None, why)
-    elif swapped and major is not None and major != target_major and version:
+    elif (
+        swapped and major is not None and major != target_major and version and name in torch_stack
+    ):
         registry = pkg is not None and pkg.source.startswith("registry=")
         after, why, warning = other_major(name, version, major, target_major, registry=registry)
         out.note(name, line, after, why)
@@ -446,6 +462,56 @@ def _family_pin(name: str, version: str | None, locked: _Locked, plan: Plan) -> 
         return paired, f"the {variant} build of torch {locked.base}'s pair"
     public = str(Version(version).public) if version else locked.base
     return f"{name}=={public}+{variant}", f"the {variant} build"
+
+
+def _lock_edges(resolved: uv_lock.Resolved) -> dict[str, tuple[str, ...]]:
+    """The lock's kept dependency edges by name (name -> the names it depends on)."""
+    return {a[0]: tuple(d[0] for d in deps) for a, deps in resolved.edges.items()}
+
+
+def _torch_stack(resolved: uv_lock.Resolved) -> set[str]:
+    """torch's side of a locked set, the part a swap of torch rebuilds: torch and the
+    packages built against it (those that depend on it, the project's own excepted: vLLM,
+    flash-attn, torchvision), with everything they pull. The rest is the project's own
+    stack (JAX's plugins and the CUDA wheels they pull): hpcenv swaps torch only."""
+    parents: dict[str, set[str]] = {}
+    for (name, _, _), deps in resolved.edges.items():
+        for dep in deps:
+            parents.setdefault(dep[0], set()).add(name)
+    local = {n for n, p in resolved.packages.items() if p.local}
+    built: set[str] = set()
+    todo = ["torch"]
+    while todo:
+        name = todo.pop()
+        if name not in built and name not in local:
+            built.add(name)
+            todo += parents.get(name, ())
+    return {n for root in built for n, _, _ in resolved.reachable(root)}
+
+
+def _installed(
+    pins: Mapping[str, str], changes: Sequence[Change], resolved: uv_lock.Resolved
+) -> dict[str, tuple[str, ...]]:
+    """What the set installs, by name, for the judge (torch's family aside: torch's own
+    verdict is the plan's): a kept pin as locked, a replaced one as its replacement
+    (``nixl-cu12==0.7.1``, ``vllm===0.19.1``), none for what is left out."""
+    after = {c.name: c.after for c in changes}
+    out: dict[str, tuple[str, ...]] = {}
+    for name in pins:
+        if name in TORCH_FAMILY:
+            continue
+        if name not in after:
+            if (pkg := resolved.packages.get(name)) and pkg.version:
+                out[name] = (pkg.version,)
+        elif (line := after[name]) is not None:
+            try:
+                req = Requirement(line)
+            except InvalidRequirement:
+                continue
+            exact = [s.version for s in req.specifier if s.operator in ("==", "===")]
+            if exact:
+                out[canonicalize_name(req.name)] = (exact[0],)
+    return out
 
 
 def _torch_closure(locked: _Locked) -> set[str]:
@@ -525,6 +591,7 @@ def handwritten_set(request: ProjectRequest, plan: Plan, facts: Facts) -> Projec
     spec = torch_wish.torch_line(hand)
     if spec is None and (pulled := _resolved_without_torch(hand, py, plan, facts)) is not None:
         return _handwritten_without_torch(request, hand, py, plan=plan, facts=facts, pulled=pulled)
+    require_torch(plan)  # the set installs torch: the profile's must run (exit 3 otherwise)
     version, why = torch_wish.release_for(hand, plan, facts)
     arch = plan.arch or facts.arch or platform.machine()
     ranged = ranges.pick(hand, facts, arch=arch, python=py.version, torch=version)

@@ -78,11 +78,10 @@ def _cuda_major(variant: str | None) -> str | None:
 #: turns them into failures until this list loses them)
 #: (fixed: jax_gpu's model named the profile's torch for a project without torch, and
 #: torch_jax's missed jax-cuda13-plugin, which audit refuses on the V100; at their owners,
-#: ``model.of_set`` and ``install_set.cuda_verdicts``'s inputs)
+#: ``model.of_set`` and ``install_set.cuda_verdicts``'s inputs; torch_jax_lock's model
+#: renamed the locked jax-cuda13-plugin/-pjrt to their CUDA 12 twins and judged neither:
+#: only torch's side follows its swap now, ``install_set._torch_stack``)
 DRIFTS = {
-    "torch_jax_lock": "the model swaps a locked jax-cuda13-plugin/-pjrt to its CUDA 12 twins "
-    "(install_set.other_major), keeps the plugin's CUDA 13 wheels and judges neither; audit "
-    "refuses the plugin as locked",
     "torch_jax_uncompiled": "the model judges a hand-written file with torch that uv has not "
     "compiled by its flash-attn/vLLM lines alone (no resolution, no edges: plan resolves "
     "once, later); audit resolves it and refuses jax-cuda13-plugin",

@@ -119,6 +119,24 @@ def test_a_plain_vllm_built_for_cuda_12_is_left_out_of_a_cuda_13_swap(tmp_path: 
     assert not [r for r in ps.requirements if r.startswith("vllm")]
 
 
+def test_a_locked_jax_stack_beside_torch_is_kept_and_judged(tmp_path: Path) -> None:
+    """torch 2.9.1 + jax[cuda13] locked (torch_jax_lock) on the V100: torch is swapped for
+    its cu128 build and its CUDA wheels re-resolved; JAX's CUDA 13 plugin, pjrt and the
+    CUDA 13 wheels they pull are the project's own stack: kept as locked (before: renamed
+    to their CUDA 12 twins and judged by nobody) and refused, with JAX's fix named."""
+    ps = project_set("torch_jax_lock", "supercloud", V100, tmp_path, with_profile_packages=False)
+    after = changes(ps)
+    assert (ps.torch_after, after["torch"]) == ("2.9.1+cu128", "torch==2.9.1+cu128")
+    assert after["nvidia-nccl-cu12"] is None  # torch's: re-resolved for cu128
+    kept = {"jax-cuda13-plugin==0.7.2", "jax-cuda13-pjrt==0.7.2", "nvidia-nccl-cu13==2.32.3"}
+    assert kept <= set(ps.requirements) and not kept & set(after)
+    assert not [r for r in ps.requirements if r.startswith("jax-cuda12")]
+    failing = {v.name: v.why for v in ps.verdicts if not v.ok}
+    assert set(failing) == {"jax-cuda13-plugin", "jax-cuda13-pjrt"}
+    assert all("fix: jax[cuda12]" in why for why in failing.values())
+    assert any(w.startswith("jax-cuda13-plugin 0.7.2: built for CUDA 13.5") for w in ps.warnings)
+
+
 def test_open_instruct_default_on_the_v100_needs_no_swap(tmp_path: Path) -> None:
     ps = project_set("open-instruct", "supercloud", V100, tmp_path)
     assert ps.torch_before == ps.torch_after == "2.10.0+cu128"

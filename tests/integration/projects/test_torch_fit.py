@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import socket
 from dataclasses import replace
 from pathlib import Path
@@ -24,6 +25,7 @@ from hpcenv.project import uv_lock
 from hpcenv.tools import uv
 from hpcenv.utils.errors import NoCompatibleBuild
 from support import FACTS, REPO, require
+from support.buildkit import require_uv
 from support.fakenodes import node, write
 
 V100_FILE = FACTS / "v100-supercloud.json"
@@ -165,6 +167,21 @@ def test_plan_refuses_python_3_11_with_torch_1_12_1(
                           "--facts", str(V100_FILE), "--json")  # fmt: skip
     assert code == 0, err
     assert json.loads(out)["torch"]["version"] == "1.12.1"
+
+
+def test_a_project_without_torch_is_not_refused_for_the_profiles_torch(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Profile torch 1.12.1 with Python 3.11 has no wheel: the profile alone is refused, a
+    JAX lock (tests/data/projects/jax_gpu) that installs no torch plans (before: exit 3)."""
+    require_uv()
+    prof = str(_profile(tmp_path, "3.11", "1.12.1"))
+    project = tmp_path / "jax_gpu"
+    shutil.copytree(FACTS.parent / "projects" / "jax_gpu", project)
+    code, out, err = _run(capsys, "plan", prof, "--project", str(project),
+                          "--facts", str(V100_FILE), "--json")  # fmt: skip
+    assert code == 0, err
+    assert json.loads(out)["project"]["torch_after"] == "none"
 
 
 def test_plan_refuses_a_glibc_2_17_node_with_a_manylinux_2_28_torch(
