@@ -51,7 +51,7 @@ import dataclasses
 import platform
 import re
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -258,9 +258,12 @@ def project_set(
         _decide_pin(out, name, line, locked, plan, swapped=swapped, torch_stack=stack)
     if request.with_profile_packages:
         _profile_packages(out, plan, pins)
+    changed = {c.name for c in out.changes}
     verdicts = cuda_verdicts(
-        _installed(pins, out.changes, resolved), plan, facts, edges=_lock_edges(resolved)
-    )
+        _installed(pins, out.changes, resolved), plan, facts, edges=_lock_edges(resolved),
+        files=_lock_files(resolved, [n for n in pins if n not in changed]),
+        python=locked.python.version,
+    )  # fmt: skip
     out.warnings += warnings_of(verdicts)
     dropped = {c.name for c in out.changes if c.after is None or c.name in TORCH_FAMILY}
     overrides = tuple(
@@ -308,7 +311,10 @@ def _without_torch(
     if request.with_profile_packages:
         _profile_packages(out, plan, pins)
     versions = {n: (p.version,) for n in pins if (p := resolved.packages.get(n)) and p.version}
-    verdicts = stack_verdicts(versions, facts, edges=_lock_edges(resolved))
+    verdicts = stack_verdicts(
+        versions, facts, edges=_lock_edges(resolved), files=_lock_files(resolved, pins),
+        python=locked.python.version,
+    )  # fmt: skip
     out.warnings += warnings_of(verdicts)
     return ProjectSet(
         requirements=tuple(out.reqs),
@@ -340,10 +346,30 @@ def stack_verdicts(
     facts: Facts,
     *,
     edges: Mapping[str, tuple[str, ...]] | None = None,
+    files: Mapping[str, cuda_packages.Files] | None = None,
+    python: str | None = None,
 ) -> tuple[cuda_packages.Verdict, ...]:
     """The GPU packages of a set without torch judged for the node, as ``audit`` judges
-    them (``decide/cuda_packages``, each CUDA runtime attributed through ``edges``)."""
-    return cuda_packages.judge(versions, cuda_packages.node_of(facts), edges=edges)
+    them (``decide/cuda_packages``, each CUDA runtime attributed through ``edges``; each
+    locked package's ``files`` for the node's arch, glibc and the set's ``python``)."""
+    node = cuda_packages.node_of(facts, python=_minor(python))
+    return cuda_packages.judge(versions, node, edges=edges, files=files)
+
+
+def _lock_files(resolved: uv_lock.Resolved, names: Iterable[str]) -> dict[str, cuda_packages.Files]:
+    """What each of ``names`` offers to install from, as locked (its wheels and sdist),
+    for the judge's wheel verdict (torch's are judged against its own data, a local
+    package is built)."""
+    return {
+        n: cuda_packages.Files(wheels=p.wheels, sdist=p.sdist)
+        for n in names
+        if n != "torch" and (p := resolved.packages.get(n)) is not None and not p.local
+    }
+
+
+def _minor(version: str | None) -> str | None:
+    """``3.12.7`` -> ``3.12`` (the wheels' Python)."""
+    return ".".join(version.split(".")[:2]) if version else None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -540,19 +566,23 @@ def cuda_verdicts(
     facts: Facts,
     *,
     edges: Mapping[str, tuple[str, ...]] | None = None,
+    files: Mapping[str, cuda_packages.Files] | None = None,
+    python: str | None = None,
 ) -> tuple[cuda_packages.Verdict, ...]:
     """Every GPU package of the set judged for the node beside the planned torch, as
     ``audit`` judges them (the one judge, ``decide/cuda_packages``; each CUDA runtime
-    wheel attributed through ``edges`` to the package that pulls it)."""
+    wheel attributed through ``edges`` to the package that pulls it; each locked
+    package's ``files`` for the node's arch, glibc and the set's ``python``)."""
     variant = plan.torch.backend
     node = cuda_packages.node_of(
         facts,
         torch_cuda=knowledge.variant_cuda(variant) if variant else None,
         torch_version=plan.torch.version,
         arch=plan.arch or facts.arch,
+        python=_minor(python),
     )
     return cuda_packages.judge(
-        {n: v for n, v in versions.items() if n != "torch"}, node, edges=edges
+        {n: v for n, v in versions.items() if n != "torch"}, node, edges=edges, files=files
     )
 
 
