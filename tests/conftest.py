@@ -62,6 +62,16 @@ def per_user_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         yield where
 
 
+@pytest.fixture(autouse=True)
+def pypi_as_of(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test marked ``pypi`` resolves against PyPI as it was at ``PYPI_AS_OF``
+    (``UV_EXCLUDE_NEWER``), not as it is today."""
+    if request.node.get_closest_marker("pypi"):
+        from support import PYPI_AS_OF
+
+        monkeypatch.setenv("UV_EXCLUDE_NEWER", PYPI_AS_OF)
+
+
 @pytest.fixture
 def hpcenv_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """An isolated HPCENV_HOME for one test."""

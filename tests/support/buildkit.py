@@ -37,7 +37,7 @@ from packaging.utils import canonicalize_name
 
 from hpcenv.models.plan import FlashAttnChoice, Plan, TorchChoice
 from hpcenv.tools import uv
-from support import REPO, require
+from support import PYPI_AS_OF, REPO, require
 
 WHEELHOUSE = Path("/opt/wheels")
 
@@ -56,7 +56,13 @@ def require_uv() -> None:
 
 
 def require_pypi() -> None:
-    """uv, and PyPI reachable (the tests that resolve real projects' files against it)."""
+    """uv, and PyPI reachable (the tests that resolve real projects' files against it), as
+    of ``PYPI_AS_OF``: the test must be marked ``pypi``."""
+    if os.environ.get("UV_EXCLUDE_NEWER") != PYPI_AS_OF:
+        raise AssertionError(
+            "a test resolving against PyPI must be marked pytest.mark.pypi (PyPI as of "
+            f"{PYPI_AS_OF}, not as of today)"
+        )
     require_uv()
     try:
         with socket.create_connection(("pypi.org", 443), timeout=5):

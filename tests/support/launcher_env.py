@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from support import require
+from support import AS_OF, require
 from support.probe_env import TORCH, torch_wheel_available, wheel_dirs
 
 ACCELERATE = "accelerate==1.15.0"
@@ -43,7 +43,7 @@ def _build(venv: Path, *steps: list[str]) -> None:
     links = [a for d in wheel_dirs() if Path(d).is_dir() for a in ("--find-links", d)]
     for words in steps:
         done = subprocess.run(
-            [uv, "pip", "install", "-q", "--python", str(python), *links, *words],
+            [uv, "pip", "install", "-q", "--python", str(python), *AS_OF, *links, *words],
             capture_output=True, text=True, env={**os.environ, "DS_BUILD_OPS": "0"},
         )  # fmt: skip
         require("launchers", done.returncode == 0, f"uv pip install failed: {done.stderr[-800:]}")

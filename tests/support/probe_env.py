@@ -28,7 +28,7 @@ from types import ModuleType
 import pytest
 
 from hpcenv.kit import registry
-from support import REPO, require
+from support import AS_OF, REPO, require
 
 PROBES = REPO / "probes"
 TORCH = "torch==2.13.0+cpu"
@@ -63,14 +63,14 @@ def _build(venv: Path) -> bool:
         subprocess.run([uv, "venv", str(venv), "--python", "3.11", "-q"], check=True)
     links = [a for d in wheel_dirs() if Path(d).is_dir() for a in ("--find-links", d)]
     base = subprocess.run(
-        [uv, "pip", "install", "-q", "--python", str(python), *links, TORCH, "numpy"],
+        [uv, "pip", "install", "-q", "--python", str(python), *AS_OF, *links, TORCH, "numpy"],
         capture_output=True,
         text=True,
     )
     require("torch-wheel", base.returncode == 0, f"uv pip install failed: {base.stderr[-500:]}")
     # Ray from PyPI; a failure (offline) leaves a torch-only venv: the Ray tests skip
     ray = subprocess.run(
-        [uv, "pip", "install", "-q", "--python", str(python), RAY],
+        [uv, "pip", "install", "-q", "--python", str(python), *AS_OF, RAY],
         capture_output=True,
         text=True,
     )
@@ -108,7 +108,7 @@ def _install(python: Path, requirement: str, what: str) -> bool:
     uv = shutil.which("uv")
     assert uv is not None
     done = subprocess.run(
-        [uv, "pip", "install", "-q", "--python", str(python), requirement],
+        [uv, "pip", "install", "-q", "--python", str(python), *AS_OF, requirement],
         capture_output=True,
         text=True,
     )

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import time
 from dataclasses import dataclass
@@ -28,8 +29,17 @@ from hpcenv.utils import fsio, paths
 from hpcenv.utils.errors import BadInput, CommandFailed
 
 #: Bumped when the compile arguments change (old cache entries are then never read).
-#: 2: with uv's "# via" lines (who pulls each package); 3: dependency-metadata given to uv.
-_CACHE_VERSION = "3"
+#: 2: with uv's "# via" lines (who pulls each package); 3: dependency-metadata given to uv;
+#: 4: keyed by uv's resolution settings in the environment too (``RESOLUTION_ENV``).
+_CACHE_VERSION = "4"
+#: uv's environment settings that change what a resolution picks: an answer resolved under
+#: one (``UV_EXCLUDE_NEWER``: PyPI as of a date) is never served under another. Hashed,
+#: never written (an index URL may hold a password).
+RESOLUTION_ENV = (
+    "UV_EXCLUDE_NEWER", "UV_EXCLUDE_NEWER_PACKAGE", "UV_INDEX", "UV_DEFAULT_INDEX",
+    "UV_INDEX_URL", "UV_EXTRA_INDEX_URL", "UV_FIND_LINKS", "UV_NO_INDEX", "UV_INDEX_STRATEGY",
+    "UV_PRERELEASE", "UV_RESOLUTION", "UV_CONSTRAINT", "UV_OVERRIDE", "UV_TORCH_BACKEND",
+)  # fmt: skip
 #: A resolution older than this is made again: an unpinned line's newest release changes
 #: as indexes publish.
 MAX_AGE_S = 24 * 3600
@@ -60,6 +70,7 @@ def cache_key(request: Request, target: Target) -> str:
     for m in build_isolation.dependency_metadata(request.names()):  # what uv is told
         h.update(json.dumps([m.name, m.version, m.requires_dist, m.requires_python]).encode())
     h.update(target.python.encode())
+    h.update(json.dumps([os.environ.get(k) for k in RESOLUTION_ENV]).encode())
     return h.hexdigest()
 
 

@@ -23,6 +23,8 @@ import pytest
 from support import DATA, FACTS
 from support.buildkit import hpcenv, require_local_build, require_pypi, require_uv
 
+pytestmark = pytest.mark.pypi  # PyPI as of support.PYPI_AS_OF
+
 PROJECT = DATA / "projects" / "jax_gpu"
 
 

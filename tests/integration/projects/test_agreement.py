@@ -40,6 +40,8 @@ from hpcenv.project.request import ProjectRequest
 from support import DATA, FACTS, REPO
 from support.buildkit import require_pypi
 
+pytestmark = pytest.mark.pypi  # PyPI as of support.PYPI_AS_OF
+
 PROJECTS = DATA / "projects"
 V100 = collect.load(FACTS / "v100-supercloud.json")
 #: the extras each project is asked with (the rest: its defaults)

@@ -22,6 +22,8 @@ from hpcenv.cli import main
 from support import DATA, FACTS
 from support.buildkit import require_pypi
 
+pytestmark = pytest.mark.pypi  # PyPI as of support.PYPI_AS_OF
+
 JAX_LOCK = DATA / "projects" / "jax_gpu" / "uv.lock"
 TORCH_JAX = DATA / "projects" / "torch_jax" / "requirements.txt"
 V100 = str(FACTS / "v100-supercloud.json")

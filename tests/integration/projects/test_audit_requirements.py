@@ -27,6 +27,8 @@ from hpcenv.utils.errors import BadInput
 from support import DATA, FACTS, require
 from support.buildkit import require_pypi
 
+pytestmark = pytest.mark.pypi  # PyPI as of support.PYPI_AS_OF
+
 PROJECTS = DATA / "projects"
 V100 = collect.load(FACTS / "v100-supercloud.json")
 V100_FILE = str(FACTS / "v100-supercloud.json")

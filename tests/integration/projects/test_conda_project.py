@@ -28,6 +28,8 @@ from hpcenv.utils.errors import BadInput
 from support import FACTS
 from support.buildkit import require_pypi
 
+pytestmark = pytest.mark.pypi  # PyPI as of support.PYPI_AS_OF
+
 A100_FILE = str(FACTS / "a100-standin.json")
 A100 = collect.load(FACTS / "a100-standin.json")
 

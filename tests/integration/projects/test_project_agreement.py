@@ -26,6 +26,8 @@ from hpcenv.cli import main
 from support import DATA, FACTS
 from support.buildkit import require_pypi
 
+pytestmark = pytest.mark.pypi  # PyPI as of support.PYPI_AS_OF
+
 #: the real public projects (an ORIGIN naming its repository); the kinds of hpcenv's own
 #: making are held to one answer on the V100 by test_agreement.py; a JAX project (no torch)
 #: by test_audit_gpu_stacks.py and builds/test_build_without_torch.py
