@@ -42,6 +42,7 @@ from packaging.version import InvalidVersion, Version
 from hpcenv import knowledge
 from hpcenv.models import wheel_fit
 from hpcenv.models.facts import Facts
+from hpcenv.utils import answers
 
 _LABEL_MAJOR = re.compile(r"(?:^|[.+_-])cu\.?(\d{2,3})(?!\d)")
 _NAME_MAJOR = re.compile(r"(?:^|[._-])cu(?:da)?(\d{2})(?:x)?(?=$|[._-])")
@@ -405,28 +406,41 @@ def platform_verdict(name: str, version: str, files: Files, node: Node) -> Verdi
     if any(wheel_fit.wheel_fits(w, python=node.python, arch=node.arch, glibc=node.glibc)
            for w in files.wheels):  # fmt: skip
         return None
-    tags = [t for w in files.wheels for t in _tags(w)]
-    py = "".join(node.python.split(".")[:2])
-    here = f"cp{py}-{wheel_fit.platforms(node.arch, node.glibc)[0]}"
-    if node.glibc is None:
-        here = f"cp{py}-manylinux_*_{node.arch}"
-    mine = [
-        t for t in tags
-        if t.endswith(f"_{node.arch}") and t.split("-")[-1].startswith(("manylinux", "linux_"))
-    ]  # fmt: skip
-    need = wheel_fit.min_glibc(mine) if mine else None
-    newest = max(mine or tags, key=lambda t: (wheel_fit.min_glibc([t]) or (0, 0), t))
-    if not mine:
-        why = f"none of its {len(files.wheels)} wheels is for {node.arch}"
-    elif need and node.glibc and need > (wheel_fit.glibc_key(node.glibc) or need):
-        why = f"its {node.arch} wheels need glibc >= {need[0]}.{need[1]}, the node has {node.glibc}"
-    else:
-        why = f"its {node.arch} wheels are for another Python"
+    here, why, newest = answers.remembered(
+        "platform_words",
+        (files.wheels, node.arch, node.glibc, node.python),
+        lambda: _platform_words(files.wheels, node.arch or "", node.glibc, node.python or ""),
+    )
     said = f"no wheel installs on this node ({here}): {why}; its newest wheel tag is {newest}"
     if files.sdist:
         return Verdict(name=name, version=version, ok=True,
                        why=f"{said}; built from its sdist on the node")  # fmt: skip
     return Verdict(name=name, version=version, ok=False, why=f"{said}, and it has no sdist")
+
+
+def _platform_words(
+    wheels: tuple[str, ...], arch: str, glibc: str | None, python: str
+) -> tuple[str, str, str]:
+    """(the node's tag, why none of ``wheels`` installs there, their newest tag): plain
+    words, kept for a lock's next audit (``utils/answers``: it then imports no packaging)."""
+    tags = [t for w in wheels for t in _tags(w)]
+    py = "".join(python.split(".")[:2])
+    here = f"cp{py}-{wheel_fit.platforms(arch, glibc)[0]}"
+    if glibc is None:
+        here = f"cp{py}-manylinux_*_{arch}"
+    mine = [
+        t for t in tags
+        if t.endswith(f"_{arch}") and t.split("-")[-1].startswith(("manylinux", "linux_"))
+    ]  # fmt: skip
+    need = wheel_fit.min_glibc(mine) if mine else None
+    newest = max(mine or tags, key=lambda t: (wheel_fit.min_glibc([t]) or (0, 0), t))
+    if not mine:
+        why = f"none of its {len(wheels)} wheels is for {arch}"
+    elif need and glibc and need > (wheel_fit.glibc_key(glibc) or need):
+        why = f"its {arch} wheels need glibc >= {need[0]}.{need[1]}, the node has {glibc}"
+    else:
+        why = f"its {arch} wheels are for another Python"
+    return here, why, newest
 
 
 def _tags(wheel: str) -> list[str]:

@@ -39,6 +39,7 @@ RULES = (
     "project/uv_lock.py",
     "models/wheel_fit.py",
     "decide/torch_variant.py",
+    "decide/cuda_packages.py",
 )
 
 

@@ -183,8 +183,11 @@ def audited(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
 
 
 def test_audit_of_a_lock_imports_only_what_judges_a_lock(audited: dict[str, object]) -> None:
-    assert audited["code"] == 0
-    assert json.loads(str(audited["out"]))["torch"].startswith("2.")
+    # 3: prime-rl's mooncake-transfer-engine has aarch64 wheels for glibc >= 2.39 only and
+    # no sdist; the recorded GH200 has 2.35 (every locked package's wheels are judged)
+    assert audited["code"] == 3
+    out = json.loads(str(audited["out"]))
+    assert out["torch"].startswith("2.") and "mooncake-transfer-engine" in str(out)
     modules = audited["modules"]
     assert isinstance(modules, list)
     assert [m for m in modules if any(m == u or m.startswith(u + ".") for u in AUDIT_UNUSED)] == []
