@@ -745,21 +745,29 @@ def _judged(
 ) -> tuple[dict[str, tuple[str, ...]], dict[str, tuple[str, ...]] | None]:
     """(the GPU packages to judge beside the plan's torch, who pulls what) of a hand-written
     file. A compiled file: every pin (its lines are installed as they are, torch's NVIDIA
-    wheels too). A file resolved as written: every package but torch's side, folded
-    (torch, its torchvision/torchaudio and what only they pull: the plan's torch and its
-    pair come from the plan's index with their own wheels; what another package pulls too
-    stays, judged as that package's). Not resolved: its CUDA packages by name."""
+    wheels too). A file resolved as written: every package but torch's side
+    (``beside_torch``). Not resolved: its CUDA packages by name."""
     if pinned is None:
         return {n: (v,) for n, v in _hand_cuda_versions(hand).items()}, None
     if hand.compiled or pinned.edges is None:
         return dict(pinned.versions), pinned.edges
+    return beside_torch(pinned.versions, pinned.edges)
+
+
+def beside_torch(
+    versions: Mapping[str, tuple[str, ...]], edges: Mapping[str, tuple[str, ...]]
+) -> tuple[dict[str, tuple[str, ...]], dict[str, tuple[str, ...]]]:
+    """A resolution as written without torch's side: torch, torchvision/torchaudio and
+    what only they pull (``cuda_packages.reachable``) are folded, since the plan's torch
+    and its pair come from the plan's index with their own wheels; what another package
+    pulls too stays, judged as that package's (torch's edges are dropped)."""
     family = set(TORCH_FAMILY)
-    side = cuda_packages.reachable(pinned.edges, family)
-    edges = {n: deps for n, deps in pinned.edges.items() if n not in family}
-    others = cuda_packages.reachable(edges, (n for n in pinned.versions if n not in side))
-    kept = {n: v for n, v in pinned.versions.items()
+    side = cuda_packages.reachable(edges, family)
+    rest = {n: deps for n, deps in edges.items() if n not in family}
+    others = cuda_packages.reachable(rest, (n for n in versions if n not in side))
+    kept = {n: v for n, v in versions.items()
             if n not in family and (n not in side or n in others)}  # fmt: skip
-    return kept, edges
+    return kept, rest
 
 
 def _handwritten_without_torch(
@@ -1014,6 +1022,7 @@ __all__ = [
     "Change",
     "ProjectSet",
     "as_data",
+    "beside_torch",
     "check_torch_fit",
     "cuda_verdicts",
     "extra_args",
