@@ -728,8 +728,12 @@ def _as_written(
     try:
         resolution = project_resolve.resolve(request, target)
     except (BadInput, CommandFailed) as exc:
-        why = (uv.error_summary(exc.output) if isinstance(exc, CommandFailed) and exc.output
-               else str(exc).splitlines()[0] if str(exc) else type(exc).__name__)  # fmt: skip
+        if hand.dynamic:  # its line in the unknowns already: not said twice
+            why = "code computes its requirements, and it is not run for this"
+        elif isinstance(exc, CommandFailed) and exc.output:
+            why = uv.error_summary(exc.output)
+        else:
+            why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         return None, (
             f"{Path(hand.source).name} not resolved as written for {target.describe()} "
             f"({why}): its GPU packages were judged by name only (flash-attn, vLLM), not "
