@@ -34,7 +34,7 @@ its CUDA runs here.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from packaging.version import InvalidVersion, Version
@@ -262,10 +262,13 @@ def gpu_stack(
 def torch_side(edges: Mapping[str, Sequence[str]] | None) -> set[str] | None:
     """What torch pulls, through the dependency edges (the lock's, or uv's ``# via``
     lines); None: no edges, so every NVIDIA wheel is taken to be torch's."""
-    if edges is None:
-        return None
+    return None if edges is None else reachable(edges, ("torch",))
+
+
+def reachable(edges: Mapping[str, Sequence[str]], roots: Iterable[str]) -> set[str]:
+    """``roots`` and every package they pull, through ``edges`` (name -> its dependencies)."""
     seen: set[str] = set()
-    todo = ["torch"]
+    todo = list(roots)
     while todo:
         name = todo.pop()
         if name not in seen:
@@ -626,6 +629,7 @@ __all__ = [
     "judge",
     "node_of",
     "platform_verdict",
+    "reachable",
     "runtime_cuda",
     "stacks",
     "torch_side",

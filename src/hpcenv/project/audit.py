@@ -46,7 +46,8 @@ from hpcenv.utils.names import canonicalize_name
 if TYPE_CHECKING:  # imported where used: a uv.lock's audit needs neither (start-up time),
     # nor packaging's markers, requirements or specifiers (a lock audited again: utils/answers)
     from hpcenv.binaries import archs  # a venv's binaries
-    from hpcenv.project import readers  # hand-written files
+    from hpcenv.project import compile as project_resolve  # hand-written files
+    from hpcenv.project import readers
 
 #: Wheels whose version is the CUDA runtime version of torch's build, in order of trust
 #: (``cuda-toolkit`` is not one here: without its ``cudart`` extra it installs no runtime).
@@ -405,16 +406,7 @@ def resolve_for(
         offered = facts.python or f"{sys.version_info.major}.{sys.version_info.minor}"
         chosen = python_for(request, offered, "the node")
     py = _minor(chosen.version) or chosen.version
-    request = _held_to_variant(request, arch)
-    from hpcenv.project import ranges  # a GPU package's range: what plan picks, said alike
-
-    ranged = ranges.pick(request, facts, arch=arch, python=py, torch=None)
-    request = replace(
-        request,
-        constraints=(*request.constraints, *ranged.constraints),
-        notes=(*request.notes, *ranged.notes),
-    )
-    target = project_resolve.Target(arch=arch, glibc=facts.glibc, python=py)
+    request, target = as_written(request, facts, arch=arch, python=py)
     pinned = _pinned_torch(request.requirements)
     if pinned:  # before uv: exit 3 naming the fix, not uv's resolver error
         from hpcenv.decide import torch_fit
@@ -462,6 +454,28 @@ def resolve_for(
         notes=(*notes, *found.notes),
         warnings=warnings,
     )
+
+
+def as_written(
+    request: readers.Request, facts: Facts, *, arch: str, python: str
+) -> tuple[readers.Request, project_resolve.Target]:
+    """What a hand-written file is resolved as on a node (``python``: "3.11"): the file as
+    written, held to the torch build it names (``_held_to_variant``) and to the releases
+    its GPU ranges pick with no torch held (``ranges.pick``), for the node's ``arch``,
+    glibc and ``python``. The one request ``audit`` resolves and ``plan``'s model judges
+    a hand-written file's GPU packages from (``install_set``): ``compile.resolve`` of it
+    is cached by its content, so one ``uv pip compile`` serves both."""
+    from hpcenv.project import compile as project_resolve
+    from hpcenv.project import ranges  # a GPU package's range: what plan picks, said alike
+
+    request = _held_to_variant(request, arch)
+    ranged = ranges.pick(request, facts, arch=arch, python=python, torch=None)
+    request = replace(
+        request,
+        constraints=(*request.constraints, *ranged.constraints),
+        notes=(*request.notes, *ranged.notes),
+    )
+    return request, project_resolve.Target(arch=arch, glibc=facts.glibc, python=python)
 
 
 def _without_wheels(pins: list[str], target: Any, index: str | None) -> tuple[str, ...]:

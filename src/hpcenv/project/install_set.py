@@ -40,7 +40,10 @@ Either kind's CUDA packages (flash-attn, vLLM) that cannot run on the node are s
 A project without a ``uv.lock`` (requirements files, ``pyproject.toml``, ``setup.py``,
 ``environment.yml``) gets its set from ``handwritten_set`` (``project/handwritten.py``): its
 lines with the node's torch, its local projects resolved with their dependencies from a
-copy. The profile's ``[packages] install`` joins either kind only when asked
+copy; its GPU packages are judged from what the file installs as written (``_as_written``:
+the cached resolution ``audit`` reads, uv's ``# via`` edges; torch's side folded, the plan
+brings torch), by name only where that cannot be resolved here (said in ``unknowns``). The
+profile's ``[packages] install`` joins either kind only when asked
 (``ProjectRequest.with_profile_packages``). ``project_plan`` resolves a set without
 installing it (``plan``/``lock --project``).
 """
@@ -113,6 +116,9 @@ class ProjectSet:
     #: files whose code computes their requirements (``readers.Request.dynamic``)
     local_requirements: tuple[str, ...] = ()
     dynamic: tuple[str, ...] = ()
+    #: what else could not be known (a hand-written file not resolved here: its GPU
+    #: packages judged by name only)
+    unknowns: tuple[str, ...] = ()
     #: every GPU package of the set judged for the node (``decide/cuda_packages``)
     verdicts: tuple[cuda_packages.Verdict, ...] = ()
 
@@ -619,11 +625,16 @@ def handwritten_set(request: ProjectRequest, plan: Plan, facts: Facts) -> Projec
     hand = handwritten.request_of(request.directory, request.selection.extras, file=request.file)
     py = _python(request, plan)
     spec = torch_wish.torch_line(hand)
-    if spec is None and (pulled := _resolved_without_torch(hand, py, plan, facts)) is not None:
-        return _handwritten_without_torch(request, hand, py, plan=plan, facts=facts, pulled=pulled)
+    arch = plan.arch or facts.arch or platform.machine()
+    written: tuple[Packages | None, str | None] | None = None
+    if spec is None and not hand.variant:  # torch only where the file's set pulls one
+        written = _as_written(hand, py, arch, facts)
+        if written[0] is not None and "torch" not in written[0].versions:
+            pulled = written[0]
+            return _handwritten_without_torch(request, hand, py, plan=plan, facts=facts,
+                                              pulled=pulled)  # fmt: skip
     require_torch(plan)  # the set installs torch: the profile's must run (exit 3 otherwise)
     version, why = torch_wish.release_for(hand, plan, facts)
-    arch = plan.arch or facts.arch or platform.machine()
     ranged = ranges.pick(hand, facts, arch=arch, python=py.version, torch=version)
     if ranged.torch and ranged.torch != version and not hand.variant:
         version, why = ranged.torch, ranged.why
@@ -648,11 +659,10 @@ def handwritten_set(request: ProjectRequest, plan: Plan, facts: Facts) -> Projec
             changes.append(Change(name=wanted, before=None, after=req, why=why))
             reqs.append(req)
     kind = Path(hand.source).name
-    pinned = _compiled_set(hand, py, arch)
-    judged: dict[str, tuple[str, ...]] = {n: (v,) for n, v in _hand_cuda_versions(hand).items()}
-    judged |= pinned.versions if pinned else {}
+    pinned, unresolved = written or _as_written(hand, py, arch, facts)
+    judged, edges = _judged(hand, pinned)
     judged |= {n: (v,) for n, v in ranged.versions.items()}
-    verdicts = cuda_verdicts(judged, plan, facts, edges=pinned.edges if pinned else None)
+    verdicts = cuda_verdicts(judged, plan, facts, edges=edges)
     return ProjectSet(
         requirements=tuple(reqs),
         overrides=(),
@@ -670,6 +680,7 @@ def handwritten_set(request: ProjectRequest, plan: Plan, facts: Facts) -> Projec
             *notes,
             *hand.notes,
             *ranged.notes,
+            *([unresolved] if unresolved else []),
             *warnings_of(verdicts),
         ),
         verdicts=verdicts,
@@ -677,6 +688,7 @@ def handwritten_set(request: ProjectRequest, plan: Plan, facts: Facts) -> Projec
         names=tuple(sorted(names)),
         local_requirements=hand.local_requirements,
         dynamic=hand.dynamic,
+        unknowns=(unresolved,) if unresolved else (),
         local_deps=True,
         find_links=hand.find_links,
     )
@@ -696,26 +708,70 @@ def _compiled_set(hand: readers.Request, py: uv_lock.PythonChoice, arch: str) ->
     return dataclasses.replace(pins, versions=versions)
 
 
-def _resolved_without_torch(
-    hand: readers.Request, py: uv_lock.PythonChoice, plan: Plan, facts: Facts
-) -> Packages | None:
-    """What a hand-written project that names no torch resolves to on the node (``audit``'s
-    resolution, cached), when nothing in it pulls torch: it is then installed as it is,
-    without the profile's torch. None when torch is pulled, or when it cannot be resolved
-    here (the profile's torch is then added, as before)."""
+def _as_written(
+    hand: readers.Request, py: uv_lock.PythonChoice, arch: str, facts: Facts
+) -> tuple[Packages | None, str | None]:
+    """(what the file installs on the node as written, with who pulls what; why it is not
+    known here). A compiled file is its own resolution (``_compiled_set``); any other is
+    resolved as ``audit`` resolves it: ``audit.as_written``'s request through
+    ``compile.resolve`` (cached by content: one ``uv pip compile`` serves audit and the
+    model), from the indexes the file names, never the plan's. Where it cannot be made
+    here (an index unreachable, ``UV_OFFLINE``, a package uv would have to build, code
+    that computes the requirements), (None, one line saying so for the model's unknowns):
+    its GPU packages are then judged by name, never refused for that alone."""
     from hpcenv.project import audit
 
-    if hand.dynamic or hand.variant:
-        return None
-    arch = plan.arch or facts.arch or platform.machine()
+    if hand.compiled:
+        return _compiled_set(hand, py, arch), None
     minor = ".".join(py.version.split(".")[:2])
-    target = project_resolve.Target(arch=arch, glibc=facts.glibc, python=minor)
+    request, target = audit.as_written(hand, facts, arch=arch, python=minor)
     try:
-        resolution = project_resolve.resolve(hand, target)
-    except (BadInput, CommandFailed):
-        return None
+        resolution = project_resolve.resolve(request, target)
+    except (BadInput, CommandFailed) as exc:
+        if hand.dynamic:  # its line in the unknowns already: not said twice
+            why = "code computes its requirements, and it is not run for this"
+        elif isinstance(exc, CommandFailed) and exc.output:
+            why = uv.error_summary(exc.output)
+        else:
+            why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return None, (
+            f"{Path(hand.source).name} not resolved as written for {target.describe()} "
+            f"({why}): its GPU packages were judged by name only (flash-attn, vLLM), not "
+            "those its lines pull"
+        )
     pins = audit.parse_requirements(resolution.text, hand.source)
-    return None if "torch" in pins.versions else pins
+    versions = audit.installed_set(pins, marker_environment(arch, py.version))
+    return dataclasses.replace(pins, versions=versions), None
+
+
+def _judged(
+    hand: readers.Request, pinned: Packages | None
+) -> tuple[dict[str, tuple[str, ...]], dict[str, tuple[str, ...]] | None]:
+    """(the GPU packages to judge beside the plan's torch, who pulls what) of a hand-written
+    file. A compiled file: every pin (its lines are installed as they are, torch's NVIDIA
+    wheels too). A file resolved as written: every package but torch's side
+    (``beside_torch``). Not resolved: its CUDA packages by name."""
+    if pinned is None:
+        return {n: (v,) for n, v in _hand_cuda_versions(hand).items()}, None
+    if hand.compiled or pinned.edges is None:
+        return dict(pinned.versions), pinned.edges
+    return beside_torch(pinned.versions, pinned.edges)
+
+
+def beside_torch(
+    versions: Mapping[str, tuple[str, ...]], edges: Mapping[str, tuple[str, ...]]
+) -> tuple[dict[str, tuple[str, ...]], dict[str, tuple[str, ...]]]:
+    """A resolution as written without torch's side: torch, torchvision/torchaudio and
+    what only they pull (``cuda_packages.reachable``) are folded, since the plan's torch
+    and its pair come from the plan's index with their own wheels; what another package
+    pulls too stays, judged as that package's (torch's edges are dropped)."""
+    family = set(TORCH_FAMILY)
+    side = cuda_packages.reachable(edges, family)
+    rest = {n: deps for n, deps in edges.items() if n not in family}
+    others = cuda_packages.reachable(rest, (n for n in versions if n not in side))
+    kept = {n: v for n, v in versions.items()
+            if n not in family and (n not in side or n in others)}  # fmt: skip
+    return kept, rest
 
 
 def _handwritten_without_torch(
@@ -970,6 +1026,7 @@ __all__ = [
     "Change",
     "ProjectSet",
     "as_data",
+    "beside_torch",
     "check_torch_fit",
     "cuda_verdicts",
     "extra_args",

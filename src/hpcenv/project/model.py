@@ -127,7 +127,7 @@ def of_set(request: ProjectRequest, wanted: install_set.ProjectSet) -> ProjectOn
         companions=companions,
         verdicts=wanted.verdicts,
         changes=wanted.changes,
-        unknowns=wanted.dynamic,
+        unknowns=(*wanted.dynamic, *wanted.unknowns),
         warnings=wanted.warnings,
         install_set=wanted,
         plan=plan,

@@ -82,12 +82,11 @@ def _cuda_major(variant: str | None) -> str | None:
 #: torch_jax's missed jax-cuda13-plugin, which audit refuses on the V100; at their owners,
 #: ``model.of_set`` and ``install_set.cuda_verdicts``'s inputs; torch_jax_lock's model
 #: renamed the locked jax-cuda13-plugin/-pjrt to their CUDA 12 twins and judged neither:
-#: only torch's side follows its swap now, ``install_set._torch_stack``)
-DRIFTS = {
-    "torch_jax_uncompiled": "the model judges a hand-written file with torch that uv has not "
-    "compiled by its flash-attn/vLLM lines alone (no resolution, no edges: plan resolves "
-    "once, later); audit resolves it and refuses jax-cuda13-plugin",
-}
+#: only torch's side follows its swap now, ``install_set._torch_stack``;
+#: torch_jax_uncompiled's model judged a hand-written file with torch by its flash-attn/
+#: vLLM lines alone and missed jax-cuda13-plugin: it judges from the resolution audit
+#: reads now, ``install_set._as_written``, torch's side folded)
+DRIFTS: dict[str, str] = {}
 
 
 @pytest.mark.slow
@@ -197,12 +196,16 @@ def test_each_project_file_is_read_once_and_uv_asked_once(
 ) -> None:
     """Issue 40: one ``build --project`` read a requirements project's files 5 times and ran
     ``uv export`` of open-instruct's lock 3 times. Now each command opens each project
-    file once (``project/read_once``) and runs ``uv export``/``uv pip compile`` at most
-    once. The build stops where this machine cannot go on (no PyTorch index, no Python
-    3.8 download: ``UV_OFFLINE``); what it read until then is counted."""
+    file once (``project/read_once``) and runs ``uv export`` at most once, and ``uv pip
+    compile`` at most once of each of two kinds, which cannot be one: the file as written
+    (``project/compile.py``, cached: what ``audit`` judges, and what the model judges a
+    hand-written file's GPU packages from, from the indexes the file names) and the set
+    swapped for the node (``install_set.resolve_set``: the node's torch, from the plan's
+    PyTorch index, which the file as written does not use). The build stops where this
+    machine cannot go on (no PyTorch index, no Python 3.8 download: ``UV_OFFLINE``); what
+    it read until then is counted."""
     require_pypi()
     from hpcenv.cli import main
-    from hpcenv.tools import command
 
     verb, name = case
     monkeypatch.setenv("HPCENV_HOME", str(tmp_path / "home"))
@@ -211,15 +214,7 @@ def test_each_project_file_is_read_once_and_uv_asked_once(
         monkeypatch.setenv("UV_OFFLINE", "1")
     directory = tmp_path / name
     shutil.copytree(PROJECTS / name, directory)
-    calls: list[str] = []
-    run = command.run
-
-    def counted(argv: list[str], *args: object, **kwargs: object) -> object:
-        text = f" {' '.join(map(str, argv))} "
-        calls.extend(w for w in ("export", "pip compile") if f" {w} " in text)
-        return run(argv, *args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(command, "run", counted)
+    calls = _count_uv(monkeypatch)
     extra = [a for e in EXTRAS.get(name, ()) for a in ("--extra", e)]
     facts = ["--facts", str(FACTS / "v100-supercloud.json")]
     argv = {
@@ -239,4 +234,89 @@ def test_each_project_file_is_read_once_and_uv_asked_once(
         assert model["torch"]["release"] and isinstance(model["verdicts"], list), model
     files = {p: n for p, n in opened.items() if p.startswith(str(directory))}
     assert files and max(files.values()) == 1, files
-    assert calls.count("export") <= 1 and calls.count("pip compile") <= 1, calls
+    assert all(calls.count(w) <= 1 for w in ("export", _AS_WRITTEN, _SWAPPED)), calls
+
+
+_AS_WRITTEN, _SWAPPED = "pip compile (as written)", "pip compile (swapped)"
+
+
+def _count_uv(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The ``uv export``/``uv pip compile`` runs from now on, a compile named by its maker:
+    ``project/compile.py`` (the file as written, cached) or the swapped set's."""
+    from hpcenv.tools import command
+
+    calls: list[str] = []
+    run = command.run
+
+    def counted(argv: list[str], *args: object, **kwargs: object) -> object:
+        text = f" {' '.join(map(str, argv))} "
+        if " export " in text:
+            calls.append("export")
+        elif " pip compile " in text:
+            calls.append(_AS_WRITTEN if _called_from("project/compile.py") else _SWAPPED)
+        return run(argv, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(command, "run", counted)
+    return calls
+
+
+def _called_from(module: str) -> bool:
+    frame = sys._getframe(1)
+    while frame is not None:
+        if Path(frame.f_code.co_filename).as_posix().endswith(module):
+            return True
+        frame = frame.f_back  # type: ignore[assignment]
+    return False
+
+
+def test_audit_then_plan_resolve_the_file_as_written_once(
+    any_torch: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``audit`` and ``plan --project`` of a hand-written file in one process (one cache):
+    the model judges from the resolution audit made (``install_set._as_written``), so
+    ``uv pip compile`` of the file as written runs once, and plan's only other compile is
+    the swapped set's; plan names jax-cuda13-plugin as audit does (the V100 is cc 7.0)."""
+    require_pypi()
+    from hpcenv.cli import main
+
+    monkeypatch.setenv("HPCENV_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("UV_HTTP_RETRIES", "0")
+    directory = tmp_path / "torch_jax_uncompiled"
+    shutil.copytree(PROJECTS / "torch_jax_uncompiled", directory)
+    facts = ["--facts", str(FACTS / "v100-supercloud.json")]
+    calls = _count_uv(monkeypatch)
+    main(["audit", str(directory), *facts, "--json"])
+    assert calls == [_AS_WRITTEN], calls
+    audited = {line.split(" ", 1)[0] for line in json.loads(capsys.readouterr().out)["packages"]
+               if "runs here" not in line}  # fmt: skip
+    main(["plan", str(any_torch), "--project", str(directory), *facts, "--json"])
+    assert calls.count(_AS_WRITTEN) == 1 and calls.count(_SWAPPED) <= 1, calls
+    model = json.loads(capsys.readouterr().out)["project"]["model"]
+    refused = {v["name"] for v in model["verdicts"] if not v["ok"]}
+    assert "jax-cuda13-plugin" in refused and refused == audited, (refused, audited)
+    assert not model["unknowns"], model
+
+
+def test_a_file_not_resolvable_here_is_judged_by_name_and_said(
+    any_torch: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the file as written cannot be resolved (``UV_OFFLINE`` and an empty uv cache:
+    uv has no metadata), the model still gives the plan's torch, judges the GPU packages
+    by name (none here: jax-cuda13-plugin is pulled, not named) and says, in its
+    unknowns, what could not be resolved: no traceback, no refusal for that."""
+    from hpcenv.project import model
+
+    monkeypatch.setenv("HPCENV_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))
+    monkeypatch.setenv("UV_OFFLINE", "1")
+    directory = tmp_path / "torch_jax_uncompiled"
+    shutil.copytree(PROJECTS / "torch_jax_uncompiled", directory)
+    plan = make_plan(profile.load(str(any_torch)), V100, environ={})
+    on_node = model.on_node(ProjectRequest(directory=directory), plan, V100)
+    assert on_node.torch.release == "2.9.1" and on_node.verdicts == (), on_node
+    (said,) = on_node.unknowns
+    assert said.startswith("requirements.txt not resolved as written for x86_64"), said
+    assert "judged by name only" in said and said in on_node.warnings, on_node.warnings

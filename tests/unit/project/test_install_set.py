@@ -25,6 +25,15 @@ CPU = Facts(arch="x86_64", python="3.11")
 PROJECTS = DATA / "projects"
 
 
+@pytest.fixture(autouse=True)
+def _no_index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Unit tests reach no index: uv is offline with an empty cache, so a hand-written file
+    is not resolved as written here (``install_set._as_written``: its GPU packages judged
+    by name, said in the set's unknowns); tests/integration/projects resolve them."""
+    monkeypatch.setenv("UV_OFFLINE", "1")
+    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))
+
+
 def hand_set(directory: Path, facts: Facts, name: str = "local") -> install_set.ProjectSet:
     plan = make_plan(profile.load(name), facts, environ={})
     return install_set.project_set(ProjectRequest(directory=directory), plan, facts)
@@ -197,3 +206,38 @@ def test_a_compiled_files_gpu_packages_are_judged_through_its_via_lines() -> Non
     assert any(w.startswith("jax-cuda13-plugin 0.7.2: built for CUDA 13.5 (pulls "
                             "nvidia-cuda-runtime 13.5.37)") for w in said), said  # fmt: skip
     assert not any(v.name in ("torch", "nvidia-*") for v in ps.verdicts), ps.verdicts
+
+
+def test_torchs_side_of_a_resolution_as_written_is_folded() -> None:
+    """uv's resolution of ``torch==2.9.1`` + ``jax[cuda13]==0.7.2`` (tests/data/projects/
+    torch_jax, real ``# via`` lines): what only torch pulls (its CUDA 12 wheels, triton) is
+    left to the plan's torch and folded; JAX's CUDA 13 stack stays, edges and all. A
+    package both pull stays, as the other's (here one hand-made edge stands for it:
+    jax-cuda13-plugin pulling torch's nvidia-nccl-cu12 too)."""
+    from hpcenv.project import audit
+
+    pins = audit.read_requirements(PROJECTS / "torch_jax" / "requirements.txt")
+    assert pins.edges is not None
+    kept, edges = install_set.beside_torch(pins.versions, pins.edges)
+    assert "torch" not in kept and "torch" not in edges
+    assert not {"nvidia-cuda-runtime-cu12", "nvidia-nccl-cu12", "triton", "sympy"} & set(kept)
+    assert kept["nvidia-cuda-runtime"] == ("13.5.37",) and "jax-cuda13-plugin" in kept
+    assert "nvidia-cuda-runtime" in edges["jax-cuda13-plugin"]
+    shared = {**pins.edges, "jax-cuda13-plugin": (*pins.edges["jax-cuda13-plugin"],
+                                                   "nvidia-nccl-cu12")}  # fmt: skip
+    kept, _ = install_set.beside_torch(pins.versions, shared)
+    assert kept["nvidia-nccl-cu12"] == ("2.27.5",) and "nvidia-cuda-runtime-cu12" not in kept
+
+
+def test_a_file_not_resolved_here_is_judged_by_name_and_said(tmp_path: Path) -> None:
+    """No index here (``_no_index``): a hand-written torch + flash-attn file keeps the
+    plan's torch, flash-attn judged by name, and one line in the set's unknowns says what
+    could not be resolved."""
+    (tmp_path / "requirements.txt").write_text("torch==2.9.1\nflash-attn\n")
+    ps = hand_set(tmp_path, V100, "supercloud")
+    assert ps.torch_after == "torch==2.9.1+cu128"
+    assert [v.name for v in ps.verdicts if not v.ok] == ["flash-attn"], ps.verdicts
+    (said,) = ps.unknowns
+    assert said.startswith("requirements.txt not resolved as written for "), said
+    assert said.endswith("its GPU packages were judged by name only (flash-attn, vLLM), not "
+                         "those its lines pull"), said  # fmt: skip
