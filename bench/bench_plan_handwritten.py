@@ -1,5 +1,6 @@
 """``hpcenv plan PROFILE --project P --json`` of a hand-written torch file, this tree's code
-against a baseline revision's (``--baseline-rev``, default ``main``) in the same rounds.
+against a baseline revision's (``--baseline-rev``; default f12a805, main before the model
+resolved a hand-written file) in the same rounds.
 
 The model of a hand-written file judges its GPU packages from the file resolved as
 written (``install_set._as_written``: the cached ``uv pip compile`` audit reads), where
@@ -42,7 +43,7 @@ FACTS = REPO / "tests" / "data" / "facts" / "v100-supercloud.json"
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--baseline-rev", default="main")
+    ap.add_argument("--baseline-rev", default="f12a805")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-planhw-") as tmp:
         root = Path(tmp)
